@@ -1,0 +1,230 @@
+// `trainsim memory`: does it fit? Per-GPU weights, gradients, optimizer states, activations,
+// buffers and overhead for a model, precision, ZeRO stage, parallel layout and recompute
+// policy; or the model states of a bare parameter count; or the largest model that fits.
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/plot.hpp"
+#include "cli/resolve.hpp"
+#include "common/errors.hpp"
+#include "common/units.hpp"
+#include "model/count.hpp"
+#include "model/load.hpp"
+#include "simulate/memory.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+struct MemoryOptions {
+  ModelOptions model;
+  MachineOptions machine;
+  PlanOptions plan;
+  SetupOptions setup;
+  std::string params;
+  bool max_params = false;
+  double bucket_mb = 25;
+  std::string plot;
+  OutputOptions out;
+};
+
+nlohmann::json breakdown_json(const sim::MemoryBreakdown& b) {
+  return {{"weights", b.weights},         {"gradients", b.gradients}, {"optimizer", b.optimizer},
+          {"activations", b.activations}, {"buffers", b.buffers},     {"overhead", b.overhead},
+          {"total", b.total}};
+}
+
+std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / 1e9); }
+std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024 * 1024)); }
+
+void breakdown_table(Sink& sink, const sim::MemoryBreakdown& b) {
+  Table t({"per GPU", "GB", "GiB", "share"}, {"part", "bytes", "gib", "fraction"});
+  auto row = [&](const char* name, double v) {
+    t.add_row({name, gb(v), gib(v), fmt::format("{:.1f}%", 100 * v / b.total)},
+              {name, fmt::format("{:.0f}", v), gib(v), fmt::format("{:.4f}", v / b.total)});
+  };
+  row("weights", b.weights);
+  row("gradients", b.gradients);
+  row("optimizer", b.optimizer);
+  row("activations", b.activations);
+  row("buffers", b.buffers);
+  row("overhead", b.overhead);
+  row("total", b.total);
+  t.print(sink);
+}
+
+int run_max_params(const MemoryOptions& o) {
+  const Machine mc = resolve_machine(o.machine);
+  const std::int64_t n = mc.num_gpus;
+  Sink sink(o.out);
+  nlohmann::json j;
+  j["gpu"] = mc.gpu.name;
+  j["num_gpus"] = n;
+  j["gpu_memory_bytes"] = mc.gpu.memory_bytes;
+  j["precision"] = std::string(model::to_string(parse_precision(o.setup.precision)));
+  j["optimizer"] = std::string(model::to_string(parse_optimizer(o.setup.optimizer)));
+  const auto per = sim::state_bytes_per_param(parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer));
+  j["bytes_per_param"] = per.total();
+  nlohmann::json by_stage;
+  Table t({"ZeRO stage", "max params", "exact"}, {"zero", "max_params", "exact"});
+  for (std::int64_t z = 0; z <= 3; ++z) {
+    const double p = sim::max_params(mc.gpu.memory_bytes, n, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), z);
+    by_stage[fmt::format("zero{}", z)] = p;
+    t.add_row({fmt::format("{}", z), format_count(p), fmt::format("{:.0f}", p)},
+              {fmt::format("{}", z), fmt::format("{:.0f}", p), fmt::format("{:.0f}", p)});
+  }
+  j["max_params_by_zero"] = by_stage;
+  j["max_params"] = by_stage[fmt::format("zero{}", o.plan.zero_stage)];
+  if (sink.format() == Format::json) {
+    sink.json(j);
+    return 0;
+  }
+  sink.comment(fmt::format("largest model whose states fit: {} x {} ({} GB each = {} GB), {} "
+                           "with {}: {} + {} + {} = {} bytes/param; activations not counted",
+                           n, mc.gpu.name, gb(mc.gpu.memory_bytes), gb(n * mc.gpu.memory_bytes),
+                           model::to_string(parse_precision(o.setup.precision)), model::to_string(parse_optimizer(o.setup.optimizer)),
+                           per.weights, per.gradients, per.optimizer, per.total()));
+  t.print(sink);
+  return 0;
+}
+
+int run_params_only(const MemoryOptions& o) {
+  const double params = parse_count(o.params, "--params");
+  if (params <= 0 || params > 1e16) throw ConfigError("--params: must be in (0, 1e16]");
+  const std::int64_t dp = o.plan.dp > 0 ? o.plan.dp : std::max<std::int64_t>(o.machine.num_gpus, 1);
+  if (o.plan.zero_stage < 0 || o.plan.zero_stage > 3)
+    throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", o.plan.zero_stage));
+  Sink sink(o.out);
+  nlohmann::json stages = nlohmann::json::array();
+  Table t({"ZeRO stage", "weights (GB)", "gradients (GB)", "optimizer (GB)", "total (GB)"},
+          {"zero", "weights_bytes", "gradients_bytes", "optimizer_bytes", "total_bytes"});
+  for (std::int64_t z = 0; z <= 3; ++z) {
+    const auto b = sim::model_state_bytes(params, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), dp, z);
+    stages.push_back({{"zero", z}, {"per_gpu_bytes", breakdown_json(b)}});
+    t.add_row({fmt::format("{}{}", z, z == o.plan.zero_stage ? " *" : ""), gb(b.weights),
+               gb(b.gradients), gb(b.optimizer), gb(b.total)},
+              {fmt::format("{}", z), fmt::format("{:.0f}", b.weights),
+               fmt::format("{:.0f}", b.gradients), fmt::format("{:.0f}", b.optimizer),
+               fmt::format("{:.0f}", b.total)});
+  }
+  const auto sel = sim::model_state_bytes(params, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), dp,
+                                          o.plan.zero_stage);
+  if (sink.format() == Format::json) {
+    sink.json({{"params", params},
+               {"dp", dp},
+               {"precision", std::string(model::to_string(parse_precision(o.setup.precision)))},
+               {"optimizer", std::string(model::to_string(parse_optimizer(o.setup.optimizer)))},
+               {"zero", o.plan.zero_stage},
+               {"per_gpu_bytes", breakdown_json(sel)},
+               {"stages", stages}});
+    return 0;
+  }
+  sink.comment(fmt::format("model states of {} parameters, data parallel over {} GPUs, {} with "
+                           "{} (Rajbhandari et al. 2020); activations need --model",
+                           format_count(params), dp, model::to_string(parse_precision(o.setup.precision)),
+                           model::to_string(parse_optimizer(o.setup.optimizer))));
+  t.print(sink);
+  return 0;
+}
+
+int run_memory(const MemoryOptions& o) {
+  if (o.max_params) return run_max_params(o);
+  if (!o.params.empty()) {
+    if (!o.model.model.empty()) throw ConfigError("--params and --model: give only one");
+    return run_params_only(o);
+  }
+  if (o.model.model.empty())
+    throw ConfigError("--model: required (or --params N for model states only, or --max-params)");
+  if (!(o.bucket_mb >= 0 && o.bucket_mb <= 1e6))
+    throw ConfigError(fmt::format("--bucket-mb = {}: must be in 0..1e6", o.bucket_mb));
+  const model::ModelSpec m = resolve_model(o.model);
+  const Machine mc = resolve_machine(o.machine);
+  const model::TrainingSetup s = resolve_setup(o.setup);
+  const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
+  sim::MemoryOptions mo;
+  mo.bucket_bytes = o.bucket_mb * 1024 * 1024;
+  const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
+  const bool fits = b.total <= mc.gpu.memory_bytes;
+  const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
+  const double params = model::count_params(m).total;
+  Sink sink(o.out);
+  if (sink.format() == Format::json) {
+    sink.json({{"model", m.name},
+               {"gpu", mc.gpu.name},
+               {"num_gpus", mc.num_gpus},
+               {"setup", setup_json(s)},
+               {"plan", plan_json(p)},
+               {"params", params},
+               {"params_per_gpu", b.params_on_gpu},
+               {"pipeline_stage", b.stage},
+               {"in_flight_micro_batches", b.in_flight_micro_batches},
+               {"per_gpu_bytes", breakdown_json(b)},
+               {"gpu_memory_bytes", mc.gpu.memory_bytes},
+               {"fits", fits},
+               {"max_micro_batch", max_mb}});
+  } else {
+    sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
+                             format_count(params), mc.num_gpus, mc.gpu.name, gb(mc.gpu.memory_bytes)));
+    sink.comment(fmt::format("tp {} pp {} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch {}, "
+                             "seq_len {}, {} {}, {} attention",
+                             p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "", p.zero_stage,
+                             model::to_string(p.recompute), s.micro_batch_size, s.seq_len,
+                             model::to_string(s.precision), model::to_string(s.optimizer),
+                             model::to_string(s.attention)));
+    sink.comment(fmt::format("fullest pipeline stage {} holds {} params and {:g} micro-batches "
+                             "of activations",
+                             b.stage, format_count(b.params_on_gpu), b.in_flight_micro_batches));
+    breakdown_table(sink, b);
+    if (sink.format() == Format::table)
+      sink.write(fmt::format("{}: {} GB of {} GB ({:.0f}%); largest micro-batch that fits: {}\n",
+                             fits ? "FITS" : "DOES NOT FIT", gb(b.total), gb(mc.gpu.memory_bytes),
+                             100 * b.total / mc.gpu.memory_bytes, max_mb));
+  }
+  if (!o.plot.empty()) {
+    PlotSpec spec{o.plot,
+                  fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
+                              "recompute {})",
+                              m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
+                              model::to_string(p.recompute)),
+                  "", "GB per GPU", false, false,
+                  {fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead "
+                               "lc rgb 'red' lw 2",
+                               mc.gpu.memory_bytes / 1e9),
+                   fmt::format("set label 'GPU memory {:.0f} GB' at graph 0.02, first {} tc rgb "
+                               "'red' offset 0,0.7",
+                               mc.gpu.memory_bytes / 1e9, mc.gpu.memory_bytes / 1e9),
+                   fmt::format("set yrange [0:{}]", 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9)}};
+    plot_bars(spec, {"this plan"},
+              {"weights", "gradients", "optimizer", "activations", "buffers", "overhead"},
+              {{b.weights / 1e9}, {b.gradients / 1e9}, {b.optimizer / 1e9}, {b.activations / 1e9},
+               {b.buffers / 1e9}, {b.overhead / 1e9}});
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_memory(CLI::App& app) {
+  auto o = std::make_shared<MemoryOptions>();
+  auto* cmd = app.add_subcommand(
+      "memory", "Does it fit? Per-GPU memory breakdown and verdict, or the largest model that fits");
+  add_model_options(*cmd, o->model, false);
+  add_machine_options(*cmd, o->machine, true);
+  add_plan_options(*cmd, o->plan);
+  add_setup_options(*cmd, o->setup);
+  cmd->add_option("--params", o->params,
+                  "Model states only, for a bare parameter count (e.g. 7.5e9); dp = --dp or "
+                  "--num-gpus");
+  cmd->add_flag("--max-params", o->max_params,
+                "Print the largest parameter count whose model states fit (per ZeRO stage)");
+  cmd->add_option("--bucket-mb", o->bucket_mb, "Gradient bucket size in MiB (buffers)")
+      ->capture_default_str();
+  cmd->add_option("--plot", o->plot, "Write a breakdown chart (.png or .svg)");
+  add_output_options(*cmd, o->out);
+  cmd->footer("Examples:\n  trainsim memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 "
+              "--seq-len 8192\n  trainsim memory --params 7.5e9 --num-gpus 64 --zero 1\n  "
+              "trainsim memory --gpu h100-sxm --num-gpus 8 --max-params --precision bf16");
+  cmd->callback([o] { run_memory(*o); });
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,98 @@
+// `trainsim presets list [KIND]` and `trainsim presets show NAME`: what is available, and one
+// preset resolved (validated, in the file's units).
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "common/presets.hpp"
+#include "hardware/load.hpp"
+#include "model/count.hpp"
+#include "model/load.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+const std::vector<std::string> kKinds{"models", "gpus", "clusters", "profiles"};
+
+struct PresetsOptions {
+  std::string kind;
+  std::string name;
+  OutputOptions out;
+};
+
+std::string source_of(const std::string& kind, const std::string& name) {
+  const auto j = load_json_file(resolve_preset(kind, name, "preset"));
+  return j.value("source", std::string());
+}
+
+void list(const PresetsOptions& o) {
+  if (!o.kind.empty() && std::find(kKinds.begin(), kKinds.end(), o.kind) == kKinds.end())
+    throw ConfigError(fmt::format("presets list {}: unknown kind (models, gpus, clusters, profiles)",
+                                  o.kind));
+  Sink sink(o.out);
+  nlohmann::json j;
+  Table t({"kind", "name", "source"});
+  for (const auto& kind : kKinds) {
+    if (!o.kind.empty() && kind != o.kind) continue;
+    for (const auto& name : list_presets(kind)) {
+      const std::string src = source_of(kind, name);
+      j[kind].push_back({{"name", name}, {"source", src}});
+      t.add_row({kind, name, src.size() > 90 ? src.substr(0, 87) + "..." : src},
+                {kind, name, src});
+    }
+  }
+  if (sink.format() == Format::json) sink.json(j);
+  else t.print(sink);
+}
+
+void show(const PresetsOptions& o) {
+  std::vector<std::string> kinds = o.kind.empty() ? kKinds : std::vector<std::string>{o.kind};
+  for (const auto& kind : kinds) {
+    const auto names = list_presets(kind);
+    const bool path = o.name.find('/') != std::string::npos || o.name.ends_with(".json");
+    if (!path && std::find(names.begin(), names.end(), o.name) == names.end()) continue;
+    nlohmann::json j;
+    if (kind == "models") {
+      const auto m = model::load_model(o.name);
+      j = model::model_to_json(m);
+      j["params_total"] = model::count_params(m).total;
+    } else if (kind == "gpus") {
+      j = hw::gpu_to_json(hw::load_gpu(o.name));
+    } else if (kind == "clusters") {
+      j = hw::cluster_to_json(hw::load_cluster(o.name));
+    } else {
+      j = hw::profile_to_json(hw::load_profile(o.name));
+    }
+    Sink sink(o.out);
+    sink.json(j);
+    return;
+  }
+  std::vector<std::string> all;
+  for (const auto& kind : kKinds)
+    for (const auto& n : list_presets(kind)) all.push_back(n);
+  const auto near = nearest_names(o.name, all);
+  throw ConfigError(fmt::format("presets show {}: no such preset{}", o.name,
+                                near.empty() ? "" : " (did you mean " + near.front() + "?)"));
+}
+
+}  // namespace
+
+void add_presets(CLI::App& app) {
+  auto o = std::make_shared<PresetsOptions>();
+  auto* cmd = app.add_subcommand("presets", "List presets, or show one resolved");
+  cmd->require_subcommand(1);
+  auto* l = cmd->add_subcommand("list", "List presets with their sources");
+  l->add_option("kind", o->kind, "models | gpus | clusters | profiles (default: all)");
+  add_output_options(*l, o->out);
+  l->footer("Example: trainsim presets list gpus");
+  l->callback([o] { list(*o); });
+  auto* s = cmd->add_subcommand("show", "Print one preset as JSON (validated)");
+  s->add_option("name", o->name, "Preset name or JSON file")->required();
+  s->add_option("--kind", o->kind, "models | gpus | clusters | profiles (when names clash)");
+  s->footer("Example: trainsim presets show llama3-8b");
+  s->callback([o] { show(*o); });
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,33 @@
+// gnuplot plots (through gnuplot-iostream; no Python). The file extension picks the
+// terminal: .png (pngcairo) or .svg. Only cli/ plots (STYLE.md section 8).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainsim::cli {
+
+struct Series {
+  std::string title;
+  std::vector<std::pair<double, double>> points;
+  std::string style = "linespoints";  // gnuplot "with" style: lines, points, linespoints
+  std::vector<std::string> labels;    // optional point labels (same length as points)
+};
+
+struct PlotSpec {
+  std::string file;
+  std::string title, xlabel, ylabel;
+  bool logx = false, logy = false;
+  std::vector<std::string> extra;  // raw gnuplot commands (e.g. arrows, ranges)
+};
+
+/// Line/point plot of several series.
+void plot_xy(const PlotSpec& spec, const std::vector<Series>& series);
+
+/// Bar chart: one bar per label; `groups` names several values per label (clustered bars).
+void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
+               const std::vector<std::string>& groups,
+               const std::vector<std::vector<double>>& values);
+
+}  // namespace trainsim::cli

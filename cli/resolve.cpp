@@ -1,0 +1,236 @@
+// Shared flag groups and their resolution (resolve.hpp).
+#include "cli/resolve.hpp"
+
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+#include "hardware/load.hpp"
+#include "model/load.hpp"
+
+namespace trainsim::cli {
+
+using model::AttentionImpl;
+using model::Optimizer;
+using model::Precision;
+using model::Recompute;
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool required) {
+  auto* opt = cmd.add_option("--model,-m", o.model,
+                             "Model: a preset name (`trainsim presets list models`), a preset "
+                             "JSON file, or a Hugging Face config.json");
+  if (required) opt->required();
+  auto* g = cmd.add_option_group("model overrides", "Override fields of the model preset");
+  g->add_option("--num-layers", o.num_layers, "Transformer layers");
+  g->add_option("--hidden-size", o.hidden_size, "Hidden size (d_model)");
+  g->add_option("--num-heads", o.num_heads, "Attention heads");
+  g->add_option("--num-kv-heads", o.num_kv_heads, "Key/value heads (GQA/MQA)");
+  g->add_option("--head-dim", o.head_dim, "Head dimension");
+  g->add_option("--ffn-hidden-size", o.ffn_hidden_size, "FFN hidden size (d_ff)");
+  g->add_option("--vocab-size", o.vocab_size, "Vocabulary size");
+  g->add_option("--num-experts", o.num_experts, "MoE experts (0 = dense)");
+  g->add_option("--top-k", o.top_k, "MoE experts per token");
+}
+
+model::ModelSpec resolve_model(const ModelOptions& o) {
+  model::ModelSpec m = model::load_model(o.model);
+  bool changed = false;
+  auto set = [&](const std::optional<std::int64_t>& v, std::int64_t& field) {
+    if (v) {
+      field = *v;
+      changed = true;
+    }
+  };
+  set(o.num_layers, m.num_layers);
+  set(o.hidden_size, m.hidden_size);
+  set(o.num_heads, m.num_heads);
+  set(o.num_kv_heads, m.num_kv_heads);
+  set(o.head_dim, m.head_dim);
+  set(o.ffn_hidden_size, m.ffn_hidden_size);
+  set(o.vocab_size, m.vocab_size);
+  set(o.num_experts, m.num_experts);
+  set(o.top_k, m.top_k);
+  if (changed) model::validate(m, "flags (model overrides)");
+  return m;
+}
+
+namespace {
+template <class E>
+E parse_choice(const std::string& value, const char* flag,
+               std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string allowed;
+  for (const auto& [name, e] : choices) {
+    if (value == name) return e;
+    allowed += allowed.empty() ? name : std::string(", ") + name;
+  }
+  throw ConfigError(fmt::format("{} = {}: must be one of {}", flag, value, allowed));
+}
+}  // namespace
+
+model::Precision parse_precision(const std::string& s) {
+  return parse_choice<Precision>(s, "--precision",
+                                 {{"fp32", Precision::fp32},
+                                  {"bf16-mixed", Precision::bf16_mixed},
+                                  {"fp16-mixed", Precision::fp16_mixed},
+                                  {"bf16", Precision::bf16}});
+}
+model::Optimizer parse_optimizer(const std::string& s) {
+  return parse_choice<Optimizer>(s, "--optimizer", {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
+}
+model::Recompute parse_recompute(const std::string& s) {
+  return parse_choice<Recompute>(s, "--recompute",
+                                 {{"none", Recompute::none},
+                                  {"selective", Recompute::selective},
+                                  {"full", Recompute::full}});
+}
+model::AttentionImpl parse_attention(const std::string& s) {
+  return parse_choice<AttentionImpl>(s, "--attention",
+                                     {{"flash", AttentionImpl::flash}, {"naive", AttentionImpl::naive}});
+}
+
+void add_setup_options(CLI::App& cmd, SetupOptions& o) {
+  cmd.add_option("--micro-batch", o.micro_batch_size, "Sequences per micro-batch per GPU")
+      ->capture_default_str();
+  cmd.add_option("--global-batch", o.global_batch_size,
+                 "Sequences per optimizer step (0 = micro-batch x dp)")
+      ->capture_default_str();
+  cmd.add_option("--seq-len,-s", o.seq_len, "Sequence length (tokens)")->capture_default_str();
+  cmd.add_option("--precision", o.precision,
+                 "fp32 (4+4+8 B/param) | bf16-mixed, fp16-mixed (2+2+12: fp32 master, m, v) | "
+                 "bf16 (2+2+8: no master copy)")
+      ->capture_default_str();
+  cmd.add_option("--attention", o.attention,
+                 "flash (saves O + logsumexp) | naive (saves the s^2 scores)")
+      ->capture_default_str();
+  cmd.add_option("--optimizer", o.optimizer, "adamw (2 fp32 moments) | sgd (1 fp32 momentum)")
+      ->capture_default_str();
+}
+
+model::TrainingSetup resolve_setup(const SetupOptions& o) {
+  model::TrainingSetup s;
+  s.micro_batch_size = o.micro_batch_size;
+  s.global_batch_size = o.global_batch_size;
+  s.seq_len = o.seq_len;
+  s.precision = parse_precision(o.precision);
+  s.attention = parse_attention(o.attention);
+  s.optimizer = parse_optimizer(o.optimizer);
+  model::validate(s, "flags");
+  return s;
+}
+
+void add_plan_options(CLI::App& cmd, PlanOptions& o) {
+  cmd.add_option("--tp", o.tp, "Tensor-parallel degree")->capture_default_str();
+  cmd.add_option("--pp", o.pp, "Pipeline-parallel degree")->capture_default_str();
+  cmd.add_option("--dp", o.dp, "Data-parallel degree (0 = num-gpus / (tp x pp x cp))")
+      ->capture_default_str();
+  cmd.add_option("--cp", o.cp, "Context-parallel degree")->capture_default_str();
+  cmd.add_option("--ep", o.ep, "Expert-parallel degree (MoE; divides dp)")->capture_default_str();
+  cmd.add_option("--zero", o.zero_stage, "ZeRO stage 0..3 (shards optimizer / +gradients / "
+                                         "+weights over dp)")
+      ->capture_default_str();
+  cmd.add_option("--interleave", o.interleave, "Virtual pipeline chunks per stage (1 = 1F1B)")
+      ->capture_default_str();
+  cmd.add_flag("--sequence-parallel", o.sequence_parallel,
+               "Megatron sequence parallelism (norms/dropout sharded over tp)");
+  cmd.add_option("--recompute", o.recompute,
+                 "Activation recomputation: none | selective (attention core) | full (per layer)")
+      ->capture_default_str();
+}
+
+model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m,
+                                 const model::TrainingSetup& s, std::int64_t num_gpus) {
+  model::ParallelPlan p;
+  p.tp = o.tp;
+  p.pp = o.pp;
+  p.cp = o.cp;
+  p.ep = o.ep;
+  p.zero_stage = o.zero_stage;
+  p.interleave = o.interleave;
+  p.sequence_parallel = o.sequence_parallel;
+  p.recompute = parse_recompute(o.recompute);
+  if (o.dp > 0) {
+    p.dp = o.dp;
+  } else {
+    const std::int64_t denom = std::max<std::int64_t>(1, o.tp * o.pp * o.cp);
+    if (o.tp <= 0 || o.pp <= 0 || o.cp <= 0 || num_gpus % denom != 0)
+      throw ConfigError(fmt::format("--num-gpus = {}: must be a multiple of tp x pp x cp = {} x {} "
+                                    "x {} (or give --dp)",
+                                    num_gpus, o.tp, o.pp, o.cp));
+    p.dp = num_gpus / denom;
+  }
+  model::validate(p, m, s, num_gpus, "flags");
+  return p;
+}
+
+void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster) {
+  cmd.add_option("--gpu,-g", o.gpu, "GPU preset or JSON file (`trainsim presets list gpus`)");
+  if (with_cluster)
+    cmd.add_option("--cluster,-c", o.cluster,
+                   "Cluster preset or JSON file (nodes of GPUs with NVLink + InfiniBand)");
+  cmd.add_option("--num-gpus,-n", o.num_gpus,
+                 "GPUs in total (default: one node of the cluster, or 1 GPU)");
+  cmd.add_option("--calibration", o.calibration,
+                 "Hardware profile JSON (from `trainsim calibrate`, or a preset in "
+                 "presets/profiles); default: the GPU's datasheet profile");
+  cmd.add_option("--gpu-memory-gb", o.gpu_memory_gb,
+                 "Override the GPU memory capacity (GB = 1e9 bytes)");
+}
+
+Machine resolve_machine(const MachineOptions& o) {
+  Machine mc;
+  if (o.gpu.empty() && o.cluster.empty())
+    throw ConfigError("--gpu or --cluster: one is required (e.g. --gpu h100-sxm)");
+  if (o.num_gpus < 0 || o.num_gpus > 10000000)
+    throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", o.num_gpus));
+  if (!o.cluster.empty()) {
+    mc.cluster = hw::load_cluster(o.cluster);
+    mc.gpu = hw::load_gpu(o.gpu.empty() ? mc.cluster.gpu : o.gpu);
+    if (o.num_gpus > 0) {
+      if (o.num_gpus <= mc.cluster.gpus_per_node) {
+        mc.cluster.gpus_per_node = o.num_gpus;
+        mc.cluster.num_nodes = 1;
+      } else if (o.num_gpus % mc.cluster.gpus_per_node != 0) {
+        throw ConfigError(fmt::format("--num-gpus = {}: must be a multiple of the cluster's "
+                                      "gpus_per_node = {} (or at most one node)",
+                                      o.num_gpus, mc.cluster.gpus_per_node));
+      } else {
+        mc.cluster.num_nodes = o.num_gpus / mc.cluster.gpus_per_node;
+      }
+      hw::validate(mc.cluster, "flags (--num-gpus)");
+    }
+  } else {
+    mc.gpu = hw::load_gpu(o.gpu);
+    mc.cluster = hw::single_node_cluster(mc.gpu, o.num_gpus > 0 ? o.num_gpus : 1);
+  }
+  if (o.gpu_memory_gb) {
+    if (!(*o.gpu_memory_gb > 0 && *o.gpu_memory_gb < 1e6))
+      throw ConfigError(fmt::format("--gpu-memory-gb = {}: must be in (0, 1e6)", *o.gpu_memory_gb));
+    mc.gpu.memory_bytes = *o.gpu_memory_gb * 1e9;
+  }
+  mc.num_gpus = mc.cluster.num_gpus();
+  mc.profile = o.calibration.empty() ? hw::default_profile(mc.gpu.name)
+                                     : hw::load_profile(o.calibration);
+  return mc;
+}
+
+nlohmann::json setup_json(const model::TrainingSetup& s) {
+  return {{"micro_batch_size", s.micro_batch_size},
+          {"global_batch_size", s.global_batch_size},
+          {"seq_len", s.seq_len},
+          {"precision", std::string(model::to_string(s.precision))},
+          {"attention", std::string(model::to_string(s.attention))},
+          {"optimizer", std::string(model::to_string(s.optimizer))}};
+}
+
+nlohmann::json plan_json(const model::ParallelPlan& p) {
+  return {{"tp", p.tp},
+          {"pp", p.pp},
+          {"dp", p.dp},
+          {"cp", p.cp},
+          {"ep", p.ep},
+          {"zero", p.zero_stage},
+          {"interleave", p.interleave},
+          {"sequence_parallel", p.sequence_parallel},
+          {"recompute", std::string(model::to_string(p.recompute))}};
+}
+
+}  // namespace trainsim::cli

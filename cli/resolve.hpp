@@ -1,0 +1,74 @@
+// Flags shared by several subcommands and their resolution into validated core structs:
+// preset < plan file < flags (STYLE.md section 7).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/spec.hpp"
+
+namespace trainsim::cli {
+
+struct ModelOptions {
+  std::string model;
+  std::optional<std::int64_t> num_layers, hidden_size, num_heads, num_kv_heads, head_dim,
+      ffn_hidden_size, vocab_size, num_experts, top_k;
+};
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool required);
+/// Loads the preset/file, applies overrides, validates again.
+[[nodiscard]] model::ModelSpec resolve_model(const ModelOptions& o);
+
+struct SetupOptions {
+  std::int64_t micro_batch_size = 1;
+  std::int64_t global_batch_size = 0;
+  std::int64_t seq_len = 2048;
+  std::string precision = "bf16-mixed";
+  std::string attention = "flash";
+  std::string optimizer = "adamw";
+};
+void add_setup_options(CLI::App& cmd, SetupOptions& o);
+[[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o);
+
+struct PlanOptions {
+  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, zero_stage = 0, interleave = 1;
+  bool sequence_parallel = false;
+  std::string recompute = "none";
+};
+void add_plan_options(CLI::App& cmd, PlanOptions& o);
+/// dp = 0 means num_gpus / (tp pp cp). Validates against the model and num_gpus.
+[[nodiscard]] model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m,
+                                               const model::TrainingSetup& s,
+                                               std::int64_t num_gpus);
+
+struct MachineOptions {
+  std::string gpu;
+  std::string cluster;
+  std::int64_t num_gpus = 0;  // 0 = one node (cluster) or 1 GPU
+  std::string calibration;
+  std::optional<double> gpu_memory_gb;
+};
+void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster);
+
+struct Machine {
+  hw::GpuSpec gpu;
+  hw::ClusterSpec cluster;
+  hw::HardwareProfile profile;
+  std::int64_t num_gpus = 1;
+};
+/// Needs --gpu or --cluster; --num-gpus sets the node count of a cluster (rounded up to
+/// whole nodes is an error: it must be a multiple of gpus_per_node, or below one node).
+[[nodiscard]] Machine resolve_machine(const MachineOptions& o);
+
+[[nodiscard]] model::Precision parse_precision(const std::string& s);
+[[nodiscard]] model::Optimizer parse_optimizer(const std::string& s);
+[[nodiscard]] model::Recompute parse_recompute(const std::string& s);
+[[nodiscard]] model::AttentionImpl parse_attention(const std::string& s);
+
+[[nodiscard]] nlohmann::json setup_json(const model::TrainingSetup& s);
+[[nodiscard]] nlohmann::json plan_json(const model::ParallelPlan& p);
+
+}  // namespace trainsim::cli

@@ -1,0 +1,162 @@
+// JSON parsing with positions, strict object reading and name suggestions (json_io.hpp).
+#include "common/json_io.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+namespace trainsim {
+
+nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true,
+                                 /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based offset of the last byte read; convert it to line and column.
+    std::size_t line = 1, column = 1;
+    const std::size_t stop = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    for (std::size_t i = 0; i < stop; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    // nlohmann's message starts "[json.exception.parse_error.101] parse error at line..";
+    // keep only the reason after the last ": ".
+    auto pos = what.rfind(": ");
+    std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
+    throw ConfigError(fmt::format("{}:{}:{}: malformed JSON: {}", source, line, column, reason));
+  }
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot open file", path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return parse_json_text(buffer.str(), path);
+}
+
+JsonObjectReader::JsonObjectReader(const nlohmann::json& object, Problems& problems)
+    : object_(object), problems_(problems) {
+  if (!object_.is_object()) problems_.add("expected a JSON object at the top level");
+}
+
+const nlohmann::json* JsonObjectReader::find(std::string_view key, bool required) {
+  seen_.insert(std::string(key));
+  if (!object_.is_object()) return nullptr;
+  auto it = object_.find(std::string(key));
+  if (it == object_.end() || it->is_null()) {
+    if (required) problems_.add(fmt::format("{}: missing required field", key));
+    return nullptr;
+  }
+  return &*it;
+}
+
+bool JsonObjectReader::get(std::string_view key, std::int64_t& out, bool required) {
+  const auto* v = find(key, required);
+  if (!v) return false;
+  if (v->is_number_integer()) {
+    out = v->get<std::int64_t>();
+    return true;
+  }
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) {
+      out = static_cast<std::int64_t>(d);
+      return true;
+    }
+  }
+  problems_.add(fmt::format("{} = {}: expected an integer", key, v->dump()));
+  return false;
+}
+
+bool JsonObjectReader::get(std::string_view key, double& out, bool required) {
+  const auto* v = find(key, required);
+  if (!v) return false;
+  if (v->is_number()) {
+    out = v->get<double>();
+    if (std::isfinite(out)) return true;
+  }
+  problems_.add(fmt::format("{} = {}: expected a finite number", key, v->dump()));
+  return false;
+}
+
+bool JsonObjectReader::get(std::string_view key, bool& out, bool required) {
+  const auto* v = find(key, required);
+  if (!v) return false;
+  if (v->is_boolean()) {
+    out = v->get<bool>();
+    return true;
+  }
+  problems_.add(fmt::format("{} = {}: expected true or false", key, v->dump()));
+  return false;
+}
+
+bool JsonObjectReader::get(std::string_view key, std::string& out, bool required) {
+  const auto* v = find(key, required);
+  if (!v) return false;
+  if (v->is_string()) {
+    out = v->get<std::string>();
+    return true;
+  }
+  problems_.add(fmt::format("{} = {}: expected a string", key, v->dump()));
+  return false;
+}
+
+const nlohmann::json* JsonObjectReader::take(std::string_view key) { return find(key, false); }
+
+bool JsonObjectReader::has(std::string_view key) const {
+  return object_.is_object() && object_.contains(std::string(key));
+}
+
+void JsonObjectReader::finish() {
+  if (!object_.is_object()) return;
+  std::vector<std::string> known(seen_.begin(), seen_.end());
+  for (const auto& [key, value] : object_.items()) {
+    if (seen_.count(key)) continue;
+    auto near = nearest_names(key, known, 1);
+    problems_.add(near.empty() ? fmt::format("{}: unknown field", key)
+                               : fmt::format("{}: unknown field (did you mean '{}'?)", key,
+                                             near.front()));
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> nearest_names(std::string_view name,
+                                       const std::vector<std::string>& candidates,
+                                       std::size_t max) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  for (const auto& c : candidates) {
+    std::size_t d = edit_distance(name, c);
+    bool prefix = !name.empty() && c.rfind(std::string(name.substr(0, std::min<std::size_t>(
+                                                                          4, name.size()))),
+                                           0) == 0;
+    if (d <= 3 || prefix) scored.emplace_back(prefix ? std::min<std::size_t>(d, 2) : d, c);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < max; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+}  // namespace trainsim

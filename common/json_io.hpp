@@ -1,0 +1,51 @@
+// JSON reading helpers: parse with file:line:column errors, and read one object strictly
+// (every key known, every type checked, all problems reported together).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/errors.hpp"
+
+namespace trainsim {
+
+/// Parses JSON text (comments allowed). Throws ConfigError "source:line:column: reason".
+[[nodiscard]] nlohmann::json parse_json_text(std::string_view text, std::string_view source);
+/// Reads and parses a file. Throws ConfigError if it cannot be read or parsed.
+[[nodiscard]] nlohmann::json load_json_file(const std::string& path);
+
+/// Reads the fields of one JSON object. Each getter records type errors in `problems`;
+/// finish() records every key that no getter asked for ("unknown key").
+class JsonObjectReader {
+ public:
+  JsonObjectReader(const nlohmann::json& object, Problems& problems);
+
+  bool get(std::string_view key, std::int64_t& out, bool required = false);
+  bool get(std::string_view key, double& out, bool required = false);
+  bool get(std::string_view key, bool& out, bool required = false);
+  bool get(std::string_view key, std::string& out, bool required = false);
+  /// Marks a key as known without reading it (e.g. a nested object read elsewhere).
+  [[nodiscard]] const nlohmann::json* take(std::string_view key);
+  [[nodiscard]] bool has(std::string_view key) const;
+  /// Adds "unknown key" problems for keys never read (with the known keys as a hint).
+  void finish();
+
+ private:
+  const nlohmann::json* find(std::string_view key, bool required);
+  const nlohmann::json& object_;
+  Problems& problems_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+/// Edit distance, for "did you mean" suggestions.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
+/// Up to `max` candidates closest to `name` (distance <= 3 or sharing a prefix).
+[[nodiscard]] std::vector<std::string> nearest_names(std::string_view name,
+                                                     const std::vector<std::string>& candidates,
+                                                     std::size_t max = 3);
+
+}  // namespace trainsim

@@ -1,0 +1,298 @@
+// JSON <-> GpuSpec / ClusterSpec / HardwareProfile with strict keys and unit conversion.
+#include "hardware/load.hpp"
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "common/presets.hpp"
+#include "common/units.hpp"
+
+namespace trainsim::hw {
+namespace {
+
+// Reads {"fp32": x, "bf16": y, ...} into a PerDtype, scaled; unknown dtypes are errors.
+void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, PerDtype<double>& out,
+                    Problems& p) {
+  if (!obj) return;
+  if (!obj->is_object()) {
+    p.add(fmt::format("{}: expected an object keyed by dtype (fp32, tf32, fp16, bf16, fp8)", key));
+    return;
+  }
+  for (const auto& [name, value] : obj->items()) {
+    auto d = parse_dtype(name);
+    if (!d) {
+      p.add(fmt::format("{}.{}: unknown dtype (known: fp32, tf32, fp16, bf16, fp8)", key, name));
+      continue;
+    }
+    if (!value.is_number() || value.get<double>() < 0) {
+      p.add(fmt::format("{}.{} = {}: expected a non-negative number", key, name, value.dump()));
+      continue;
+    }
+    out[*d] = value.get<double>() * scale;
+  }
+}
+
+nlohmann::json per_dtype_json(const PerDtype<double>& v, double scale) {
+  nlohmann::json j = nlohmann::json::object();
+  for (Dtype d : kAllDtypes)
+    if (v[d] > 0) j[std::string(dtype_name(d))] = v[d] / scale;
+  return j;
+}
+
+}  // namespace
+
+void validate(const GpuSpec& g, const std::string& source) {
+  Problems p(source);
+  if (g.name.empty()) p.add("name: must not be empty");
+  if (g.peak_flops_per_s[Dtype::fp32] <= 0) p.add("peak_tflops.fp32: must be positive");
+  if (g.memory_bytes <= 0) p.add(fmt::format("memory_gb = {}: must be positive", g.memory_bytes / kGB));
+  if (g.hbm_bandwidth_bytes_per_s <= 0)
+    p.add(fmt::format("hbm_bandwidth_gb_per_s = {}: must be positive", g.hbm_bandwidth_bytes_per_s / kGB));
+  if (g.nvlink_bandwidth_bytes_per_s < 0) p.add("nvlink_bandwidth_gb_per_s: must not be negative");
+  if (g.pcie_bandwidth_bytes_per_s <= 0) p.add("pcie_bandwidth_gb_per_s: must be positive");
+  if (g.num_sms <= 0) p.add(fmt::format("num_sms = {}: must be positive", g.num_sms));
+  p.throw_if_any();
+}
+
+void validate(const ClusterSpec& c, const std::string& source) {
+  Problems p(source);
+  if (c.gpus_per_node <= 0 || c.gpus_per_node > 1024)
+    p.add(fmt::format("gpus_per_node = {}: must be in 1..1024", c.gpus_per_node));
+  if (c.num_nodes <= 0 || c.num_nodes > 1000000)
+    p.add(fmt::format("num_nodes = {}: must be in 1..1000000", c.num_nodes));
+  if (c.intra_node_bandwidth_bytes_per_s <= 0)
+    p.add("intra_node_bandwidth_gb_per_s: must be positive");
+  if (c.num_nodes > 1 && c.inter_node_bandwidth_bytes_per_s <= 0)
+    p.add("inter_node_bandwidth_gb_per_s: must be positive for more than one node");
+  p.throw_if_any();
+}
+
+GpuSpec gpu_from_json(const nlohmann::json& j, const std::string& source) {
+  Problems p(source);
+  JsonObjectReader r(j, p);
+  GpuSpec g;
+  double memory_gb = 0, hbm = 0, nvlink = 0, pcie = 0, l2_mb = 0;
+  r.get("name", g.name, true);
+  r.get("source", g.source, true);
+  read_per_dtype(r.take("peak_tflops"), "peak_tflops", kTera, g.peak_flops_per_s, p);
+  if (!r.has("peak_tflops")) p.add("peak_tflops: missing required field");
+  r.get("memory_gb", memory_gb, true);
+  r.get("hbm_bandwidth_gb_per_s", hbm, true);
+  r.get("nvlink_bandwidth_gb_per_s", nvlink);
+  r.get("pcie_bandwidth_gb_per_s", pcie, true);
+  r.get("l2_mb", l2_mb);
+  r.get("num_sms", g.num_sms, true);
+  r.finish();
+  p.throw_if_any();
+  g.memory_bytes = memory_gb * kGB;
+  g.hbm_bandwidth_bytes_per_s = hbm * kGB;
+  g.nvlink_bandwidth_bytes_per_s = nvlink * kGB;
+  g.pcie_bandwidth_bytes_per_s = pcie * kGB;
+  g.l2_bytes = l2_mb * 1e6;
+  validate(g, source);
+  return g;
+}
+
+nlohmann::json gpu_to_json(const GpuSpec& g) {
+  return {{"name", g.name},
+          {"source", g.source},
+          {"peak_tflops", per_dtype_json(g.peak_flops_per_s, kTera)},
+          {"memory_gb", g.memory_bytes / kGB},
+          {"hbm_bandwidth_gb_per_s", g.hbm_bandwidth_bytes_per_s / kGB},
+          {"nvlink_bandwidth_gb_per_s", g.nvlink_bandwidth_bytes_per_s / kGB},
+          {"pcie_bandwidth_gb_per_s", g.pcie_bandwidth_bytes_per_s / kGB},
+          {"l2_mb", g.l2_bytes / 1e6},
+          {"num_sms", g.num_sms}};
+}
+
+GpuSpec load_gpu(const std::string& name_or_path) {
+  const std::string path = resolve_preset("gpus", name_or_path, "--gpu");
+  return gpu_from_json(load_json_file(path), path);
+}
+
+ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& source) {
+  Problems p(source);
+  JsonObjectReader r(j, p);
+  ClusterSpec c;
+  double intra = 0, inter = 0;
+  r.get("name", c.name, true);
+  r.get("source", c.source, true);
+  r.get("gpu", c.gpu, true);
+  r.get("gpus_per_node", c.gpus_per_node, true);
+  r.get("num_nodes", c.num_nodes);
+  r.get("intra_node_bandwidth_gb_per_s", intra, true);
+  r.get("inter_node_bandwidth_gb_per_s", inter);
+  r.finish();
+  p.throw_if_any();
+  c.intra_node_bandwidth_bytes_per_s = intra * kGB;
+  c.inter_node_bandwidth_bytes_per_s = inter * kGB;
+  validate(c, source);
+  return c;
+}
+
+nlohmann::json cluster_to_json(const ClusterSpec& c) {
+  return {{"name", c.name},
+          {"source", c.source},
+          {"gpu", c.gpu},
+          {"gpus_per_node", c.gpus_per_node},
+          {"num_nodes", c.num_nodes},
+          {"intra_node_bandwidth_gb_per_s", c.intra_node_bandwidth_bytes_per_s / kGB},
+          {"inter_node_bandwidth_gb_per_s", c.inter_node_bandwidth_bytes_per_s / kGB}};
+}
+
+ClusterSpec load_cluster(const std::string& name_or_path) {
+  const std::string path = resolve_preset("clusters", name_or_path, "--cluster");
+  return cluster_from_json(load_json_file(path), path);
+}
+
+ClusterSpec single_node_cluster(const GpuSpec& gpu, std::int64_t num_gpus) {
+  ClusterSpec c;
+  c.name = gpu.name + " x" + std::to_string(num_gpus);
+  c.source = "one node of " + gpu.name + " (NVLink if the GPU has it, else PCIe)";
+  c.gpu = gpu.name;
+  c.gpus_per_node = num_gpus;
+  c.num_nodes = 1;
+  c.intra_node_bandwidth_bytes_per_s = gpu.nvlink_bandwidth_bytes_per_s > 0
+                                           ? gpu.nvlink_bandwidth_bytes_per_s
+                                           : gpu.pcie_bandwidth_bytes_per_s;
+  c.inter_node_bandwidth_bytes_per_s = 0;
+  return c;
+}
+
+void validate(const HardwareProfile& prof, const std::string& source) {
+  Problems p(source);
+  auto fraction = [&](const char* field, double v) {
+    if (!(v > 0 && v <= 1.0)) p.add(fmt::format("{} = {}: must be in (0, 1]", field, v));
+  };
+  for (Dtype d : kAllDtypes) {
+    const double v = prof.gemm_peak_fraction[d];
+    if (v < 0 || v > 1.0)
+      p.add(fmt::format("gemm_peak_fraction.{} = {}: must be in [0, 1]", dtype_name(d), v));
+  }
+  if (prof.gemm_peak_fraction[Dtype::bf16] <= 0 && prof.gemm_peak_fraction[Dtype::fp32] <= 0)
+    p.add("gemm_peak_fraction: needs at least fp32 or bf16");
+  if (prof.gemm_tile_m < 1 || prof.gemm_tile_n < 1) p.add("gemm_tile_m, gemm_tile_n: must be >= 1");
+  if (prof.gemm_k_half < 0) p.add("gemm_k_half: must not be negative");
+  fraction("attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction);
+  fraction("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction);
+  fraction("elementwise_bw_fraction", prof.elementwise_bw_fraction);
+  fraction("reduction_bw_fraction", prof.reduction_bw_fraction);
+  fraction("copy_bw_fraction", prof.copy_bw_fraction);
+  fraction("optimizer_bw_fraction", prof.optimizer_bw_fraction);
+  fraction("intra_node_busbw_fraction", prof.intra_node_busbw_fraction);
+  fraction("inter_node_busbw_fraction", prof.inter_node_busbw_fraction);
+  if (prof.launch_overhead_s < 0 || prof.launch_overhead_s > 1e-3)
+    p.add(fmt::format("launch_overhead_us = {}: must be in 0..1000", prof.launch_overhead_s * 1e6));
+  if (prof.context_overhead_bytes < 0) p.add("context_overhead_mb: must not be negative");
+  if (prof.intra_node_step_latency_s < 0 || prof.inter_node_step_latency_s < 0)
+    p.add("*_step_latency_us: must not be negative");
+  for (const auto& f : prof.collective_fits) {
+    if (f.alpha_s < 0 || f.busbw_bytes_per_s <= 0)
+      p.add(fmt::format("collective_fits[{} {}]: alpha must be >= 0 and busbw > 0", f.op, f.level));
+  }
+  p.throw_if_any();
+}
+
+HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& source) {
+  Problems p(source);
+  JsonObjectReader r(j, p);
+  HardwareProfile prof;
+  double launch_us = 0, intra_lat_us = 0, inter_lat_us = 0, context_mb = 0;
+  r.get("name", prof.name, true);
+  r.get("source", prof.source, true);
+  r.get("gpu", prof.gpu);
+  read_per_dtype(r.take("gemm_peak_fraction"), "gemm_peak_fraction", 1.0, prof.gemm_peak_fraction, p);
+  r.get("gemm_tile_m", prof.gemm_tile_m, true);
+  r.get("gemm_tile_n", prof.gemm_tile_n, true);
+  r.get("gemm_k_half", prof.gemm_k_half, true);
+  r.get("attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction, true);
+  r.get("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction, true);
+  r.get("elementwise_bw_fraction", prof.elementwise_bw_fraction, true);
+  r.get("reduction_bw_fraction", prof.reduction_bw_fraction, true);
+  r.get("copy_bw_fraction", prof.copy_bw_fraction, true);
+  r.get("optimizer_bw_fraction", prof.optimizer_bw_fraction, true);
+  r.get("launch_overhead_us", launch_us, true);
+  r.get("context_overhead_mb", context_mb, true);
+  r.get("intra_node_busbw_fraction", prof.intra_node_busbw_fraction, true);
+  r.get("inter_node_busbw_fraction", prof.inter_node_busbw_fraction, true);
+  r.get("intra_node_step_latency_us", intra_lat_us, true);
+  r.get("inter_node_step_latency_us", inter_lat_us, true);
+  (void)r.take("metadata");  // free-form: device, date, versions, command of a calibration
+  if (const auto* fits = r.take("collective_fits")) {
+    if (!fits->is_array()) {
+      p.add("collective_fits: expected an array");
+    } else {
+      for (const auto& f : *fits) {
+        Problems fp(source + ": collective_fits[]");
+        JsonObjectReader fr(f, fp);
+        CollectiveFit cf;
+        double alpha_us = 0, busbw_gb = 0;
+        fr.get("op", cf.op, true);
+        fr.get("level", cf.level, true);
+        fr.get("alpha_us", alpha_us, true);
+        fr.get("busbw_gb_per_s", busbw_gb, true);
+        fr.get("num_ranks", cf.num_ranks);
+        (void)fr.take("quality");
+        fr.finish();
+        fp.throw_if_any();
+        cf.alpha_s = alpha_us * 1e-6;
+        cf.busbw_bytes_per_s = busbw_gb * kGB;
+        prof.collective_fits.push_back(cf);
+      }
+    }
+  }
+  r.finish();
+  p.throw_if_any();
+  prof.launch_overhead_s = launch_us * 1e-6;
+  prof.context_overhead_bytes = context_mb * 1e6;
+  prof.intra_node_step_latency_s = intra_lat_us * 1e-6;
+  prof.inter_node_step_latency_s = inter_lat_us * 1e-6;
+  validate(prof, source);
+  return prof;
+}
+
+nlohmann::json profile_to_json(const HardwareProfile& prof) {
+  nlohmann::json fits = nlohmann::json::array();
+  for (const auto& f : prof.collective_fits)
+    fits.push_back({{"op", f.op},
+                    {"level", f.level},
+                    {"alpha_us", f.alpha_s * 1e6},
+                    {"busbw_gb_per_s", f.busbw_bytes_per_s / kGB},
+                    {"num_ranks", f.num_ranks}});
+  return {{"name", prof.name},
+          {"source", prof.source},
+          {"gpu", prof.gpu},
+          {"gemm_peak_fraction", per_dtype_json(prof.gemm_peak_fraction, 1.0)},
+          {"gemm_tile_m", prof.gemm_tile_m},
+          {"gemm_tile_n", prof.gemm_tile_n},
+          {"gemm_k_half", prof.gemm_k_half},
+          {"attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction},
+          {"attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction},
+          {"elementwise_bw_fraction", prof.elementwise_bw_fraction},
+          {"reduction_bw_fraction", prof.reduction_bw_fraction},
+          {"copy_bw_fraction", prof.copy_bw_fraction},
+          {"optimizer_bw_fraction", prof.optimizer_bw_fraction},
+          {"launch_overhead_us", prof.launch_overhead_s * 1e6},
+          {"context_overhead_mb", prof.context_overhead_bytes / 1e6},
+          {"intra_node_busbw_fraction", prof.intra_node_busbw_fraction},
+          {"inter_node_busbw_fraction", prof.inter_node_busbw_fraction},
+          {"intra_node_step_latency_us", prof.intra_node_step_latency_s * 1e6},
+          {"inter_node_step_latency_us", prof.inter_node_step_latency_s * 1e6},
+          {"collective_fits", fits}};
+}
+
+HardwareProfile load_profile(const std::string& name_or_path) {
+  const std::string path = resolve_preset("profiles", name_or_path, "--calibration");
+  return profile_from_json(load_json_file(path), path);
+}
+
+HardwareProfile default_profile(const std::string& gpu_name) {
+  const auto names = list_presets("profiles");
+  for (const auto& n : names)
+    if (n == gpu_name) return load_profile(n);
+  return load_profile("default");
+}
+
+}  // namespace trainsim::hw

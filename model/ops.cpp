@@ -1,0 +1,356 @@
+// build_ops(): the per-GPU operator list of a decoder-only transformer (see ops.hpp).
+// Layer structure (pre-norm): norm -> QKV -> RoPE -> attention -> out-proj -> dropout ->
+// residual; norm -> FFN (fc1 -> activation -> fc2, or router + experts) -> dropout ->
+// residual. Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019): QKV/fc1 split by
+// columns, out-proj/fc2 by rows, an all-reduce after each block in forward and before each
+// in backward; with sequence parallelism (Korthikanti et al. 2022) norms and dropout work on
+// s/t tokens and the all-reduces become all-gather + reduce-scatter pairs. Saved tensors
+// follow Korthikanti et al. 2022, Section 4.1 (what each op keeps for its backward).
+#include "model/ops.hpp"
+
+#include <set>
+
+namespace trainsim::model {
+namespace {
+
+struct Dims {
+  double b, s, tokens, tokens_norm, h, e;  // e = bytes per activation element
+  double heads, kv_heads, d, t;
+};
+
+Op gemm(std::string name, Dtype dtype, double m, double k, double n, double count, double params,
+        double e) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::gemm;
+  op.dtype = dtype;
+  op.m = static_cast<std::int64_t>(m + 0.5);
+  op.k = static_cast<std::int64_t>(k + 0.5);
+  op.n = static_cast<std::int64_t>(n + 0.5);
+  op.count = count;
+  op.params = params;
+  op.fwd_flops = 2.0 * m * n * k * count;  // one multiply-add = 2 FLOPs
+  op.bwd_flops = 2.0 * op.fwd_flops;       // dgrad + wgrad
+  op.fwd_exec_flops = op.fwd_flops;
+  op.bwd_exec_flops = op.bwd_flops;
+  op.fwd_bytes = e * (m * k + k * n + m * n) * count;
+  // dgrad reads dy and W, writes dx; wgrad reads x and dy, writes dW.
+  op.bwd_bytes = e * (2 * m * n + 2 * k * n + 2 * m * k) * count;
+  return op;
+}
+
+Op memory_op(std::string name, OpKind kind, Dtype dtype, double elements_in, double elements_out,
+             double e, double flops_per_element) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.dtype = dtype;
+  op.fwd_bytes = e * (elements_in + elements_out);
+  // Backward reads the saved input(s) and the output gradient, writes the input gradient.
+  op.bwd_bytes = e * (2 * elements_in + elements_out);
+  op.fwd_exec_flops = flops_per_element * elements_out;
+  op.bwd_exec_flops = 2 * flops_per_element * elements_out;
+  return op;
+}
+
+Op comm(std::string name, CommKind fwd, CommKind bwd, double bytes) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::tp_comm;
+  op.fwd_comm = fwd;
+  op.bwd_comm = bwd;
+  op.comm_bytes = bytes;
+  return op;
+}
+
+double norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::layernorm ? 2.0 * m.hidden_size : 1.0 * m.hidden_size;
+}
+
+// A norm over `tokens` rows of width h: saves its input and per-row statistics (fp32 rstd,
+// plus fp32 mean for LayerNorm).
+Op norm_op(const std::string& prefix, const ModelSpec& m, const Dims& d, Dtype dtype,
+           const std::string& input_id) {
+  Op op = memory_op(prefix + ".norm", OpKind::reduction, dtype, d.tokens_norm * d.h,
+                    d.tokens_norm * d.h, d.e, m.norm == NormKind::layernorm ? 8 : 5);
+  op.params = norm_params(m);
+  op.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
+  const double stats = m.norm == NormKind::layernorm ? 2.0 : 1.0;
+  op.saved.push_back({prefix + ".norm.stats", d.tokens_norm * 4.0 * stats, false});
+  return op;
+}
+
+void add_tp_in(std::vector<Op>& ops, const std::string& prefix, const Dims& d, bool sp) {
+  if (d.t <= 1) return;
+  const double bytes = d.tokens * d.h * d.e;  // the full [b, s, h] activation
+  ops.push_back(sp ? comm(prefix + ".tp_in", CommKind::all_gather, CommKind::reduce_scatter, bytes)
+                   : comm(prefix + ".tp_in", CommKind::none, CommKind::all_reduce, bytes));
+}
+
+void add_tp_out(std::vector<Op>& ops, const std::string& prefix, const Dims& d, bool sp) {
+  if (d.t <= 1) return;
+  const double bytes = d.tokens * d.h * d.e;
+  ops.push_back(sp ? comm(prefix + ".tp_out", CommKind::reduce_scatter, CommKind::all_gather, bytes)
+                   : comm(prefix + ".tp_out", CommKind::all_reduce, CommKind::none, bytes));
+}
+
+void add_dropout_residual(std::vector<Op>& ops, const std::string& prefix, const ModelSpec& m,
+                          const Dims& d, Dtype dtype) {
+  const double n = d.tokens_norm * d.h;
+  if (m.dropout) {
+    Op drop = memory_op(prefix + ".dropout", OpKind::elementwise, dtype, n, n, d.e, 2);
+    drop.saved.push_back({prefix + ".dropout.mask", n * 1.0, false});  // 1-byte mask
+    ops.push_back(drop);
+  }
+  ops.push_back(memory_op(prefix + ".residual", OpKind::elementwise, dtype, 2 * n, n, d.e, 1));
+}
+
+// A dense FFN on `tokens` rows (also used for shared experts): fc1 -> act -> fc2.
+void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelSpec& m,
+                   const Dims& d, Dtype dtype, double ffn, const std::string& input_id) {
+  const bool gated = m.ffn == FfnKind::gated;
+  const double f_local = ffn / d.t;
+  const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
+  Op fc1 = gemm(prefix + ".fc1", dtype, d.tokens, d.h, fc1_n, 1,
+                d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
+  fc1.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
+  ops.push_back(fc1);
+  Op act = memory_op(prefix + (gated ? ".swiglu" : ".gelu"), OpKind::elementwise, dtype,
+                     d.tokens * fc1_n, d.tokens * f_local, d.e, gated ? 6 : 8);
+  act.saved.push_back({prefix + ".fc1.out", d.tokens * fc1_n * d.e, false});
+  ops.push_back(act);
+  Op fc2 = gemm(prefix + ".fc2", dtype, d.tokens, f_local, d.h, 1,
+                f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
+  fc2.saved.push_back({prefix + ".act.out", d.tokens * f_local * d.e, false});
+  ops.push_back(fc2);
+}
+
+}  // namespace
+
+OpContext make_op_context(const ParallelPlan& plan, const TrainingSetup& setup) {
+  OpContext ctx;
+  ctx.micro_batch_size = setup.micro_batch_size;
+  ctx.seq_len = setup.seq_len;
+  ctx.dtype = compute_dtype(setup.precision);
+  ctx.attention = setup.attention;
+  ctx.tp = plan.tp;
+  ctx.cp = plan.cp;
+  ctx.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
+  return ctx;
+}
+
+OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
+  const Dtype dt = ctx.dtype;
+  const bool sp = ctx.sequence_parallel && ctx.tp > 1;
+  Dims d{};
+  d.b = static_cast<double>(ctx.micro_batch_size);
+  d.s = static_cast<double>(ctx.seq_len) / static_cast<double>(ctx.cp);  // local sequence
+  d.tokens = d.b * d.s;
+  d.t = static_cast<double>(ctx.tp);
+  d.tokens_norm = sp ? d.tokens / d.t : d.tokens;
+  d.h = static_cast<double>(m.hidden_size);
+  d.e = dtype_bytes(dt);
+  d.heads = static_cast<double>(m.num_heads) / d.t;
+  d.kv_heads = static_cast<double>(m.num_kv_heads) / d.t;
+  d.d = static_cast<double>(m.head_dim);
+  const double full_seq = static_cast<double>(ctx.seq_len);
+  const double V = static_cast<double>(m.vocab_size);
+  // With sequence parallelism a GEMM's input is all-gathered; the saved copy is the local
+  // shard (Korthikanti et al. 2022, Sec. 4.2.2), hence the "_sp" suffix on those ids.
+  const std::string in_suffix = sp ? ".in_sp" : ".in";
+
+  OpList list;
+  list.num_layers = m.num_layers;
+
+  // ---- embedding (first pipeline stage) ----
+  {
+    Op embed;
+    embed.name = "embed.tokens";
+    embed.kind = OpKind::embedding;
+    embed.dtype = dt;
+    embed.params = V * d.h / d.t;  // vocab-parallel table
+    embed.fwd_bytes = 2 * d.tokens * d.h * d.e;  // gather rows, write output
+    embed.bwd_bytes = 2 * d.tokens * d.h * d.e;  // scatter-add into the table gradient
+    list.embedding.push_back(embed);
+    if (d.t > 1) {
+      const double bytes = d.tokens * d.h * d.e;
+      list.embedding.push_back(sp ? comm("embed.tp_out", CommKind::reduce_scatter,
+                                         CommKind::all_gather, bytes)
+                                  : comm("embed.tp_out", CommKind::all_reduce, CommKind::none,
+                                         bytes));
+    }
+    if (m.position == PositionKind::learned) {
+      const double n = d.tokens_norm * d.h;
+      Op pos = memory_op("embed.positions", OpKind::elementwise, dt, 2 * n, n, d.e, 1);
+      pos.params = static_cast<double>(m.max_seq_len) * d.h;  // replicated over tp
+      list.embedding.push_back(pos);
+    }
+    if (m.dropout) {
+      const double n = d.tokens_norm * d.h;
+      Op drop = memory_op("embed.dropout", OpKind::elementwise, dt, n, n, d.e, 2);
+      drop.saved.push_back({"embed.dropout.mask", n, false});
+      list.embedding.push_back(drop);
+    }
+  }
+
+  // ---- one transformer layer ----
+  auto& L = list.layer;
+  L.push_back(norm_op("attn", m, d, dt, "layer.in"));
+  add_tp_in(L, "attn", d, sp);
+  {
+    const double q_n = d.heads * d.d, kv_n = d.kv_heads * d.d;
+    const double n = q_n + 2 * kv_n;
+    Op qkv = gemm("attn.qkv", dt, d.tokens, d.h, n, 1, d.h * n + (m.qkv_bias ? n : 0), d.e);
+    qkv.saved.push_back({"attn.qkv" + in_suffix, d.tokens_norm * d.h * d.e, false});
+    L.push_back(qkv);
+    if (m.position == PositionKind::rotary) {
+      const double elems = d.tokens * (q_n + kv_n);
+      L.push_back(memory_op("attn.rope", OpKind::elementwise, dt, elems, elems, d.e, 3));
+    }
+    const double q_bytes = d.tokens * q_n * d.e, kv_bytes = d.tokens * kv_n * d.e;
+    // Each query attends to seq_len keys (with context parallelism the local s/cp queries
+    // see all keys as K/V chunks circulate). Model FLOPs: QK^T and PV over the full s x s
+    // (Narayanan et al. 2021 Eq. 3 convention; causal kernels skip about half).
+    const double attn_fwd = 4.0 * d.b * d.heads * d.s * full_seq * d.d;
+    if (ctx.attention == AttentionImpl::flash) {
+      Op core;
+      core.name = "attn.core";
+      core.kind = OpKind::attention_core;
+      core.dtype = dt;
+      core.batch = ctx.micro_batch_size;
+      core.heads = static_cast<std::int64_t>(d.heads);
+      core.seq_q = static_cast<std::int64_t>(d.s);
+      core.seq_kv = ctx.seq_len;
+      core.head_dim = m.head_dim;
+      core.causal = true;
+      core.fwd_flops = attn_fwd;
+      core.bwd_flops = 2 * attn_fwd;
+      core.fwd_exec_flops = attn_fwd / 2;           // causal: masked tiles skipped
+      core.bwd_exec_flops = 2.5 * attn_fwd / 2;     // + recompute of Q K^T (Dao 2023)
+      core.fwd_bytes = q_bytes * 2 + kv_bytes * 2 + d.b * d.heads * d.s * 4;
+      core.bwd_bytes = 2 * core.fwd_bytes + q_bytes + 2 * kv_bytes;
+      core.saved = {{"attn.q", q_bytes, false},
+                    {"attn.k", kv_bytes, false},
+                    {"attn.v", kv_bytes, false},
+                    {"attn.o", q_bytes, false},
+                    {"attn.lse", d.b * d.heads * d.s * 4.0, false}};
+      L.push_back(core);
+    } else {
+      // Naive: a batched GEMM for the scores, softmax (+ dropout), a batched GEMM with V.
+      // Scores and probabilities are [b, heads, s, s] tensors (Korthikanti's 5as^2b term).
+      const double bh = d.b * d.heads;
+      Op scores = gemm("attn.scores", dt, d.s, d.d, full_seq, bh, 0, d.e);
+      scores.saved = {{"attn.q", q_bytes, false}, {"attn.k", kv_bytes, false}};
+      L.push_back(scores);
+      const double sq = bh * d.s * full_seq;
+      Op softmax = memory_op("attn.softmax", OpKind::reduction, dt, sq, sq, d.e, 5);
+      softmax.saved.push_back({"attn.probs", sq * d.e, true});
+      L.push_back(softmax);
+      std::string probs_id = "attn.probs";
+      if (m.dropout) {
+        Op drop = memory_op("attn.probs_dropout", OpKind::elementwise, dt, sq, sq, d.e, 2);
+        drop.saved.push_back({"attn.probs.mask", sq, true});
+        L.push_back(drop);
+        probs_id = "attn.probs_dropped";
+      }
+      Op pv = gemm("attn.pv", dt, d.s, full_seq, d.d, bh, 0, d.e);
+      pv.saved = {{probs_id, sq * d.e, true}, {"attn.v", kv_bytes, false}};
+      L.push_back(pv);
+    }
+    Op out = gemm("attn.out", dt, d.tokens, q_n, d.h, 1, q_n * d.h + (m.out_bias ? d.h : 0), d.e);
+    out.saved.push_back({"attn.o", q_bytes, false});
+    L.push_back(out);
+  }
+  add_tp_out(L, "attn", d, sp);
+  add_dropout_residual(L, "attn", m, d, dt);
+
+  L.push_back(norm_op("mlp", m, d, dt, "mlp.norm.in"));
+  add_tp_in(L, "mlp", d, sp);
+  const std::string ffn_in = "mlp.fc1" + in_suffix;
+  if (!m.is_moe()) {
+    add_dense_ffn(L, "mlp", m, d, dt, static_cast<double>(m.ffn_hidden_size), ffn_in);
+  } else {
+    const double E = static_cast<double>(m.num_experts);
+    const double k = static_cast<double>(m.top_k);
+    Op router = gemm("moe.router", dt, d.tokens, d.h, E, 1, d.h * E, d.e);
+    router.saved.push_back({ffn_in, d.tokens_norm * d.h * d.e, false});
+    L.push_back(router);
+    // Routed tokens: tokens x top_k rows spread over E experts (balanced routing assumed).
+    const bool gated = m.ffn == FfnKind::gated;
+    const double f_local = static_cast<double>(m.expert_ffn_hidden_size) / d.t;
+    const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
+    const double routed = d.tokens * k;
+    const double rows_per_expert = routed / E;
+    Op fc1 = gemm("moe.experts.fc1", dt, rows_per_expert, d.h, fc1_n, E,
+                  d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
+    fc1.params *= E;
+    fc1.saved.push_back({"moe.experts.in", routed * d.h * d.e, false});
+    L.push_back(fc1);
+    Op act = memory_op(gated ? "moe.experts.swiglu" : "moe.experts.gelu", OpKind::elementwise, dt,
+                       routed * fc1_n, routed * f_local, d.e, gated ? 6 : 8);
+    act.saved.push_back({"moe.experts.fc1.out", routed * fc1_n * d.e, false});
+    L.push_back(act);
+    Op fc2 = gemm("moe.experts.fc2", dt, rows_per_expert, f_local, d.h, E,
+                  f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
+    fc2.params *= E;
+    fc2.saved.push_back({"moe.experts.act.out", routed * f_local * d.e, false});
+    L.push_back(fc2);
+    // Combining expert outputs weights each by its router probability.
+    Op combine = memory_op("moe.combine", OpKind::elementwise, dt, routed * d.h, d.tokens * d.h,
+                           d.e, 2);
+    combine.saved.push_back({"moe.router.probs", d.tokens * E * 4.0, false});
+    L.push_back(combine);
+    if (m.num_shared_experts > 0) {
+      add_dense_ffn(L, "moe.shared", m, d, dt,
+                    static_cast<double>(m.num_shared_experts * m.expert_ffn_hidden_size), ffn_in);
+    }
+  }
+  add_tp_out(L, "mlp", d, sp);
+  add_dropout_residual(L, "mlp", m, d, dt);
+
+  // ---- head (last pipeline stage) ----
+  list.head.push_back(norm_op("head", m, d, dt, "head.norm.in"));
+  add_tp_in(list.head, "head", d, sp);
+  {
+    Op lm = gemm("head.lm", dt, d.tokens, d.h, V / d.t, 1, m.tied_embeddings ? 0 : d.h * V / d.t,
+                 d.e);
+    lm.saved.push_back({"head.lm" + in_suffix, d.tokens_norm * d.h * d.e, false});
+    list.head.push_back(lm);
+    // Cross-entropy in fp32 over the (vocab-parallel) logits: the fp32 softmax is saved.
+    Op loss = memory_op("loss", OpKind::reduction, Dtype::fp32, d.tokens * V / d.t,
+                        d.tokens * V / d.t, 4.0, 5);
+    loss.fwd_bytes = d.tokens * V / d.t * (d.e + 4.0 + 4.0);
+    loss.saved.push_back({"loss.softmax", d.tokens * V / d.t * 4.0, false});
+    list.head.push_back(loss);
+  }
+  return list;
+}
+
+double saved_bytes(const std::vector<Op>& ops, bool include_quadratic) {
+  std::set<std::string> seen;
+  double total = 0;
+  for (const auto& op : ops)
+    for (const auto& t : op.saved) {
+      if (t.quadratic && !include_quadratic) continue;
+      if (seen.insert(t.id).second) total += t.bytes;
+    }
+  return total;
+}
+
+double sum_params(const std::vector<Op>& ops) {
+  double s = 0;
+  for (const auto& op : ops) s += op.params;
+  return s;
+}
+double sum_fwd_flops(const std::vector<Op>& ops) {
+  double s = 0;
+  for (const auto& op : ops) s += op.fwd_flops;
+  return s;
+}
+double sum_bwd_flops(const std::vector<Op>& ops) {
+  double s = 0;
+  for (const auto& op : ops) s += op.bwd_flops;
+  return s;
+}
+
+}  // namespace trainsim::model

@@ -1,0 +1,93 @@
+// The operator list: the single source of truth for parameters, FLOPs, bytes moved and
+// activation memory (STYLE.md section 2). build_ops() lists, for ONE micro-batch on ONE
+// GPU (after tensor/context/sequence-parallel sharding), every operator of the embedding,
+// one transformer layer (all layers are identical) and the head, with its shapes, dtype,
+// forward/backward FLOPs and bytes, parameters, tensor-parallel traffic and the tensors it
+// saves for backward. Closed-form formulas from ../shared/DOMAIN.md are tests of this list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/dtype.hpp"
+#include "model/spec.hpp"
+
+namespace trainsim::model {
+
+enum class OpKind {
+  gemm,            // [m,k] x [k,n] (times `count` for batched/expert GEMMs)
+  attention_core,  // softmax(Q K^T / sqrt(d)) V; flash (fused) or naive (GEMM+softmax+GEMM)
+  elementwise,     // activation functions, residual adds, dropout, RoPE: memory-bound
+  reduction,       // softmax, norms, cross-entropy: memory-bound with a row reduction
+  embedding,       // table gather (forward) and scatter-add (backward)
+  tp_comm,         // tensor-parallel collective on the activations (no compute)
+};
+
+enum class CommKind { none, all_reduce, all_gather, reduce_scatter, all_to_all };
+
+/// A tensor kept from forward to backward. Tensors with the same `id` in one layer are one
+/// allocation (e.g. the attention output saved by flash and the output projection's input).
+struct SavedTensor {
+  std::string id;
+  double bytes = 0;
+  bool quadratic = false;  // [b, heads, s, s]-sized (dropped by selective recompute)
+};
+
+struct Op {
+  std::string name;  // "attn.qkv", "mlp.fc1", "loss"
+  OpKind kind = OpKind::elementwise;
+  Dtype dtype = Dtype::bf16;
+  // GEMM shape: [m,k] x [k,n], `count` independent GEMMs (experts).
+  std::int64_t m = 0, n = 0, k = 0;
+  double count = 1;
+  // Attention shape (attention_core): batch, heads on this GPU, query and key lengths.
+  std::int64_t batch = 0, heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
+  bool causal = false;
+
+  double params = 0;  // parameters held by this op on this GPU
+  // Model FLOPs (MFU convention: attention counts the full s x s product; backward of a
+  // GEMM is 2x forward). Executed FLOPs may differ (causal tiles skipped, flash recompute).
+  double fwd_flops = 0, bwd_flops = 0;
+  double fwd_exec_flops = 0, bwd_exec_flops = 0;
+  double fwd_bytes = 0, bwd_bytes = 0;  // HBM traffic (read + written)
+  // Tensor-parallel traffic of a tp_comm op, per direction.
+  CommKind fwd_comm = CommKind::none, bwd_comm = CommKind::none;
+  double comm_bytes = 0;  // payload bytes of each collective (full tensor size)
+  std::vector<SavedTensor> saved;
+};
+
+/// Where an op sits: the embedding runs on the first pipeline stage, the head (final norm,
+/// LM head, loss) on the last, layer ops once per transformer layer.
+struct OpList {
+  std::vector<Op> embedding;
+  std::vector<Op> layer;
+  std::vector<Op> head;
+  std::int64_t num_layers = 0;
+};
+
+/// What build_ops needs beyond the model: per-GPU sharding and the micro-batch.
+struct OpContext {
+  std::int64_t micro_batch_size = 1;
+  std::int64_t seq_len = 2048;
+  Dtype dtype = Dtype::bf16;  // activation and compute dtype
+  AttentionImpl attention = AttentionImpl::flash;
+  std::int64_t tp = 1;
+  std::int64_t cp = 1;
+  bool sequence_parallel = false;
+};
+
+[[nodiscard]] OpContext make_op_context(const ParallelPlan& plan, const TrainingSetup& setup);
+
+/// Builds the operator list (see the file comment). Requires a validated model and context.
+[[nodiscard]] OpList build_ops(const ModelSpec& model, const OpContext& ctx);
+
+/// Bytes of distinct saved tensors in `ops` (deduplicated by id); quadratic ones optional.
+[[nodiscard]] double saved_bytes(const std::vector<Op>& ops, bool include_quadratic = true);
+
+/// Sum of a field over a list.
+[[nodiscard]] double sum_params(const std::vector<Op>& ops);
+[[nodiscard]] double sum_fwd_flops(const std::vector<Op>& ops);
+[[nodiscard]] double sum_bwd_flops(const std::vector<Op>& ops);
+
+}  // namespace trainsim::model

@@ -1,0 +1,71 @@
+// Per-GPU memory of a training job: model states (weights, gradients, optimizer) under a
+// precision policy and ZeRO stage (Rajbhandari et al. 2020), activations from the operator
+// list's saved tensors under a recompute policy and pipeline schedule (Korthikanti et al.
+// 2022), communication buffers, and the runtime's fixed overhead.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/ops.hpp"
+#include "model/spec.hpp"
+
+namespace trainsim::sim {
+
+/// Bytes per parameter of each model state, before ZeRO sharding.
+///   fp32:            4 weight + 4 grad + 8 AdamW (m, v)            = 16
+///   bf16/fp16-mixed: 2 weight + 2 grad + 12 (fp32 master, m, v)    = 16 (ZeRO paper's K = 12)
+///   bf16 (pure):     2 weight + 2 grad + 8 (fp32 m, v, no master)  = 12 (CS336 lecture 2)
+/// SGD keeps one fp32 momentum buffer instead of AdamW's two (plus the master copy if mixed).
+struct StateBytesPerParam {
+  double weights = 0, gradients = 0, optimizer = 0;
+  [[nodiscard]] double total() const { return weights + gradients + optimizer; }
+};
+[[nodiscard]] StateBytesPerParam state_bytes_per_param(model::Precision p, model::Optimizer o);
+
+struct MemoryBreakdown {  // one GPU, bytes
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, overhead = 0;
+  double total = 0;
+  double params_on_gpu = 0;        // parameters held by this GPU before ZeRO sharding
+  std::int64_t stage = 0;          // pipeline stage this breakdown is for (the fullest one)
+  double in_flight_micro_batches = 1;
+};
+
+struct MemoryOptions {
+  double bucket_bytes = 25.0 * 1024 * 1024;  // gradient-communication bucket (DDP default 25 MiB)
+};
+
+/// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.
+/// ZeRO-0 16 Psi; ZeRO-1 4 Psi + 12 Psi/N_d; ZeRO-2 2 Psi + 14 Psi/N_d; ZeRO-3 16 Psi/N_d
+/// for mixed-precision AdamW (Rajbhandari et al. 2020, Sec. 5 / Fig. 1).
+[[nodiscard]] MemoryBreakdown model_state_bytes(double params, model::Precision precision,
+                                                model::Optimizer optimizer, std::int64_t dp,
+                                                std::int64_t zero_stage);
+
+/// Full per-GPU breakdown for the fullest pipeline stage (first or last).
+[[nodiscard]] MemoryBreakdown estimate_memory(const model::ModelSpec& model,
+                                              const model::ParallelPlan& plan,
+                                              const model::TrainingSetup& setup,
+                                              const hw::HardwareProfile& profile,
+                                              const MemoryOptions& options = {});
+
+/// Activation bytes of one transformer layer for one micro-batch under a recompute policy
+/// (what stays allocated between the layer's forward and its backward).
+[[nodiscard]] double layer_activation_bytes(const model::OpList& ops, model::Recompute r);
+
+/// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does).
+[[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,
+                                           const model::ParallelPlan& plan,
+                                           model::TrainingSetup setup,
+                                           const hw::HardwareProfile& profile,
+                                           double memory_bytes, const MemoryOptions& options = {});
+
+/// Largest parameter count whose model states fit on `num_gpus` GPUs of `memory_bytes` each
+/// (data parallel over all of them with the given ZeRO stage; activations not counted).
+[[nodiscard]] double max_params(double memory_bytes, std::int64_t num_gpus,
+                                model::Precision precision, model::Optimizer optimizer,
+                                std::int64_t zero_stage);
+
+}  // namespace trainsim::sim

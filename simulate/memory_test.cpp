@@ -1,0 +1,106 @@
+// Memory accounting: ZeRO's worked example, the CS336 lecture's largest model on 8 GPUs,
+// and invariants (ZeRO never adds memory; ZeRO-3 states fall with dp; parts sum to totals).
+#include <doctest/doctest.h>
+
+#include "hardware/load.hpp"
+#include "model/load.hpp"
+#include "simulate/memory.hpp"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+using model::Optimizer;
+using model::Precision;
+
+TEST_CASE("ZeRO paper: 7.5B parameters on 64 GPUs, mixed-precision Adam (K = 12)") {
+  // 16 Psi = 120 GB; 4 Psi + 12 Psi/64 = 31.4 GB; 2 Psi + 14 Psi/64 = 16.6 GB; 16 Psi/64 = 1.88 GB.
+  const double psi = 7.5e9;
+  CHECK(model_state_bytes(psi, Precision::bf16_mixed, Optimizer::adamw, 64, 0).total == 120e9);
+  CHECK(model_state_bytes(psi, Precision::bf16_mixed, Optimizer::adamw, 64, 1).total / 1e9 ==
+        doctest::Approx(31.4).epsilon(0.002));
+  CHECK(model_state_bytes(psi, Precision::bf16_mixed, Optimizer::adamw, 64, 2).total / 1e9 ==
+        doctest::Approx(16.6).epsilon(0.003));
+  CHECK(model_state_bytes(psi, Precision::bf16_mixed, Optimizer::adamw, 64, 3).total / 1e9 ==
+        doctest::Approx(1.875).epsilon(1e-12));
+}
+
+TEST_CASE("CS336 lecture 2: the largest model on 8 x 80 GB with AdamW") {
+  // All states sharded over 8 GPUs: 640 GB / 16 B = 40B params; at 12 B/param ~53B.
+  CHECK(max_params(80e9, 8, Precision::bf16_mixed, Optimizer::adamw, 3) == doctest::Approx(40e9));
+  CHECK(max_params(80e9, 8, Precision::bf16, Optimizer::adamw, 3) / 1e9 ==
+        doctest::Approx(53.33).epsilon(1e-3));
+  CHECK(max_params(80e9, 8, Precision::fp32, Optimizer::adamw, 3) == doctest::Approx(40e9));
+}
+
+TEST_CASE("bytes per parameter by precision policy") {
+  CHECK(state_bytes_per_param(Precision::fp32, Optimizer::adamw).total() == 16);
+  CHECK(state_bytes_per_param(Precision::bf16_mixed, Optimizer::adamw).total() == 16);
+  CHECK(state_bytes_per_param(Precision::bf16, Optimizer::adamw).total() == 12);
+  CHECK(state_bytes_per_param(Precision::bf16_mixed, Optimizer::sgd).total() == 12);
+}
+
+TEST_CASE("invariants of the full breakdown") {
+  const auto m = model::load_model("llama3-8b");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::TrainingSetup s;
+  s.seq_len = 4096;
+  model::ParallelPlan p;
+  p.dp = 8;
+  double previous = 1e300;
+  for (std::int64_t z = 0; z <= 3; ++z) {
+    p.zero_stage = z;
+    const auto b = estimate_memory(m, p, s, prof);
+    CHECK(b.total == doctest::Approx(b.weights + b.gradients + b.optimizer + b.activations +
+                                     b.buffers + b.overhead));
+    // Stage 3 adds gather buffers but sheds far more weight bytes.
+    CHECK(b.total <= previous);
+    previous = b.total;
+  }
+  p.zero_stage = 3;
+  double states = 1e300;
+  for (std::int64_t dp : {1, 2, 4, 8, 16, 64}) {
+    p.dp = dp;
+    const auto b = estimate_memory(m, p, s, prof);
+    CHECK(b.weights + b.gradients + b.optimizer <= states);
+    states = b.weights + b.gradients + b.optimizer;
+  }
+}
+
+TEST_CASE("recompute and flash never add activation memory") {
+  const auto m = model::load_model("gpt3-175b");
+  const auto prof = hw::default_profile("a100-80g");
+  model::TrainingSetup s;
+  s.seq_len = 2048;
+  s.attention = model::AttentionImpl::naive;
+  model::ParallelPlan p;
+  p.tp = 8;
+  p.pp = 8;
+  p.dp = 1;
+  double prev = 1e300;
+  for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full}) {
+    p.recompute = r;
+    const double a = estimate_memory(m, p, s, prof).activations;
+    CHECK(a < prev);
+    prev = a;
+  }
+  p.recompute = model::Recompute::none;
+  const double naive = estimate_memory(m, p, s, prof).activations;
+  s.attention = model::AttentionImpl::flash;
+  CHECK(estimate_memory(m, p, s, prof).activations < naive);
+}
+
+TEST_CASE("max micro-batch is the boundary of fitting") {
+  const auto m = model::load_model("llama3-8b");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::TrainingSetup s;
+  s.seq_len = 2048;
+  model::ParallelPlan p;
+  p.dp = 8;
+  p.zero_stage = 3;
+  const double mem = 80e9;
+  const auto b = max_micro_batch(m, p, s, prof, mem);
+  REQUIRE(b >= 1);
+  s.micro_batch_size = b;
+  CHECK(estimate_memory(m, p, s, prof).total <= mem);
+  s.micro_batch_size = b + 1;
+  CHECK(estimate_memory(m, p, s, prof).total > mem);
+}

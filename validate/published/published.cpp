@@ -1,0 +1,1 @@
+// Published-run validation (filled in by the simulator work).
