@@ -55,3 +55,23 @@ trainsim_cli_error(bad_precision "precision" memory --model gpt2 --gpu h100-sxm 
 trainsim_cli_error(no_machine "--gpu or --cluster" memory --model gpt2)
 trainsim_cli_error(learned_positions "exceeds the model's learned positions"
   memory --model gpt2 --gpu h100-sxm --seq-len 4096)
+
+# Step simulator, collectives, roofline, sweep, published validation.
+trainsim_cli_test(validate_published "PASS" validate-published)
+trainsim_cli_test(estimate_json "\"step_time_s\": [0-9.e+-]+,?"
+  estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --global-batch 64 --seq-len 4096 --format json)
+trainsim_cli_test(estimate_keys "\"breakdown_s\": \\{[^}]*\"bubble\"[^}]*\"dp_comm\"[^}]*\"forward\"[^}]*\"optimizer\"[^}]*\"pp_comm\"[^}]*\"recompute\"[^}]*\"tp_comm\""
+  estimate --model gpt2 --gpu a100-80g --num-gpus 8 --seq-len 1024 --format json --tokens 1B)
+trainsim_cli_test(collective_busbw "busbw \\(GB/s\\)"
+  collective --op all-reduce --bytes 1G --num-gpus 64 --cluster dgx-h100 --sweep --max-bytes 1G)
+trainsim_cli_test(collective_p1 "P = 1: no communication" collective --op all-reduce --num-gpus 1 --gpu h200)
+trainsim_cli_test(roofline_gemm "compute" roofline --gpu h100-sxm --op gemm --m 8192 --n 8192 --k 8192)
+trainsim_cli_test(roofline_model "attn.core.fwd" roofline --gpu h200 --model llama3-8b --seq-len 4096)
+trainsim_cli_test(sweep_csv "^value,step_time_s,mfu"
+  sweep --model gpt2 --gpu a100-80g --seq-len 1024 --micro-batch 4 --vary num-gpus --values 1,2,4,8 --format csv --quiet)
+trainsim_cli_error(sweep_bad_vary "--vary = colour" sweep --model gpt2 --gpu a100-80g --vary colour --values 1)
+trainsim_cli_error(estimate_batch "must be a multiple of micro_batch_size x dp"
+  estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --global-batch 12)
+trainsim_cli_error(cluster_gpus "must be a multiple of the cluster's gpus_per_node"
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 12)
+trainsim_cli_error(collective_op "--op = all-sum" collective --op all-sum --gpu h200)

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/estimate_print.hpp"
 #include "cli/output.hpp"
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
@@ -27,12 +28,6 @@ struct MemoryOptions {
   std::string plot;
   OutputOptions out;
 };
-
-nlohmann::json breakdown_json(const sim::MemoryBreakdown& b) {
-  return {{"weights", b.weights},         {"gradients", b.gradients}, {"optimizer", b.optimizer},
-          {"activations", b.activations}, {"buffers", b.buffers},     {"overhead", b.overhead},
-          {"total", b.total}};
-}
 
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / 1e9); }
 std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024 * 1024)); }
@@ -100,7 +95,7 @@ int run_params_only(const MemoryOptions& o) {
           {"zero", "weights_bytes", "gradients_bytes", "optimizer_bytes", "total_bytes"});
   for (std::int64_t z = 0; z <= 3; ++z) {
     const auto b = sim::model_state_bytes(params, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), dp, z);
-    stages.push_back({{"zero", z}, {"per_gpu_bytes", breakdown_json(b)}});
+    stages.push_back({{"zero", z}, {"per_gpu_bytes", memory_json(b)}});
     t.add_row({fmt::format("{}{}", z, z == o.plan.zero_stage ? " *" : ""), gb(b.weights),
                gb(b.gradients), gb(b.optimizer), gb(b.total)},
               {fmt::format("{}", z), fmt::format("{:.0f}", b.weights),
@@ -115,7 +110,7 @@ int run_params_only(const MemoryOptions& o) {
                {"precision", std::string(model::to_string(parse_precision(o.setup.precision)))},
                {"optimizer", std::string(model::to_string(parse_optimizer(o.setup.optimizer)))},
                {"zero", o.plan.zero_stage},
-               {"per_gpu_bytes", breakdown_json(sel)},
+               {"per_gpu_bytes", memory_json(sel)},
                {"stages", stages}});
     return 0;
   }
@@ -158,7 +153,7 @@ int run_memory(const MemoryOptions& o) {
                {"params_per_gpu", b.params_on_gpu},
                {"pipeline_stage", b.stage},
                {"in_flight_micro_batches", b.in_flight_micro_batches},
-               {"per_gpu_bytes", breakdown_json(b)},
+               {"per_gpu_bytes", memory_json(b)},
                {"gpu_memory_bytes", mc.gpu.memory_bytes},
                {"fits", fits},
                {"max_micro_batch", max_mb}});

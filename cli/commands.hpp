@@ -10,6 +10,11 @@ void add_model(CLI::App& app);
 void add_time(CLI::App& app);
 void add_memory(CLI::App& app);
 void add_presets(CLI::App& app);
+void add_estimate(CLI::App& app);
+void add_roofline(CLI::App& app);
+void add_collective(CLI::App& app);
+void add_sweep(CLI::App& app);
+void add_validate_published(CLI::App& app);
 void add_bench(CLI::App& app);  // parent of `bench kernels` and `bench collectives`
 void add_bench_kernels(CLI::App& bench);
 void add_bench_collectives(CLI::App& bench);

@@ -18,6 +18,11 @@ int main(int argc, char** argv) {
   trainsim::cli::add_model(app);
   trainsim::cli::add_time(app);
   trainsim::cli::add_memory(app);
+  trainsim::cli::add_estimate(app);
+  trainsim::cli::add_sweep(app);
+  trainsim::cli::add_roofline(app);
+  trainsim::cli::add_collective(app);
+  trainsim::cli::add_validate_published(app);
   trainsim::cli::add_presets(app);
   trainsim::cli::add_bench(app);
   try {

@@ -175,7 +175,7 @@ void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster) {
                  "Override the GPU memory capacity (GB = 1e9 bytes)");
 }
 
-Machine resolve_machine(const MachineOptions& o) {
+Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
   Machine mc;
   if (o.gpu.empty() && o.cluster.empty())
     throw ConfigError("--gpu or --cluster: one is required (e.g. --gpu h100-sxm)");
@@ -199,7 +199,7 @@ Machine resolve_machine(const MachineOptions& o) {
     }
   } else {
     mc.gpu = hw::load_gpu(o.gpu);
-    mc.cluster = hw::single_node_cluster(mc.gpu, o.num_gpus > 0 ? o.num_gpus : 1);
+    mc.cluster = hw::single_node_cluster(mc.gpu, o.num_gpus > 0 ? o.num_gpus : default_gpus);
   }
   if (o.gpu_memory_gb) {
     if (!(*o.gpu_memory_gb > 0 && *o.gpu_memory_gb < 1e6))

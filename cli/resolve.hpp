@@ -61,7 +61,7 @@ struct Machine {
 };
 /// Needs --gpu or --cluster; --num-gpus sets the node count of a cluster (rounded up to
 /// whole nodes is an error: it must be a multiple of gpus_per_node, or below one node).
-[[nodiscard]] Machine resolve_machine(const MachineOptions& o);
+[[nodiscard]] Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus = 1);
 
 [[nodiscard]] model::Precision parse_precision(const std::string& s);
 [[nodiscard]] model::Optimizer parse_optimizer(const std::string& s);

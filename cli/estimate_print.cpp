@@ -1,0 +1,171 @@
+// StepEstimate printers and the breakdown chart (estimate_print.hpp).
+#include "cli/estimate_print.hpp"
+
+#include <fmt/format.h>
+
+#include "cli/plot.hpp"
+#include "common/errors.hpp"
+#include "common/units.hpp"
+#include "model/count.hpp"
+
+namespace trainsim::cli {
+
+void add_step_flags(CLI::App& cmd, StepFlags& f) {
+  cmd.add_option("--bucket-mb", f.bucket_mb, "Data-parallel gradient bucket size (MiB)")
+      ->capture_default_str();
+  cmd.add_flag("--no-dp-overlap", f.no_dp_overlap,
+               "Reduce gradients after backward instead of overlapping buckets with it");
+  cmd.add_flag("--tp-overlap", f.tp_overlap, "Hide tensor-parallel collectives behind GEMMs");
+  cmd.add_option("--dp-algorithm", f.dp_algorithm, "ring | tree (data-parallel all-reduce)")
+      ->capture_default_str();
+}
+
+sim::StepOptions resolve_step_flags(const StepFlags& f) {
+  if (!(f.bucket_mb > 0 && f.bucket_mb <= 1e7))
+    throw ConfigError(fmt::format("--bucket-mb = {}: must be in (0, 1e7]", f.bucket_mb));
+  sim::StepOptions o;
+  o.bucket_bytes = f.bucket_mb * 1024 * 1024;
+  o.dp_overlap = !f.no_dp_overlap;
+  o.tp_overlap = f.tp_overlap;
+  if (f.dp_algorithm == "ring") o.dp_algorithm = sim::Algorithm::ring;
+  else if (f.dp_algorithm == "tree") o.dp_algorithm = sim::Algorithm::tree;
+  else throw ConfigError(fmt::format("--dp-algorithm = {}: must be ring or tree", f.dp_algorithm));
+  return o;
+}
+
+nlohmann::json breakdown_json(const sim::StepBreakdown& b) {
+  return {{"forward", b.forward},     {"backward", b.backward}, {"recompute", b.recompute},
+          {"tp_comm", b.tp_comm},     {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
+          {"pp_comm", b.pp_comm},     {"dp_comm", b.dp_comm},   {"bubble", b.bubble},
+          {"optimizer", b.optimizer}};
+}
+
+nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
+  return {{"weights", b.weights},         {"gradients", b.gradients}, {"optimizer", b.optimizer},
+          {"activations", b.activations}, {"buffers", b.buffers},     {"overhead", b.overhead},
+          {"total", b.total}};
+}
+
+namespace {
+struct TrainTime {
+  double seconds = 0, days = 0, gpu_hours = 0, days_6nd = 0;
+};
+TrainTime train_time(const model::ModelSpec& m, const sim::StepEstimate& e, double gpus,
+                     double tokens) {
+  TrainTime t;
+  if (tokens <= 0) return t;
+  t.seconds = tokens / e.tokens_per_s;
+  t.days = t.seconds / kSecondsPerDay;
+  t.gpu_hours = t.seconds * gpus / 3600.0;
+  // Top-down: 6ND at the MFU this estimate predicts.
+  const double n = model::count_params(m).active;
+  t.days_6nd = 6 * n * tokens / (gpus * e.peak_flops_per_s * e.mfu) / kSecondsPerDay;
+  return t;
+}
+}  // namespace
+
+nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
+                             const model::ParallelPlan& p, const model::TrainingSetup& s,
+                             const sim::StepEstimate& e, double tokens) {
+  const double gpus = static_cast<double>(p.num_gpus());
+  nlohmann::json j{{"model", m.name},
+                   {"cluster", mc.cluster.name},
+                   {"gpu", mc.gpu.name},
+                   {"num_gpus", p.num_gpus()},
+                   {"profile", mc.profile.name},
+                   {"setup", setup_json(s)},
+                   {"plan", plan_json(p)},
+                   {"micro_batches", e.micro_batches},
+                   {"global_batch_size", e.global_batch_size},
+                   {"step_time_s", e.step_time_s},
+                   {"breakdown_s", breakdown_json(e.breakdown_s)},
+                   {"mfu", e.mfu},
+                   {"hfu", e.hfu},
+                   {"tokens_per_s", e.tokens_per_s},
+                   {"model_flops_per_step", e.model_flops_per_step},
+                   {"achieved_flops_per_s_per_gpu", e.achieved_flops_per_s_per_gpu},
+                   {"per_gpu_bytes", memory_json(e.memory)},
+                   {"gpu_memory_bytes", mc.gpu.memory_bytes},
+                   {"fits", e.memory.total <= mc.gpu.memory_bytes}};
+  if (tokens > 0) {
+    const auto t = train_time(m, e, gpus, tokens);
+    j["tokens"] = tokens;
+    j["days"] = t.days;
+    j["gpu_hours"] = t.gpu_hours;
+    j["days_top_down_6nd"] = t.days_6nd;
+  }
+  return j;
+}
+
+void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
+                    const model::ParallelPlan& p, const model::TrainingSetup& s,
+                    const sim::StepEstimate& e, double tokens) {
+  if (sink.format() == Format::json) {
+    sink.json(estimate_json(m, mc, p, s, e, tokens));
+    return;
+  }
+  sink.comment(fmt::format("model {} ({} params) on {} ({} GPUs of {}, {} per node), profile: {}",
+                           m.name, format_count(model::count_params(m).total), mc.cluster.name,
+                           p.num_gpus(), mc.gpu.name, mc.cluster.gpus_per_node, mc.profile.name));
+  sink.comment(fmt::format("tp {} pp {} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
+                           "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "
+                           "tokens",
+                           p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
+                           p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "",
+                           p.zero_stage, model::to_string(p.recompute),
+                           model::to_string(s.attention), model::to_string(s.precision),
+                           s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size,
+                           s.seq_len));
+  const auto& b = e.breakdown_s;
+  Table t({"part", "time (ms)", "share"}, {"part", "time_s", "fraction"});
+  auto row = [&](const char* name, double v) {
+    if (v == 0 && sink.format() == Format::table && std::string(name) != "total") return;
+    t.add_row({name, fmt::format("{:.2f}", v * 1e3), fmt::format("{:.1f}%", 100 * v / e.step_time_s)},
+              {name, fmt::format("{:.9g}", v), fmt::format("{:.6f}", v / e.step_time_s)});
+  };
+  row("forward", b.forward);
+  row("backward", b.backward);
+  row("recompute", b.recompute);
+  row("tp_comm (exposed)", b.tp_comm);
+  row("cp_comm (exposed)", b.cp_comm);
+  row("ep_comm (exposed)", b.ep_comm);
+  row("pp_comm (p2p sends)", b.pp_comm);
+  row("dp_comm (exposed)", b.dp_comm);
+  row("bubble", b.bubble);
+  row("optimizer", b.optimizer);
+  row("total", e.step_time_s);
+  t.print(sink);
+  if (sink.format() != Format::table) return;
+  sink.write(fmt::format("step {}  |  MFU {:.1f}%  HFU {:.1f}%  |  {:.3g} tokens/s  |  {:.1f} "
+                         "TFLOP/s per GPU (model)\n",
+                         format_seconds(e.step_time_s), 100 * e.mfu, 100 * e.hfu, e.tokens_per_s,
+                         e.achieved_flops_per_s_per_gpu / 1e12));
+  sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
+                         mc.gpu.memory_bytes / 1e9,
+                         e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
+  if (tokens > 0) {
+    const auto tt = train_time(m, e, static_cast<double>(p.num_gpus()), tokens);
+    sink.write(fmt::format("{} tokens: {:.1f} days, {:.3g} GPU-hours (top-down 6ND at this MFU: "
+                           "{:.1f} days)\n",
+                           format_count(tokens), tt.days, tt.gpu_hours, tt.days_6nd));
+  }
+}
+
+void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Machine& mc,
+                    const model::ParallelPlan& p, const sim::StepEstimate& e) {
+  const auto& b = e.breakdown_s;
+  const std::vector<std::string> parts{"forward", "backward", "recompute", "tp_comm", "cp_comm",
+                                       "ep_comm", "pp_comm",  "dp_comm",   "bubble",  "optimizer"};
+  const std::vector<double> values{b.forward, b.backward, b.recompute, b.tp_comm, b.cp_comm,
+                                   b.ep_comm, b.pp_comm,  b.dp_comm,   b.bubble,  b.optimizer};
+  std::vector<std::vector<double>> groups;
+  for (double v : values) groups.push_back({v});
+  PlotSpec spec{file,
+                fmt::format("{} on {} x {}: one step = {:.3f} s (tp {} pp {} dp {}, MFU {:.1f}%)",
+                            m.name, p.num_gpus(), mc.gpu.name, e.step_time_s, p.tp, p.pp, p.dp,
+                            100 * e.mfu),
+                "", "seconds per step", false, false, {}};
+  plot_bars(spec, {"step"}, parts, groups);
+}
+
+}  // namespace trainsim::cli

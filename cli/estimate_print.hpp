@@ -1,0 +1,36 @@
+// Printing of a StepEstimate (table/CSV/JSON) and its breakdown chart, shared by
+// `estimate`, `sweep` and `validate-published`; plus the step-model flags.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "cli/output.hpp"
+#include "cli/resolve.hpp"
+#include "simulate/step.hpp"
+
+namespace trainsim::cli {
+
+struct StepFlags {
+  double bucket_mb = 25;
+  bool no_dp_overlap = false;
+  bool tp_overlap = false;
+  std::string dp_algorithm = "ring";
+};
+void add_step_flags(CLI::App& cmd, StepFlags& f);
+[[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);
+
+[[nodiscard]] nlohmann::json breakdown_json(const sim::StepBreakdown& b);
+[[nodiscard]] nlohmann::json memory_json(const sim::MemoryBreakdown& b);
+[[nodiscard]] nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
+                                           const model::ParallelPlan& p,
+                                           const model::TrainingSetup& s,
+                                           const sim::StepEstimate& e, double tokens);
+
+void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
+                    const model::ParallelPlan& p, const model::TrainingSetup& s,
+                    const sim::StepEstimate& e, double tokens);
+
+void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Machine& mc,
+                    const model::ParallelPlan& p, const sim::StepEstimate& e);
+
+}  // namespace trainsim::cli

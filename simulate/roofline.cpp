@@ -1,0 +1,99 @@
+// Roofline per operator (roofline.hpp).
+#include "simulate/roofline.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainsim::sim {
+
+double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype) {
+  const double p = gpu.peak_flops_per_s[dtype];
+  if (p > 0) return p;
+  if (dtype == Dtype::bf16 && gpu.peak_flops_per_s[Dtype::fp16] > 0 &&
+      gpu.peak_flops_per_s[Dtype::bf16] == 0)
+    return gpu.peak_flops_per_s[Dtype::fp32];  // no bf16 units: emulated at fp32 speed
+  return gpu.peak_flops_per_s[Dtype::fp32];
+}
+
+double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,
+                       const hw::GpuSpec& gpu, const hw::HardwareProfile& profile) {
+  double peak_fraction = profile.gemm_peak_fraction[dtype];
+  if (peak_fraction <= 0) peak_fraction = profile.gemm_peak_fraction[Dtype::fp32];
+  if (m <= 0 || n <= 0 || k <= 0) return peak_fraction;
+  // Wave quantization: output tiles run in waves of num_sms; a partial last wave idles SMs.
+  const double tiles = std::ceil(m / profile.gemm_tile_m) * std::ceil(n / profile.gemm_tile_n) *
+                       std::max(count, 1.0);
+  const double sms = static_cast<double>(std::max<std::int64_t>(gpu.num_sms, 1));
+  const double waves = std::ceil(tiles / sms);
+  const double wave_fraction = tiles / (waves * sms);
+  // Partial tiles at the edges compute padding.
+  const double pad = (m / (std::ceil(m / profile.gemm_tile_m) * profile.gemm_tile_m)) *
+                     (n / (std::ceil(n / profile.gemm_tile_n) * profile.gemm_tile_n));
+  // Per-tile fixed costs (prologue, epilogue) amortised over the K loop.
+  const double k_fraction = k / (k + profile.gemm_k_half);
+  return peak_fraction * wave_fraction * pad * k_fraction;
+}
+
+namespace {
+
+double bw_fraction(model::OpKind kind, const hw::HardwareProfile& p) {
+  switch (kind) {
+    case model::OpKind::elementwise: return p.elementwise_bw_fraction;
+    case model::OpKind::reduction: return p.reduction_bw_fraction;
+    case model::OpKind::embedding: return p.elementwise_bw_fraction;
+    case model::OpKind::gemm:
+    case model::OpKind::attention_core: return p.copy_bw_fraction;
+    case model::OpKind::tp_comm: return 1.0;
+  }
+  return p.copy_bw_fraction;
+}
+
+}  // namespace
+
+OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
+               const hw::HardwareProfile& profile) {
+  OpCost c;
+  c.name = op.name + (pass == Pass::forward ? ".fwd" : ".bwd");
+  if (op.kind == model::OpKind::tp_comm) return c;
+  c.flops = pass == Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
+  c.bytes = pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
+  const double peak = effective_peak_flops_per_s(gpu, op.dtype);
+  if (op.kind == model::OpKind::gemm) {
+    c.efficiency = gemm_efficiency(static_cast<double>(op.m), static_cast<double>(op.n),
+                                   static_cast<double>(op.k), op.count, op.dtype, gpu, profile);
+    // Backward = dgrad [m,n]x[n,k] and wgrad [k,m]x[m,n]: the same tile counts in total
+    // up to transposition; use the forward shape's efficiency for both.
+  } else if (op.kind == model::OpKind::attention_core) {
+    c.efficiency = pass == Pass::forward ? profile.attention_fwd_peak_fraction
+                                         : profile.attention_bwd_peak_fraction;
+  } else {
+    c.efficiency = profile.gemm_peak_fraction[Dtype::fp32];  // scalar math, never the limit
+  }
+  c.compute_s = c.flops > 0 ? c.flops / (peak * c.efficiency) : 0;
+  c.memory_s = c.bytes / (gpu.hbm_bandwidth_bytes_per_s * bw_fraction(op.kind, profile));
+  // GEMM backward is two kernels (dgrad, wgrad); everything else one per pass.
+  const double launches = op.kind == model::OpKind::gemm && pass == Pass::backward ? 2 : 1;
+  c.launch_s = launches * profile.launch_overhead_s;
+  c.compute_bound = c.compute_s >= c.memory_s;
+  c.time_s = std::max(c.compute_s, c.memory_s) + c.launch_s;
+  return c;
+}
+
+OpCost gemm_cost(std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
+                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile) {
+  model::Op op;
+  op.name = "gemm";
+  op.kind = model::OpKind::gemm;
+  op.dtype = dtype;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
+  op.fwd_exec_flops = op.fwd_flops = 2 * md * nd * kd;
+  op.fwd_bytes = dtype_bytes(dtype) * (md * kd + kd * nd + md * nd);
+  OpCost c = op_cost(op, Pass::forward, gpu, profile);
+  c.name = "gemm";
+  return c;
+}
+
+}  // namespace trainsim::sim

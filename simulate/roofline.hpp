@@ -1,0 +1,45 @@
+// Roofline time of one operator on one GPU (Williams et al. 2009; DOMAIN.md section 4):
+// time = max(FLOPs / (peak[dtype] x compute efficiency), bytes / (HBM bandwidth x memory
+// efficiency)) + launch overhead. Efficiencies come from the HardwareProfile; GEMM compute
+// efficiency depends on the shape through wave quantization and per-tile fixed costs.
+#pragma once
+
+#include <string>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/ops.hpp"
+
+namespace trainsim::sim {
+
+enum class Pass { forward, backward };
+
+struct OpCost {  // one operator, one GPU, one micro-batch, one pass
+  std::string name;
+  double flops = 0;          // executed FLOPs
+  double bytes = 0;          // HBM bytes read + written
+  double compute_s = 0;      // FLOPs / achieved FLOP/s
+  double memory_s = 0;       // bytes / achieved bandwidth
+  double launch_s = 0;       // fixed launch overhead
+  double time_s = 0;         // max(compute, memory) + launch
+  double efficiency = 0;     // achieved fraction of the dtype peak while computing
+  bool compute_bound = false;
+};
+
+/// Achieved fraction of peak for a GEMM [m,k]x[k,n] (count independent copies) of `dtype`.
+[[nodiscard]] double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,
+                                     const hw::GpuSpec& gpu, const hw::HardwareProfile& profile);
+
+/// Peak FLOP/s a dtype runs at on this GPU (fp32 falls back for formats it lacks, e.g.
+/// bf16 on Turing, which frameworks emulate in fp32).
+[[nodiscard]] double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype);
+
+/// The time of a tensor-parallel comm op is the collectives' business: returns zero here.
+[[nodiscard]] OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
+                             const hw::HardwareProfile& profile);
+
+/// A standalone GEMM (for `trainsim roofline --op gemm`).
+[[nodiscard]] OpCost gemm_cost(std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
+                               const hw::GpuSpec& gpu, const hw::HardwareProfile& profile);
+
+}  // namespace trainsim::sim

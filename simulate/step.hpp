@@ -1,0 +1,72 @@
+// Bottom-up time of one training step (one optimizer update) on a cluster: per-op roofline
+// times for the slowest pipeline stage, tensor/context/expert-parallel collectives on the
+// critical path, the pipeline bubble of 1F1B or interleaved 1F1B (Narayanan et al. 2021),
+// point-to-point activation sends, data-parallel gradient reduction bucketed and overlapped
+// with the last backward, ZeRO traffic (Rajbhandari et al. 2020), recomputation and a
+// memory-bound optimizer step. Every part is kept so that the breakdown sums to the total.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/spec.hpp"
+#include "simulate/collectives.hpp"
+#include "simulate/memory.hpp"
+#include "simulate/roofline.hpp"
+
+namespace trainsim::sim {
+
+struct StepOptions {
+  double bucket_bytes = 25.0 * 1024 * 1024;  // DP gradient bucket (PyTorch DDP default)
+  bool dp_overlap = true;   // bucketed gradient reduction overlapped with backward
+  bool tp_overlap = false;  // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
+  Algorithm dp_algorithm = Algorithm::ring;
+};
+
+struct StepBreakdown {  // seconds per step, on the critical path
+  double forward = 0, backward = 0, recompute = 0;
+  double tp_comm = 0, cp_comm = 0, ep_comm = 0, pp_comm = 0, dp_comm = 0;
+  double bubble = 0, optimizer = 0;
+  [[nodiscard]] double total() const {
+    return forward + backward + recompute + tp_comm + cp_comm + ep_comm + pp_comm + dp_comm +
+           bubble + optimizer;
+  }
+};
+
+/// Group sizes and how many members share a node, with Megatron's rank order
+/// (tp innermost, then cp, then dp, then pp).
+struct Placement {
+  Group tp, cp, dp, ep;
+  bool pp_inter_node = false;
+};
+[[nodiscard]] Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster);
+
+struct StepEstimate {
+  double step_time_s = 0;
+  StepBreakdown breakdown_s;
+  double mfu = 0, hfu = 0;
+  double tokens_per_step = 0, tokens_per_s = 0;
+  double model_flops_per_step = 0, hardware_flops_per_step = 0;
+  double achieved_flops_per_s_per_gpu = 0;  // model FLOPs / (step x GPUs)
+  double peak_flops_per_s = 0;
+  std::int64_t micro_batches = 1;  // per step per pipeline (gradient accumulation)
+  std::int64_t global_batch_size = 0;
+  double micro_batch_stage_s = 0;  // one micro-batch through the slowest stage (fwd+bwd+...)
+  double dp_bytes = 0;             // gradient bytes reduced per step per GPU
+  double dp_volume_bytes = 0;      // bytes each GPU sends for DP/ZeRO per step (bus volume)
+  MemoryBreakdown memory;
+  std::vector<OpCost> layer_forward, layer_backward;  // one layer, for explanations
+  Placement placement;
+};
+
+/// Requires validated inputs (plan.num_gpus() == cluster.num_gpus()).
+[[nodiscard]] StepEstimate estimate_step(const model::ModelSpec& model,
+                                         const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
+                                         const hw::HardwareProfile& profile,
+                                         const model::ParallelPlan& plan,
+                                         const model::TrainingSetup& setup,
+                                         const StepOptions& options = {});
+
+}  // namespace trainsim::sim

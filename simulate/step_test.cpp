@@ -1,0 +1,189 @@
+// Step simulator: collective formulas, pipeline bubble, ZeRO-3 traffic, roofline bounds and
+// invariants (more bandwidth or peak never slows a step; the breakdown sums to the step).
+#include <doctest/doctest.h>
+
+#include "hardware/load.hpp"
+#include "model/load.hpp"
+#include "simulate/collectives.hpp"
+#include "simulate/roofline.hpp"
+#include "simulate/step.hpp"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+
+namespace {
+hw::ClusterSpec node_of(const char* cluster, std::int64_t nodes) {
+  auto c = hw::load_cluster(cluster);
+  c.num_nodes = nodes;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("nccl-tests bus-bandwidth factors") {
+  CHECK(busbw_factor(Collective::all_reduce, 8) == doctest::Approx(1.75));  // 2*7/8
+  CHECK(busbw_factor(Collective::all_gather, 8) == doctest::Approx(0.875));
+  CHECK(busbw_factor(Collective::reduce_scatter, 4) == doctest::Approx(0.75));
+  CHECK(busbw_factor(Collective::broadcast, 8) == 1.0);
+  CHECK(busbw_factor(Collective::all_reduce, 1) == 0.0);
+}
+
+TEST_CASE("ring all-reduce: 2(P-1) alpha + 2(P-1)/P n / B; P = 1 costs nothing") {
+  const auto cluster = node_of("dgx-h100", 1);
+  const auto prof = hw::default_profile("h100-sxm");
+  const double n = 1e9;
+  const auto c = collective_cost(Collective::all_reduce, n, {8, 8}, cluster, prof);
+  const double B = 450e9 * prof.intra_node_busbw_fraction;
+  CHECK(c.time_s == doctest::Approx(14 * prof.intra_node_step_latency_s + 1.75 * n / B));
+  CHECK(c.level == "intra-node");
+  CHECK(collective_cost(Collective::all_reduce, n, {1, 1}, cluster, prof).time_s == 0.0);
+  // Reduce-scatter + all-gather = all-reduce volume.
+  const auto rs = collective_cost(Collective::reduce_scatter, n, {8, 8}, cluster, prof);
+  const auto ag = collective_cost(Collective::all_gather, n, {8, 8}, cluster, prof);
+  CHECK(rs.bandwidth_s + ag.bandwidth_s == doctest::Approx(c.bandwidth_s));
+  // The notes' ring check: going from 2 to 4 to 6 ranks scales bandwidth time 1 : 1.5 : 1.67.
+  const double t2 = collective_cost(Collective::all_reduce, n, {2, 2}, cluster, prof).bandwidth_s;
+  const double t4 = collective_cost(Collective::all_reduce, n, {4, 4}, cluster, prof).bandwidth_s;
+  const double t6 = collective_cost(Collective::all_reduce, n, {6, 6}, cluster, prof).bandwidth_s;
+  CHECK(t4 / t2 == doctest::Approx(1.5));
+  CHECK(t6 / t2 == doctest::Approx(5.0 / 3.0));
+}
+
+TEST_CASE("a collective spanning nodes is bound by the network") {
+  const auto cluster = node_of("dgx-h100", 4);
+  const auto prof = hw::default_profile("h100-sxm");
+  const auto inside = collective_cost(Collective::all_reduce, 1e9, {8, 8}, cluster, prof);
+  const auto across = collective_cost(Collective::all_reduce, 1e9, {32, 1}, cluster, prof);
+  CHECK(across.level == "inter-node");
+  CHECK(across.busbw_bytes_per_s == doctest::Approx(50e9 * prof.inter_node_busbw_fraction));
+  CHECK(across.time_s > inside.time_s);
+  // Tree all-reduce: fewer latency steps, more bandwidth time than ring for large P.
+  const auto tree = collective_cost(Collective::all_reduce, 8, {32, 1}, cluster, prof, Algorithm::tree);
+  const auto ring = collective_cost(Collective::all_reduce, 8, {32, 1}, cluster, prof, Algorithm::ring);
+  CHECK(tree.latency_s < ring.latency_s);
+}
+
+TEST_CASE("roofline: ReLU is memory-bound, a big GEMM compute-bound") {
+  const auto gpu = hw::load_gpu("h100-sxm");
+  const auto prof = hw::default_profile("h100-sxm");
+  const auto big = gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof);
+  CHECK(big.compute_bound);
+  CHECK(big.efficiency == doctest::Approx(0.8 * 8192.0 / (8192.0 + 64.0) * (4096.0 / (132 * 32))));
+  const auto skinny = gemm_cost(16, 8192, 8192, Dtype::bf16, gpu, prof);
+  CHECK(skinny.efficiency < big.efficiency);
+  model::Op relu;
+  relu.name = "relu";
+  relu.kind = model::OpKind::elementwise;
+  relu.fwd_exec_flops = 1 << 20;
+  relu.fwd_bytes = 4.0 * (1 << 20);  // bf16 in + out: intensity 0.25 FLOP/byte
+  const auto c = op_cost(relu, Pass::forward, gpu, prof);
+  CHECK_FALSE(c.compute_bound);
+}
+
+namespace {
+struct Job {
+  model::ModelSpec m = model::load_model("llama3-8b");
+  hw::ClusterSpec cluster = node_of("dgx-h100", 2);
+  hw::GpuSpec gpu = hw::load_gpu("h100-sxm");
+  hw::HardwareProfile prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan plan;
+  model::TrainingSetup setup;
+  Job() {
+    plan.tp = 2;
+    plan.pp = 2;
+    plan.dp = 4;
+    setup.seq_len = 4096;
+    setup.micro_batch_size = 1;
+    setup.global_batch_size = 64;
+  }
+  StepEstimate run(const StepOptions& o = {}) const {
+    return estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  }
+};
+}  // namespace
+
+TEST_CASE("the breakdown sums to the step time; MFU <= HFU <= 1") {
+  Job j;
+  for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full}) {
+    j.plan.recompute = r;
+    const auto e = j.run();
+    CHECK(e.breakdown_s.total() == doctest::Approx(e.step_time_s).epsilon(1e-12));
+    CHECK(e.mfu <= e.hfu);
+    CHECK(e.hfu < 1.0);
+    CHECK(e.tokens_per_step == 64.0 * 4096);
+  }
+}
+
+TEST_CASE("pipeline bubble: (p-1)/m of the pipelined work, divided by v when interleaved") {
+  Job j;
+  j.plan.tp = 1;
+  j.plan.dp = 2;
+  j.plan.pp = 8;
+  j.setup.global_batch_size = 32;  // m = 16 micro-batches
+  const auto e = j.run();
+  REQUIRE(e.micro_batches == 16);
+  const double work = e.breakdown_s.forward + e.breakdown_s.backward + e.breakdown_s.recompute +
+                      e.breakdown_s.tp_comm + e.breakdown_s.cp_comm + e.breakdown_s.ep_comm;
+  CHECK(e.breakdown_s.bubble / work == doctest::Approx(7.0 / 16.0));
+  j.plan.interleave = 2;
+  const auto ei = j.run();
+  CHECK(ei.breakdown_s.bubble / work == doctest::Approx(7.0 / 32.0));
+  CHECK(ei.breakdown_s.pp_comm == doctest::Approx(2 * e.breakdown_s.pp_comm));
+}
+
+TEST_CASE("ZeRO-3 moves 1.5x the data-parallel volume of all-reduce (one micro-batch)") {
+  Job j;
+  j.plan = {};
+  j.plan.dp = 16;
+  j.setup.global_batch_size = 16;
+  j.plan.zero_stage = 0;
+  const double ar = j.run().dp_volume_bytes;
+  j.plan.zero_stage = 1;
+  CHECK(j.run().dp_volume_bytes == doctest::Approx(ar));
+  j.plan.zero_stage = 3;
+  CHECK(j.run().dp_volume_bytes / ar == doctest::Approx(1.5));
+}
+
+TEST_CASE("more bandwidth or more peak never makes a step slower") {
+  Job j;
+  j.plan.recompute = model::Recompute::selective;
+  const double base = j.run().step_time_s;
+  {
+    Job k = j;
+    k.gpu.peak_flops_per_s[Dtype::bf16] *= 2;
+    CHECK(k.run().step_time_s <= base);
+  }
+  {
+    Job k = j;
+    k.gpu.hbm_bandwidth_bytes_per_s *= 2;
+    CHECK(k.run().step_time_s <= base);
+  }
+  {
+    Job k = j;
+    k.cluster.intra_node_bandwidth_bytes_per_s *= 2;
+    k.cluster.inter_node_bandwidth_bytes_per_s *= 2;
+    CHECK(k.run().step_time_s <= base);
+  }
+}
+
+TEST_CASE("bucketed overlap hides data-parallel communication; one huge bucket cannot") {
+  Job j;
+  j.plan = {};
+  j.plan.dp = 16;
+  j.setup.global_batch_size = 16;
+  StepOptions overlapped;
+  overlapped.bucket_bytes = 25.0 * 1024 * 1024;
+  StepOptions one_bucket;
+  one_bucket.bucket_bytes = 1e15;
+  StepOptions none;
+  none.dp_overlap = false;
+  StepOptions one_bucket_serial = one_bucket;
+  one_bucket_serial.dp_overlap = false;
+  const double a = j.run(overlapped).breakdown_s.dp_comm;
+  const double b = j.run(one_bucket).breakdown_s.dp_comm;
+  const double c = j.run(none).breakdown_s.dp_comm;
+  CHECK(a < b);
+  // One bucket is ready only when backward ends: nothing overlaps.
+  CHECK(b == doctest::Approx(j.run(one_bucket_serial).breakdown_s.dp_comm));
+  // Without overlap, many small buckets pay their latency on top: slower still.
+  CHECK(c >= b);
+}

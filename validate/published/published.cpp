@@ -1,1 +1,0 @@
-// Published-run validation (filled in by the simulator work).
