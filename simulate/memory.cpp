@@ -49,95 +49,69 @@ double layer_activation_bytes(const model::OpList& ops, Recompute r) {
   return 0;
 }
 
-namespace {
-
-struct StageShape {
-  double layers = 0;
-  bool first = false, last = false;
-};
-
-MemoryBreakdown stage_memory(const model::ModelSpec& model, const model::ParallelPlan& plan,
-                             const model::TrainingSetup& setup, const hw::HardwareProfile& profile,
-                             const MemoryOptions& options, const model::OpList& ops,
-                             const StageShape& stage) {
-  // Parameters on this GPU: its layers (tp-sharded in the op list; experts split over ep),
-  // plus the embedding on the first stage and the head on the last. With tied embeddings
-  // and pp > 1 the last stage keeps its own copy of the table for the LM head (Megatron).
-  double expert_params = 0, layer_params = 0;
-  for (const auto& op : ops.layer) {
-    if (op.name.starts_with("moe.experts.")) expert_params += op.params;
-    else layer_params += op.params;
-  }
-  layer_params += expert_params / static_cast<double>(plan.ep);
-  double params = stage.layers * layer_params;
-  if (stage.first) params += model::sum_params(ops.embedding);
-  if (stage.last) {
-    params += model::sum_params(ops.head);
-    if (model.tied_embeddings && !stage.first)
-      params += static_cast<double>(model.vocab_size * model.hidden_size) / static_cast<double>(plan.tp);
-  }
+MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::ModelSpec& model,
+                               const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                               const hw::HardwareProfile& profile, const MemoryOptions& options,
+                               std::int64_t stage) {
+  const bool first = stage == 0;
+  const bool last = stage == plan.pp - 1;
+  const double layers = static_cast<double>(model.num_layers) / static_cast<double>(plan.pp);
+  // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
+  // stage, the head on the last (plus a copy of a tied table when it is not the first).
+  const double layer_params = a.layer_dense_params + a.layer_expert_params / static_cast<double>(plan.ep);
+  double params = layers * layer_params;
+  if (first) params += a.emb_params;
+  if (last) params += a.head_params + (first ? 0.0 : a.tied_copy_params);
   MemoryBreakdown m = model_state_bytes(params, setup.precision, setup.optimizer, plan.dp,
                                         plan.zero_stage);
+  m.stage = stage;
 
-  // Activations: micro-batches in flight on this stage (1F1B: the first stage holds pp of
-  // them, i.e. all layers' worth; Narayanan et al. 2021), times saved bytes per layer.
-  const std::int64_t micro_batches = model::grad_accumulation_steps(plan, setup);
-  double in_flight = static_cast<double>(std::min(plan.pp, std::max<std::int64_t>(micro_batches, 1)));
-  if (!stage.first) in_flight = std::max(1.0, in_flight - static_cast<double>(plan.pp - 1));
-  if (plan.interleave > 1 && plan.pp > 1 && stage.first)  // Korthikanti et al. 2022 Sec. 4.2.3
+  // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
+  // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
+  const std::int64_t micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
+  double in_flight = static_cast<double>(std::max<std::int64_t>(std::min(plan.pp - stage, micro_batches), 1));
+  if (plan.interleave > 1 && plan.pp > 1 && first)  // Korthikanti et al. 2022 Sec. 4.2.3
     in_flight *= 1.0 + static_cast<double>(plan.pp - 1) /
                            static_cast<double>(plan.pp * plan.interleave);
-  const double per_layer = layer_activation_bytes(ops, plan.recompute);
-  double act = in_flight * stage.layers * per_layer;
-  if (plan.recompute == Recompute::full)  // one layer re-materialised during its backward
-    act += model::saved_bytes(ops.layer, true);
-  if (stage.first) act += in_flight * model::saved_bytes(ops.embedding, true);
-  if (stage.last) {
-    act += model::saved_bytes(ops.head, true);
-    // The 16-bit logits exist next to their fp32 copy while the loss runs.
-    for (const auto& op : ops.head)
-      if (op.name == "head.lm") act += static_cast<double>(op.m) * static_cast<double>(op.n) *
-                                       dtype_bytes(op.dtype);
-  }
+  double act = in_flight * layers * a.layer_act[static_cast<int>(plan.recompute)];
+  if (plan.recompute == Recompute::full) act += a.layer_saved_all;  // one layer re-materialised
+  if (first) act += in_flight * a.emb_act;
+  if (last) act += a.head_act;
   m.activations = act;
   m.in_flight_micro_batches = in_flight;
 
   // Buffers: gradient buckets (double-buffered) when gradients are communicated, ZeRO-3's
-  // gathered parameters of the current and the prefetched layer (16-bit), and pipeline
+  // gathered 16-bit parameters of the current and the prefetched layer, and pipeline
   // send/receive buffers of one activation each way.
   double buffers = 0;
   if (plan.dp > 1) buffers += 2 * options.bucket_bytes;
   if (plan.zero_stage == 3 && plan.dp > 1)
     buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
-  if (plan.pp > 1) {
-    const double act_bytes = static_cast<double>(setup.micro_batch_size * setup.seq_len /
-                                                 plan.cp * model.hidden_size) *
-                             dtype_bytes(model::compute_dtype(setup.precision)) /
-                             (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
-    buffers += 2 * act_bytes;
-  }
+  if (plan.pp > 1) buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
+                              (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
   m.buffers = buffers;
   m.overhead = profile.context_overhead_bytes;
   m.total = m.weights + m.gradients + m.optimizer + m.activations + m.buffers + m.overhead;
   return m;
 }
 
-}  // namespace
+MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& model,
+                                       const model::ParallelPlan& plan,
+                                       const model::TrainingSetup& setup,
+                                       const hw::HardwareProfile& profile,
+                                       const MemoryOptions& options) {
+  MemoryBreakdown first = compose_memory(a, model, plan, setup, profile, options, 0);
+  if (plan.pp == 1) return first;
+  MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
+  return first.total >= last.total ? first : last;
+}
 
 MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::ParallelPlan& plan,
                                 const model::TrainingSetup& setup,
                                 const hw::HardwareProfile& profile, const MemoryOptions& options) {
   const model::OpList ops = model::build_ops(model, model::make_op_context(plan, setup));
-  const double layers_per_stage =
-      static_cast<double>(model.num_layers) / static_cast<double>(plan.pp);
-  if (plan.pp == 1)
-    return stage_memory(model, plan, setup, profile, options, ops, {layers_per_stage, true, true});
-  MemoryBreakdown first =
-      stage_memory(model, plan, setup, profile, options, ops, {layers_per_stage, true, false});
-  MemoryBreakdown last =
-      stage_memory(model, plan, setup, profile, options, ops, {layers_per_stage, false, true});
-  last.stage = plan.pp - 1;
-  return first.total >= last.total ? first : last;
+  return compose_memory_fullest(account_micro_batch(model, ops, plan, setup), model, plan, setup,
+                                profile, options);
 }
 
 std::int64_t max_micro_batch(const model::ModelSpec& model, const model::ParallelPlan& plan,

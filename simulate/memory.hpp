@@ -11,6 +11,7 @@
 #include "hardware/profile.hpp"
 #include "model/ops.hpp"
 #include "model/spec.hpp"
+#include "simulate/costs.hpp"
 
 namespace trainsim::sim {
 
@@ -43,6 +44,21 @@ struct MemoryOptions {
 [[nodiscard]] MemoryBreakdown model_state_bytes(double params, model::Precision precision,
                                                 model::Optimizer optimizer, std::int64_t dp,
                                                 std::int64_t zero_stage);
+
+/// Breakdown of pipeline stage `stage` from the per-micro-batch accounting (phase 2).
+[[nodiscard]] MemoryBreakdown compose_memory(const MicroBatchAccounting& a,
+                                             const model::ModelSpec& model,
+                                             const model::ParallelPlan& plan,
+                                             const model::TrainingSetup& setup,
+                                             const hw::HardwareProfile& profile,
+                                             const MemoryOptions& options, std::int64_t stage);
+/// The fuller of the first and the last stage.
+[[nodiscard]] MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a,
+                                                     const model::ModelSpec& model,
+                                                     const model::ParallelPlan& plan,
+                                                     const model::TrainingSetup& setup,
+                                                     const hw::HardwareProfile& profile,
+                                                     const MemoryOptions& options);
 
 /// Full per-GPU breakdown for the fullest pipeline stage (first or last).
 [[nodiscard]] MemoryBreakdown estimate_memory(const model::ModelSpec& model,

@@ -13,6 +13,7 @@
 #include "hardware/profile.hpp"
 #include "model/spec.hpp"
 #include "simulate/collectives.hpp"
+#include "simulate/costs.hpp"
 #include "simulate/memory.hpp"
 #include "simulate/roofline.hpp"
 
@@ -35,14 +36,6 @@ struct StepBreakdown {  // seconds per step, on the critical path
   }
 };
 
-/// Group sizes and how many members share a node, with Megatron's rank order
-/// (tp innermost, then cp, then dp, then pp).
-struct Placement {
-  Group tp, cp, dp, ep;
-  bool pp_inter_node = false;
-};
-[[nodiscard]] Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster);
-
 struct StepEstimate {
   double step_time_s = 0;
   StepBreakdown breakdown_s;
@@ -60,6 +53,14 @@ struct StepEstimate {
   std::vector<OpCost> layer_forward, layer_backward;  // one layer, for explanations
   Placement placement;
 };
+
+/// Phase 2: the step from cached per-micro-batch results (no allocation). Fills the
+/// scalar fields of `out` (not the per-op lists); memory uses the fullest stage.
+void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
+                  const model::ModelSpec& model, const hw::ClusterSpec& cluster,
+                  const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                  const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                  const StepOptions& options, double model_flops_per_token, StepEstimate& out);
 
 /// Requires validated inputs (plan.num_gpus() == cluster.num_gpus()).
 [[nodiscard]] StepEstimate estimate_step(const model::ModelSpec& model,

@@ -1,0 +1,165 @@
+// Phase 1 of the cost model: per-micro-batch accounting and times (costs.hpp).
+#include "simulate/costs.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "simulate/roofline.hpp"
+
+namespace trainsim::sim {
+
+using model::Recompute;
+
+Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster) {
+  const std::int64_t G = cluster.gpus_per_node;
+  auto members_per_node = [&](std::int64_t size, std::int64_t stride) {
+    if (stride >= G) return std::int64_t{1};
+    return std::clamp<std::int64_t>(G / stride, 1, size);
+  };
+  Placement p;
+  p.tp = {plan.tp, std::min(plan.tp, G)};
+  p.cp = {plan.cp, members_per_node(plan.cp, plan.tp)};
+  p.dp = {plan.dp, members_per_node(plan.dp, plan.tp * plan.cp)};
+  p.ep = {plan.ep, members_per_node(plan.ep, plan.tp * plan.cp)};
+  p.pp_inter_node = plan.tp * plan.cp * plan.dp >= G && cluster.num_nodes > 1;
+  return p;
+}
+
+double exposed_bucketed_s(double nb, double c, double w, bool overlap) {
+  if (nb <= 0 || c <= 0) return 0;
+  if (!overlap) return nb * c;
+  return std::max(0.0, std::max(w / nb + nb * c, w + c) - w);
+}
+
+namespace {
+
+bool is_attention_part(const model::Op& op) {
+  return op.name == "attn.scores" || op.name == "attn.softmax" ||
+         op.name == "attn.probs_dropout" || op.name == "attn.pv";
+}
+
+Collective to_collective(model::CommKind k) {
+  switch (k) {
+    case model::CommKind::all_reduce: return Collective::all_reduce;
+    case model::CommKind::all_gather: return Collective::all_gather;
+    case model::CommKind::reduce_scatter: return Collective::reduce_scatter;
+    case model::CommKind::all_to_all: return Collective::all_to_all;
+    case model::CommKind::none: break;
+  }
+  return Collective::all_reduce;
+}
+
+struct PassTime {
+  double compute = 0, tp = 0;
+};
+
+PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSpec& gpu,
+                   const hw::HardwareProfile& profile, const hw::ClusterSpec& cluster,
+                   const Group& tp) {
+  PassTime t;
+  for (const auto& op : ops) {
+    if (op.kind == model::OpKind::tp_comm) {
+      const auto kind = pass == Pass::forward ? op.fwd_comm : op.bwd_comm;
+      if (kind != model::CommKind::none)
+        t.tp += collective_cost(to_collective(kind), op.comm_bytes, tp, cluster, profile).time_s;
+      continue;
+    }
+    t.compute += op_cost(op, pass, gpu, profile).time_s;
+  }
+  return t;
+}
+
+}  // namespace
+
+MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
+                                         const model::ParallelPlan& plan,
+                                         const model::TrainingSetup& setup) {
+  MicroBatchAccounting a;
+  a.layer_act[static_cast<int>(Recompute::none)] = model::saved_bytes(ops.layer, true);
+  a.layer_act[static_cast<int>(Recompute::selective)] = model::saved_bytes(ops.layer, false);
+  for (const auto& op : ops.layer)
+    for (const auto& t : op.saved)
+      if (t.id == "layer.in") a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
+  a.layer_saved_all = a.layer_act[static_cast<int>(Recompute::none)];
+  a.emb_act = model::saved_bytes(ops.embedding, true);
+  a.head_act = model::saved_bytes(ops.head, true);
+  for (const auto& op : ops.head)  // the 16-bit logits live next to their fp32 copy
+    if (op.name == "head.lm")
+      a.head_act += static_cast<double>(op.m) * static_cast<double>(op.n) * dtype_bytes(op.dtype);
+  // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
+  a.pp_send_bytes = static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp *
+                                        m.hidden_size) *
+                    dtype_bytes(model::compute_dtype(setup.precision)) /
+                    static_cast<double>(plan.tp);
+  for (const auto& op : ops.layer) {
+    if (op.name.starts_with("moe.experts.")) a.layer_expert_params += op.params;
+    else a.layer_dense_params += op.params;
+    if (op.kind == model::OpKind::tp_comm) continue;
+    a.layer_recompute_flops[static_cast<int>(Recompute::full)] += op.fwd_flops;
+    if (op.name == "attn.scores" || op.name == "attn.pv")
+      a.layer_recompute_flops[static_cast<int>(Recompute::selective)] += op.fwd_flops;
+  }
+  a.emb_params = model::sum_params(ops.embedding);
+  a.head_params = model::sum_params(ops.head);
+  // With tied embeddings and pp > 1 the last stage keeps its own copy of the table (Megatron).
+  a.tied_copy_params = m.tied_embeddings ? static_cast<double>(m.vocab_size * m.hidden_size) /
+                                               static_cast<double>(plan.tp)
+                                         : 0;
+  return a;
+}
+
+MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
+                                 const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                                 const hw::ClusterSpec& cluster) {
+  const Placement pl = place_groups(plan, cluster);
+  MicroBatchTimes t;
+  const PassTime lf = pass_time(ops.layer, Pass::forward, gpu, profile, cluster, pl.tp);
+  const PassTime lb = pass_time(ops.layer, Pass::backward, gpu, profile, cluster, pl.tp);
+  t.layer_fwd = lf.compute;
+  t.layer_bwd = lb.compute;
+  t.layer_tp_fwd = lf.tp;
+  t.layer_tp_bwd = lb.tp;
+  for (const auto& op : ops.layer) {
+    if (op.kind == model::OpKind::tp_comm) continue;
+    const double f = op_cost(op, Pass::forward, gpu, profile).time_s;
+    t.layer_recompute[static_cast<int>(Recompute::full)] += f;
+    if (is_attention_part(op)) t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
+  }
+  // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
+  // forward, K, V, dK, dV in backward; overlapped with the attention core.
+  if (plan.cp > 1) {
+    double kv_bytes = 0, attn_s = 0;
+    for (const auto& op : ops.layer) {
+      for (const auto& s : op.saved)
+        if (s.id == "attn.k" || s.id == "attn.v") kv_bytes += s.bytes;
+      if (op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
+          op.name == "attn.pv")
+        attn_s += op_cost(op, Pass::forward, gpu, profile).time_s +
+                  op_cost(op, Pass::backward, gpu, profile).time_s;
+    }
+    const double comm = 3 * static_cast<double>(plan.cp - 1) *
+                        collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
+    t.layer_cp = std::max(0.0, comm - attn_s);
+  }
+  // Expert parallel: dispatch and combine all-to-alls of the routed tokens, fwd and bwd.
+  if (m.is_moe() && plan.ep > 1) {
+    const double routed = static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp) *
+                          static_cast<double>(m.top_k) * static_cast<double>(m.hidden_size) *
+                          dtype_bytes(model::compute_dtype(setup.precision));
+    t.layer_ep = 4 * collective_cost(Collective::all_to_all, routed, pl.ep, cluster, profile).time_s;
+  }
+  const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp);
+  const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp);
+  const PassTime hf = pass_time(ops.head, Pass::forward, gpu, profile, cluster, pl.tp);
+  const PassTime hb = pass_time(ops.head, Pass::backward, gpu, profile, cluster, pl.tp);
+  t.emb_fwd = ef.compute;
+  t.emb_bwd = eb.compute;
+  t.emb_tp = ef.tp + eb.tp;
+  t.head_fwd = hf.compute;
+  t.head_bwd = hb.compute;
+  t.head_tp = hf.tp + hb.tp;
+  return t;
+}
+
+}  // namespace trainsim::sim

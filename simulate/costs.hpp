@@ -1,0 +1,66 @@
+// The two-phase cost model shared by `estimate`, `memory` and the plan search:
+//  1. per micro-batch (depends on the op list, i.e. model, micro-batch, seq, tp, cp, SP,
+//     attention): bytes and parameters (MicroBatchAccounting) and times (MicroBatchTimes);
+//  2. composition with the rest of the plan (pp, dp, ZeRO, recompute, interleave, number of
+//     micro-batches): pure arithmetic, no allocation, so the planner can evaluate millions
+//     of plans per second from a few cached phase-1 results.
+#pragma once
+
+#include <cstdint>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/ops.hpp"
+#include "model/spec.hpp"
+#include "simulate/collectives.hpp"
+
+namespace trainsim::sim {
+
+/// Bytes and parameters of one micro-batch on one GPU (tp/cp-sharded), from the op list.
+struct MicroBatchAccounting {
+  double layer_act[3] = {0, 0, 0};  // saved bytes per layer, by model::Recompute
+  double layer_saved_all = 0;       // everything a layer saves (re-materialised by full recompute)
+  double emb_act = 0;               // embedding saved bytes
+  double head_act = 0;              // head saved bytes + the transient 16-bit logits
+  double pp_send_bytes = 0;         // activation crossing a stage boundary (scattered over tp)
+  double layer_dense_params = 0, layer_expert_params = 0;
+  double emb_params = 0, head_params = 0, tied_copy_params = 0;
+  double layer_recompute_flops[3] = {0, 0, 0};  // model FLOPs re-run per layer, by policy
+};
+
+/// Seconds of one micro-batch on one GPU.
+struct MicroBatchTimes {
+  double layer_fwd = 0, layer_bwd = 0;     // roofline compute
+  double layer_tp_fwd = 0, layer_tp_bwd = 0;  // tensor-parallel collectives
+  double layer_recompute[3] = {0, 0, 0};   // by model::Recompute
+  double layer_cp = 0, layer_ep = 0;       // exposed context/expert-parallel traffic
+  double emb_fwd = 0, emb_bwd = 0, emb_tp = 0;
+  double head_fwd = 0, head_bwd = 0, head_tp = 0;
+};
+
+/// Group sizes and how many members share a node, with Megatron's rank order
+/// (tp innermost, then cp, then dp, then pp).
+struct Placement {
+  Group tp, cp, dp, ep;
+  bool pp_inter_node = false;
+};
+[[nodiscard]] Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster);
+
+[[nodiscard]] MicroBatchAccounting account_micro_batch(const model::ModelSpec& m,
+                                                       const model::OpList& ops,
+                                                       const model::ParallelPlan& plan,
+                                                       const model::TrainingSetup& setup);
+
+[[nodiscard]] MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
+                                               const model::ParallelPlan& plan,
+                                               const model::TrainingSetup& setup,
+                                               const hw::GpuSpec& gpu,
+                                               const hw::HardwareProfile& profile,
+                                               const hw::ClusterSpec& cluster);
+
+/// Closed form of bucketed, overlapped reduction: nb buckets of time c become ready evenly
+/// during a window w; the last finishes at max(w/nb + nb c, w + c). Returns the part past w
+/// (all nb c without overlap).
+[[nodiscard]] double exposed_bucketed_s(double nb, double bucket_s, double window_s, bool overlap);
+
+}  // namespace trainsim::sim
