@@ -75,3 +75,19 @@ trainsim_cli_error(estimate_batch "must be a multiple of micro_batch_size x dp"
 trainsim_cli_error(cluster_gpus "must be a multiple of the cluster's gpus_per_node"
   estimate --model llama3-8b --cluster dgx-h100 --num-gpus 12)
 trainsim_cli_error(collective_op "--op = all-sum" collective --op all-sum --gpu h200)
+
+# Plan search.
+trainsim_cli_test(plan_json "\"evaluated\": [0-9]+,\\s*\"feasible\": [1-9][0-9]*,"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 64 --global-batch 256 --seq-len 4096 --format json --top 3)
+trainsim_cli_test(plan_bench "identical results: yes"
+  plan --model gpt2 --gpu a100-80g --num-gpus 8 --global-batch 64 --seq-len 1024 --bench)
+trainsim_cli_error(plan_no_feasible "no feasible plan.*does not fit in GPU memory"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8 --global-batch 8 --seq-len 8192)
+trainsim_cli_error(plan_fix_contradicts "--fix tp=3: must divide num_heads = 32"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 8 --global-batch 8 --fix tp=3)
+trainsim_cli_error(plan_fix_unknown "unknown dimension 'colour'"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 8 --global-batch 8 --fix colour=1)
+trainsim_cli_error(plan_no_batch "--global-batch: required"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 8)
+trainsim_cli_error(plan_gpus "must be a multiple of the cluster's gpus_per_node"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 9 --global-batch 8)

@@ -14,6 +14,7 @@ void add_estimate(CLI::App& app);
 void add_roofline(CLI::App& app);
 void add_collective(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_plan(CLI::App& app);
 void add_validate_published(CLI::App& app);
 void add_bench(CLI::App& app);  // parent of `bench kernels` and `bench collectives`
 void add_bench_kernels(CLI::App& bench);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   trainsim::cli::add_time(app);
   trainsim::cli::add_memory(app);
   trainsim::cli::add_estimate(app);
+  trainsim::cli::add_plan(app);
   trainsim::cli::add_sweep(app);
   trainsim::cli::add_roofline(app);
   trainsim::cli::add_collective(app);

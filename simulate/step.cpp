@@ -16,7 +16,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const model::ModelSpec& m, const hw::ClusterSpec& cluster,
                   const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
                   const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                  const StepOptions& options, double model_flops_per_token, StepEstimate& est) {
+                  const StepOptions& options, double model_flops_per_token, StepEstimate& est,
+                  const MemoryBreakdown* memory) {
   est.placement = place_groups(plan, cluster);
   const Placement& pl = est.placement;
   const int rc = static_cast<int>(plan.recompute);
@@ -69,7 +70,9 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
 
   // ---- data parallel gradient reduction + ZeRO traffic ----
-  est.memory = compose_memory_fullest(a, m, plan, setup, profile, MemoryOptions{options.bucket_bytes});
+  est.memory = memory ? *memory
+                      : compose_memory_fullest(a, m, plan, setup, profile,
+                                               MemoryOptions{options.bucket_bytes});
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   const double grad_bytes = stage_params * per_param.gradients;

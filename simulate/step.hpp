@@ -55,12 +55,14 @@ struct StepEstimate {
 };
 
 /// Phase 2: the step from cached per-micro-batch results (no allocation). Fills the
-/// scalar fields of `out` (not the per-op lists); memory uses the fullest stage.
+/// scalar fields of `out` (not the per-op lists); memory is the fullest stage's (pass it
+/// when already composed, e.g. by a search that prunes on memory first).
 void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const model::ModelSpec& model, const hw::ClusterSpec& cluster,
                   const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
                   const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                  const StepOptions& options, double model_flops_per_token, StepEstimate& out);
+                  const StepOptions& options, double model_flops_per_token, StepEstimate& out,
+                  const MemoryBreakdown* memory = nullptr);
 
 /// Requires validated inputs (plan.num_gpus() == cluster.num_gpus()).
 [[nodiscard]] StepEstimate estimate_step(const model::ModelSpec& model,

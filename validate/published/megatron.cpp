@@ -79,6 +79,9 @@ PublishedPrediction predict_megatron(const PublishedRun& run, const std::string&
 
   PublishedPrediction out;
   out.run = run;
+  out.model = m;
+  out.setup = s;
+  out.plan = p;
   out.step = sim::estimate_step(m, cluster, gpu, profile, p, s, opt);
   const double flops = megatron_eq3_flops(static_cast<double>(run.global_batch), 2048,
                                           static_cast<double>(run.num_layers),

@@ -26,6 +26,9 @@ struct PublishedRun {
 
 struct PublishedPrediction {
   PublishedRun run;
+  model::ModelSpec model;       // the row's GPT model
+  model::TrainingSetup setup;   // its batch, sequence and precision
+  model::ParallelPlan plan;     // its published layout
   sim::StepEstimate step;
   double predicted_tflops_per_gpu = 0;  // the paper's count (Eq. 3) / predicted step time
   double error_pct = 0;                 // (predicted - published) / published

@@ -1,0 +1,80 @@
+// Exhaustive search for the best way to train a model on a cluster: every combination of
+// tp, pp, cp, dp, micro-batch (hence gradient accumulation), ZeRO stage, recompute policy,
+// sequence parallelism and interleaving depth, rejected with a reason or ranked by the step
+// model. Fast by design: phase-1 costs (costs.hpp) are computed once per (tp, cp, SP,
+// micro-batch); the inner loops only compose arithmetic, prune on memory before timing, and
+// never allocate. Threads split the outer loop; results are merged deterministically.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/spec.hpp"
+#include "simulate/step.hpp"
+
+namespace trainsim::sim {
+
+enum class Objective { time, cost, memory };
+
+/// Why a candidate was rejected (counted, never listed one by one).
+enum class Reject {
+  tp_indivisible,      // tp does not divide heads, kv heads or FFN size
+  pp_indivisible,      // pp x interleave does not divide the layers
+  cp_indivisible,      // cp (x tp with SP) does not divide the sequence
+  batch_mismatch,      // global batch not a multiple of micro-batch x dp
+  interleave_batch,    // interleaving needs micro-batches per step divisible by pp
+  expert_indivisible,  // ep does not divide experts or dp
+  does_not_fit,        // memory per GPU above capacity
+  count_
+};
+[[nodiscard]] const char* to_string(Reject r);
+
+struct PlanSearchOptions {
+  Objective objective = Objective::time;
+  std::int64_t top_k = 10;
+  std::int64_t max_tp = 0;          // 0 = GPUs per node
+  std::int64_t max_cp = 8;
+  std::int64_t max_interleave = 8;
+  // Fixed dimensions (-1 = searched). recompute: 0 none, 1 selective, 2 full.
+  std::int64_t fix_tp = -1, fix_pp = -1, fix_dp = -1, fix_cp = -1, fix_micro_batch = -1,
+               fix_zero = -1, fix_interleave = -1, fix_recompute = -1, fix_sp = -1, fix_ep = -1;
+  int threads = 1;
+  StepOptions step;
+  double memory_bytes = 0;  // per-GPU capacity
+};
+
+struct PlanCandidate {
+  model::ParallelPlan plan;
+  std::int64_t micro_batch_size = 0;
+  std::int64_t micro_batches = 0;  // gradient accumulation steps
+  double step_time_s = 0;
+  double per_gpu_bytes_total = 0;
+  double mfu = 0;
+  double objective = 0;  // what was minimised
+};
+
+struct PlanSearchResult {
+  std::int64_t space_size = 0;  // candidates enumerated (== evaluated + every rejection)
+  std::int64_t evaluated = 0;   // reached the cost model (memory, then time)
+  std::int64_t feasible = 0;
+  std::int64_t phase1_builds = 0;  // distinct (tp, cp, SP, micro-batch) op lists built
+  std::array<std::int64_t, static_cast<std::size_t>(Reject::count_)> rejected{};
+  std::vector<PlanCandidate> plans;  // best first, at most top_k
+};
+
+/// setup.global_batch_size must be > 0. num_gpus = cluster.num_gpus().
+[[nodiscard]] PlanSearchResult search_plans(const model::ModelSpec& model,
+                                            const hw::ClusterSpec& cluster,
+                                            const hw::GpuSpec& gpu,
+                                            const hw::HardwareProfile& profile,
+                                            const model::TrainingSetup& setup,
+                                            const PlanSearchOptions& options);
+
+/// Positive divisors of n in increasing order.
+[[nodiscard]] std::vector<std::int64_t> divisors(std::int64_t n);
+
+}  // namespace trainsim::sim
