@@ -77,7 +77,7 @@ trainsim_cli_error(cluster_gpus "must be a multiple of the cluster's gpus_per_no
 trainsim_cli_error(collective_op "--op = all-sum" collective --op all-sum --gpu h200)
 
 # Plan search.
-trainsim_cli_test(plan_json "\"evaluated\": [0-9]+,\\s*\"feasible\": [1-9][0-9]*,"
+trainsim_cli_test(plan_json "\"evaluated\": [0-9]+,[ \n]*\"feasible\": [1-9][0-9]*,"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 64 --global-batch 256 --seq-len 4096 --format json --top 3)
 trainsim_cli_test(plan_bench "identical results: yes"
   plan --model gpt2 --gpu a100-80g --num-gpus 8 --global-batch 64 --seq-len 1024 --bench)
