@@ -68,9 +68,10 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
 ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& source) {
   Problems p(source);
   if (!j.is_object()) throw ConfigError(source + ": expected a JSON object");
-  std::string type;
-  if (!j["model_type"].is_string()) throw ConfigError(source + ": model_type: expected a string");
-  type = j["model_type"].get<std::string>();
+  const auto type_it = j.find("model_type");
+  if (type_it == j.end() || !type_it->is_string())
+    throw ConfigError(source + ": model_type: missing or not a string");
+  const std::string type = type_it->get<std::string>();
   // Hugging Face configs carry many keys trainsim does not need; read the ones it does and
   // ignore the rest (unlike project presets, which are strict).
   auto num = [&](const char* key, std::int64_t& out, bool required) {
@@ -93,7 +94,7 @@ ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& sourc
     else out = it->get<bool>();
   };
   ModelSpec m;
-  m.name = j.value("_name_or_path", std::string());
+  if (auto it = j.find("_name_or_path"); it != j.end() && it->is_string()) m.name = it->get<std::string>();
   if (m.name.empty()) m.name = source;
   m.source = "Hugging Face config.json: " + source;
   if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2") {
