@@ -20,7 +20,7 @@ struct CollectiveOptions {
   bool sweep = false;
   std::string min_bytes = "8", max_bytes = "4G";
   double factor = 2;
-  std::string algorithm = "ring";
+  std::string algorithm = "auto";
   OutputOptions out;
 };
 
@@ -30,10 +30,11 @@ int run_collective(const CollectiveOptions& o) {
     throw ConfigError(fmt::format("--op = {}: must be all-reduce, reduce-scatter, all-gather, "
                                   "broadcast, all-to-all or send-recv",
                                   o.op));
-  sim::Algorithm algo = sim::Algorithm::ring;
+  sim::Algorithm algo = sim::Algorithm::automatic;
   if (o.algorithm == "tree") algo = sim::Algorithm::tree;
-  else if (o.algorithm != "ring")
-    throw ConfigError(fmt::format("--algorithm = {}: must be ring or tree", o.algorithm));
+  else if (o.algorithm == "ring") algo = sim::Algorithm::ring;
+  else if (o.algorithm != "auto")
+    throw ConfigError(fmt::format("--algorithm = {}: must be auto, ring or tree", o.algorithm));
   const Machine mc = resolve_machine(o.machine, 8);
   // All GPUs in one group, in rank order: members per node = gpus_per_node.
   const sim::Group group{mc.num_gpus, std::min(mc.num_gpus, mc.cluster.gpus_per_node)};
@@ -96,7 +97,7 @@ void add_collective(CLI::App& app) {
   cmd->add_option("--min-bytes", o->min_bytes, "Sweep start")->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "Sweep end")->capture_default_str();
   cmd->add_option("--factor", o->factor, "Sweep multiplier")->capture_default_str();
-  cmd->add_option("--algorithm", o->algorithm, "ring | tree (all-reduce)")->capture_default_str();
+  cmd->add_option("--algorithm", o->algorithm, "auto (faster of ring and tree) | ring | tree (all-reduce)")->capture_default_str();
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim collective --op all-reduce --bytes 1G --num-gpus 64 --cluster dgx-h100");
   cmd->callback([o] { run_collective(*o); });

@@ -16,7 +16,7 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
   cmd.add_flag("--no-dp-overlap", f.no_dp_overlap,
                "Reduce gradients after backward instead of overlapping buckets with it");
   cmd.add_flag("--tp-overlap", f.tp_overlap, "Hide tensor-parallel collectives behind GEMMs");
-  cmd.add_option("--dp-algorithm", f.dp_algorithm, "ring | tree (data-parallel all-reduce)")
+  cmd.add_option("--dp-algorithm", f.dp_algorithm, "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
       ->capture_default_str();
 }
 
@@ -29,7 +29,8 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   o.tp_overlap = f.tp_overlap;
   if (f.dp_algorithm == "ring") o.dp_algorithm = sim::Algorithm::ring;
   else if (f.dp_algorithm == "tree") o.dp_algorithm = sim::Algorithm::tree;
-  else throw ConfigError(fmt::format("--dp-algorithm = {}: must be ring or tree", f.dp_algorithm));
+  else if (f.dp_algorithm == "auto") o.dp_algorithm = sim::Algorithm::automatic;
+  else throw ConfigError(fmt::format("--dp-algorithm = {}: must be auto, ring or tree", f.dp_algorithm));
   return o;
 }
 

@@ -14,7 +14,7 @@ struct StepFlags {
   double bucket_mb = 25;
   bool no_dp_overlap = false;
   bool tp_overlap = false;
-  std::string dp_algorithm = "ring";
+  std::string dp_algorithm = "auto";
 };
 void add_step_flags(CLI::App& cmd, StepFlags& f);
 [[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);

@@ -60,6 +60,12 @@ double ring_steps(Collective c, double P) {
 CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
                                const hw::ClusterSpec& cluster, const hw::HardwareProfile& profile,
                                Algorithm algorithm) {
+  if (algorithm == Algorithm::automatic) {
+    const auto ring = collective_cost(op, bytes, group, cluster, profile, Algorithm::ring);
+    if (op != Collective::all_reduce) return ring;
+    const auto tree = collective_cost(op, bytes, group, cluster, profile, Algorithm::tree);
+    return tree.time_s < ring.time_s ? tree : ring;
+  }
   CollectiveCost c;
   c.op = op;
   c.bytes = bytes;

@@ -16,7 +16,8 @@
 namespace trainsim::sim {
 
 enum class Collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send_recv };
-enum class Algorithm { ring, tree };
+/// automatic: the faster of ring and tree for all-reduce (NCCL tunes per size the same way).
+enum class Algorithm { ring, tree, automatic };
 
 [[nodiscard]] std::string_view to_string(Collective c);
 [[nodiscard]] bool parse_collective(std::string_view s, Collective& out);
@@ -48,6 +49,6 @@ struct CollectiveCost {
 [[nodiscard]] CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
                                              const hw::ClusterSpec& cluster,
                                              const hw::HardwareProfile& profile,
-                                             Algorithm algorithm = Algorithm::ring);
+                                             Algorithm algorithm = Algorithm::automatic);
 
 }  // namespace trainsim::sim

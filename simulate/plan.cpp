@@ -202,8 +202,12 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   c.mbs = filtered(divisors(c.B), o.fix_micro_batch);
   for (std::int64_t z = 0; z <= 3; ++z)
     if (o.fix_zero < 0 || o.fix_zero == z) c.zeros.push_back(z);
-  for (std::int64_t rc = 0; rc <= 2; ++rc)
-    if (o.fix_recompute < 0 || o.fix_recompute == rc) c.rcs.push_back(rc);
+  for (std::int64_t rc = 0; rc <= 2; ++rc) {
+    // With FlashAttention nothing quadratic is saved, so selective recompute is the same
+    // plan as none: search it only when asked for explicitly.
+    const bool same_as_none = rc == 1 && setup.attention == model::AttentionImpl::flash;
+    if (o.fix_recompute == rc || (o.fix_recompute < 0 && !same_as_none)) c.rcs.push_back(rc);
+  }
   for (std::int64_t v = 1; v <= std::max<std::int64_t>(o.max_interleave, 1); ++v)
     if (o.fix_interleave < 0 || o.fix_interleave == v) c.vs_pipelined.push_back(v);
 

@@ -23,7 +23,7 @@ struct StepOptions {
   double bucket_bytes = 25.0 * 1024 * 1024;  // DP gradient bucket (PyTorch DDP default)
   bool dp_overlap = true;   // bucketed gradient reduction overlapped with backward
   bool tp_overlap = false;  // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
-  Algorithm dp_algorithm = Algorithm::ring;
+  Algorithm dp_algorithm = Algorithm::automatic;
 };
 
 struct StepBreakdown {  // seconds per step, on the critical path

@@ -31,7 +31,7 @@ TEST_CASE("ring all-reduce: 2(P-1) alpha + 2(P-1)/P n / B; P = 1 costs nothing")
   const auto cluster = node_of("dgx-h100", 1);
   const auto prof = hw::default_profile("h100-sxm");
   const double n = 1e9;
-  const auto c = collective_cost(Collective::all_reduce, n, {8, 8}, cluster, prof);
+  const auto c = collective_cost(Collective::all_reduce, n, {8, 8}, cluster, prof, Algorithm::ring);
   const double B = 450e9 * prof.intra_node_busbw_fraction;
   CHECK(c.time_s == doctest::Approx(14 * prof.intra_node_step_latency_s + 1.75 * n / B));
   CHECK(c.level == "intra-node");
@@ -41,9 +41,9 @@ TEST_CASE("ring all-reduce: 2(P-1) alpha + 2(P-1)/P n / B; P = 1 costs nothing")
   const auto ag = collective_cost(Collective::all_gather, n, {8, 8}, cluster, prof);
   CHECK(rs.bandwidth_s + ag.bandwidth_s == doctest::Approx(c.bandwidth_s));
   // The notes' ring check: going from 2 to 4 to 6 ranks scales bandwidth time 1 : 1.5 : 1.67.
-  const double t2 = collective_cost(Collective::all_reduce, n, {2, 2}, cluster, prof).bandwidth_s;
-  const double t4 = collective_cost(Collective::all_reduce, n, {4, 4}, cluster, prof).bandwidth_s;
-  const double t6 = collective_cost(Collective::all_reduce, n, {6, 6}, cluster, prof).bandwidth_s;
+  const double t2 = collective_cost(Collective::all_reduce, n, {2, 2}, cluster, prof, Algorithm::ring).bandwidth_s;
+  const double t4 = collective_cost(Collective::all_reduce, n, {4, 4}, cluster, prof, Algorithm::ring).bandwidth_s;
+  const double t6 = collective_cost(Collective::all_reduce, n, {6, 6}, cluster, prof, Algorithm::ring).bandwidth_s;
   CHECK(t4 / t2 == doctest::Approx(1.5));
   CHECK(t6 / t2 == doctest::Approx(5.0 / 3.0));
 }
