@@ -122,7 +122,8 @@ int run_roofline(const RooflineOptions& o) {
     }
     plot_xy({o.plot, fmt::format("Roofline of {} ({}), ridge {:.0f} FLOP/byte", mc.gpu.name,
                                  dtype_name(dtype), ridge),
-             "arithmetic intensity (FLOP/byte)", "TFLOP/s", true, true, {}},
+             "arithmetic intensity (FLOP/byte)", "TFLOP/s", true, true,
+             {fmt::format("set yrange [0.01:{}]", 3 * peak / 1e12)}},
             {roof, pts});
   }
   return 0;

@@ -88,7 +88,9 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
   gp << "plot ";
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (g) gp << ", ";
-    gp << "'-' using 2:xtic(1) title " << quote(groups[g]);
+    static const char* colors[] = {"#4e79a7", "#f28e2b", "#76b7b2", "#e15759", "#59a14f",
+                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+    gp << "'-' using 2:xtic(1) lc rgb '" << colors[g % 10] << "' title " << quote(groups[g]);
   }
   gp << "\n";
   for (std::size_t g = 0; g < groups.size(); ++g) {
