@@ -1,0 +1,49 @@
+// Device-side helpers shared by the kernels: float <-> storage type conversions for
+// fp32 / fp16 / bf16, and a dispatch from trainsim::Dtype to the C++ storage type.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/dtype.hpp"
+#include "common/errors.hpp"
+
+namespace trainsim::kern {
+
+template <class T> __device__ __forceinline__ float to_float(T v);
+template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <class T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+/// Calls f(T{}) with T the storage type of `dtype` (fp32/tf32 -> float); fp8 is rejected.
+template <class F> void dispatch_float_dtype(Dtype dtype, const char *what, F &&f) {
+  switch (dtype) {
+  case Dtype::fp32:
+  case Dtype::tf32:
+    f(float{});
+    return;
+  case Dtype::fp16:
+    f(__half{});
+    return;
+  case Dtype::bf16:
+    f(__nv_bfloat16{});
+    return;
+  default:
+    break;
+  }
+  throw ConfigError(std::string(what) + ": dtype " + std::string(dtype_name(dtype)) +
+                    " is not supported (fp32, fp16, bf16)");
+}
+
+} // namespace trainsim::kern

@@ -1,0 +1,85 @@
+// Tests of the flop and byte counts (work.hpp), golden numbers computed by hand.
+#include <doctest/doctest.h>
+
+#include "common/errors.hpp"
+#include "validate/bench/bench.hpp"
+#include "validate/bench/work.hpp"
+
+using namespace trainsim;
+using namespace trainsim::val;
+
+TEST_CASE("gemm work: 2mnk flops, A + B read, C written") {
+  KernelShape s;
+  s.op = BenchOp::gemm;
+  s.dtype = Dtype::bf16;
+  s.m = 4096;
+  s.n = 4096;
+  s.k = 4096;
+  const KernelWork w = kernel_work(s);
+  CHECK(w.flops == 2.0 * 4096 * 4096 * 4096);   // 137,438,953,472
+  CHECK(w.bytes_read == 2.0 * 2 * 4096 * 4096); // two bf16 [4096, 4096] = 67,108,864
+  CHECK(w.bytes_written == 2.0 * 4096 * 4096);  // 33,554,432
+  CHECK(case_name(s) == "gemm.cublaslt.bf16.m4096.n4096.k4096");
+}
+
+TEST_CASE("relu on 2^28 bf16: reads 512 MiB, writes 512 MiB, intensity 0.25 flop/byte") {
+  KernelShape s;
+  s.op = BenchOp::relu;
+  s.dtype = Dtype::bf16;
+  s.num_elements = 1LL << 28;
+  const KernelWork w = kernel_work(s);
+  CHECK(w.bytes_read == 536870912.0);
+  CHECK(w.bytes_written == 536870912.0);
+  CHECK(w.flops / (w.bytes_read + w.bytes_written) == doctest::Approx(0.25));
+  s.op = BenchOp::add;
+  CHECK(kernel_work(s).bytes_read == 2.0 * 536870912.0);
+}
+
+TEST_CASE("attention work: FlashAttention-2 convention") {
+  KernelShape s;
+  s.op = BenchOp::attention;
+  s.dtype = Dtype::bf16;
+  s.batch_size = 2;
+  s.num_heads = 16;
+  s.seq_len = 4096;
+  s.head_dim = 128;
+  // 4 * 2 * 16 * 4096^2 * 128 = 2^2 * 2^5 * 2^24 * 2^7 = 2^38 = 274,877,906,944 flops
+  CHECK(kernel_work(s).flops == 274877906944.0);
+  s.causal = true;
+  CHECK(kernel_work(s).flops == 274877906944.0 / 2);
+  s.backward = true;
+  CHECK(kernel_work(s).flops == 2.5 * 274877906944.0 / 2);
+  // q, k, v read: 3 * 2*16*4096*128 * 2 bytes = 100,663,296
+  s.backward = false;
+  CHECK(kernel_work(s).bytes_read == 100663296.0);
+  s.impl = AttentionImpl::naive; // computes the full square even when causal
+  CHECK(kernel_work(s).flops == 274877906944.0);
+  CHECK(case_name(s) == "attention.naive.fwd.bf16.b2.h16.s4096.d128.causal");
+}
+
+TEST_CASE("norm work counts parameters and saved statistics") {
+  KernelShape s;
+  s.op = BenchOp::layernorm;
+  s.dtype = Dtype::bf16;
+  s.rows = 10;
+  s.cols = 100;
+  const KernelWork w = kernel_work(s);
+  CHECK(w.bytes_read == 10 * 100 * 2 + 2 * 100 * 2);   // x + gamma + beta = 2,400
+  CHECK(w.bytes_written == 10 * 100 * 2 + 2 * 10 * 4); // y + mean + rstd = 2,080
+}
+
+TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") {
+  for (BenchOp op : {BenchOp::gemm, BenchOp::attention, BenchOp::empty, BenchOp::rmsnorm})
+    CHECK(parse_op(op_name(op)) == op);
+  CHECK_FALSE(parse_op("conv").has_value());
+  const auto cal = suite_cases("calibration"), held = suite_cases("held-out");
+  CHECK(cal.size() > 20);
+  CHECK(held.size() > 20);
+  int shared = 0;
+  for (const auto &a : cal)
+    for (const auto &b : held)
+      if (case_name(a) == case_name(b) && a.op != BenchOp::empty && a.op != BenchOp::copy)
+        ++shared;
+  CHECK(shared == 0);
+  CHECK_THROWS_AS(static_cast<void>(suite_cases("fast")), ConfigError);
+}
