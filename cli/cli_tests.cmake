@@ -91,3 +91,18 @@ trainsim_cli_error(plan_no_batch "--global-batch: required"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 8)
 trainsim_cli_error(plan_gpus "must be a multiple of the cluster's gpus_per_node"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 9 --global-batch 8)
+
+# Calibration from the recorded H200 measurements (no GPU needed): fit on one set of shapes,
+# compare on a different (held-out) set; the calibrated mean error must stay within 10%.
+add_test(NAME cli.calibrate_recorded
+         COMMAND trainsim calibrate --from ${PROJECT_SOURCE_DIR}/validate/results/h200-calibration.json
+                 --base h200-datasheet --out ${CMAKE_CURRENT_BINARY_DIR}/h200-test-profile.json)
+set_tests_properties(cli.calibrate_recorded PROPERTIES FIXTURES_SETUP h200_profile
+                     PASS_REGULAR_EXPRESSION "gemm tile [0-9]+x[0-9]+")
+add_test(NAME cli.compare_heldout
+         COMMAND trainsim compare --calibration ${CMAKE_CURRENT_BINARY_DIR}/h200-test-profile.json
+                 --measurements ${PROJECT_SOURCE_DIR}/validate/results/h200-held-out.json
+                 --base h200-datasheet --max-mape-pct 10)
+# Exit code 3 above the limit fails this test (no output pattern: ctest then checks the code).
+set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profile)
+trainsim_cli_error(calibrate_bad_file "measurements" calibrate --from ${CMAKE_CURRENT_SOURCE_DIR}/testdata/unknown_field.json --out x.json)

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   trainsim::cli::add_validate_published(app);
   trainsim::cli::add_presets(app);
   trainsim::cli::add_bench(app);
+  trainsim::cli::add_calibrate(app);
+  trainsim::cli::add_compare(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -180,6 +180,16 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   fraction("elementwise_bw_fraction", prof.elementwise_bw_fraction);
   fraction("reduction_bw_fraction", prof.reduction_bw_fraction);
   fraction("copy_bw_fraction", prof.copy_bw_fraction);
+  auto optional_fraction = [&](const char* field, double v) {
+    if (!(v >= 0 && v <= 1.0)) p.add(fmt::format("{} = {}: must be in [0, 1] (0 = not set)", field, v));
+  };
+  optional_fraction("reduction_bwd_bw_fraction", prof.reduction_bwd_bw_fraction);
+  optional_fraction("norm_bw_fraction", prof.norm_bw_fraction);
+  optional_fraction("norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction);
+  if (!(prof.l2_resident_bw_fraction >= 0 && prof.l2_resident_bw_fraction <= 10))
+    p.add(fmt::format("l2_resident_bw_fraction = {}: must be in [0, 10]", prof.l2_resident_bw_fraction));
+  if (!(prof.attention_block_rows >= 1 && prof.attention_block_rows <= 1024))
+    p.add(fmt::format("attention_block_rows = {}: must be in 1..1024", prof.attention_block_rows));
   fraction("optimizer_bw_fraction", prof.optimizer_bw_fraction);
   fraction("intra_node_busbw_fraction", prof.intra_node_busbw_fraction);
   fraction("inter_node_busbw_fraction", prof.inter_node_busbw_fraction);
@@ -211,6 +221,11 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction, true);
   r.get("elementwise_bw_fraction", prof.elementwise_bw_fraction, true);
   r.get("reduction_bw_fraction", prof.reduction_bw_fraction, true);
+  r.get("reduction_bwd_bw_fraction", prof.reduction_bwd_bw_fraction);
+  r.get("norm_bw_fraction", prof.norm_bw_fraction);
+  r.get("norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction);
+  r.get("l2_resident_bw_fraction", prof.l2_resident_bw_fraction);
+  r.get("attention_block_rows", prof.attention_block_rows);
   r.get("copy_bw_fraction", prof.copy_bw_fraction, true);
   r.get("optimizer_bw_fraction", prof.optimizer_bw_fraction, true);
   r.get("launch_overhead_us", launch_us, true);
@@ -272,6 +287,11 @@ nlohmann::json profile_to_json(const HardwareProfile& prof) {
           {"attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction},
           {"elementwise_bw_fraction", prof.elementwise_bw_fraction},
           {"reduction_bw_fraction", prof.reduction_bw_fraction},
+          {"reduction_bwd_bw_fraction", prof.reduction_bwd_bw_fraction},
+          {"norm_bw_fraction", prof.norm_bw_fraction},
+          {"norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction},
+          {"l2_resident_bw_fraction", prof.l2_resident_bw_fraction},
+          {"attention_block_rows", prof.attention_block_rows},
           {"copy_bw_fraction", prof.copy_bw_fraction},
           {"optimizer_bw_fraction", prof.optimizer_bw_fraction},
           {"launch_overhead_us", prof.launch_overhead_s * 1e6},

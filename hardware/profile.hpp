@@ -40,7 +40,14 @@ struct HardwareProfile {
   double attention_bwd_peak_fraction = 0;  // FlashAttention backward, of the 16-bit peak
 
   double elementwise_bw_fraction = 0;  // relu/gelu/add/scale... of datasheet HBM bandwidth
-  double reduction_bw_fraction = 0;    // softmax, layer/RMS norm, loss: of HBM bandwidth
+  double reduction_bw_fraction = 0;    // softmax, loss (forward; and norms unless set below)
+  // Optional refinements (0 = fall back as noted), set by calibration where kernels differ:
+  double reduction_bwd_bw_fraction = 0;  // softmax/loss backward (0: reduction_bw_fraction)
+  double norm_bw_fraction = 0;           // LayerNorm/RMSNorm forward (0: reduction_bw_fraction)
+  double norm_bwd_bw_fraction = 0;       // norm backward (0: reduction_bwd_bw_fraction)
+  double l2_resident_bw_fraction = 0;    // memory-bound ops whose bytes fit in L2, of HBM
+                                         // bandwidth (may exceed 1; 0: no L2 model)
+  double attention_block_rows = 128;     // query rows per FlashAttention block (wave quantization)
   double copy_bw_fraction = 0;         // device-to-device copy: of HBM bandwidth
   double optimizer_bw_fraction = 0;    // fused optimizer update (memory-bound): of HBM bandwidth
   double launch_overhead_s = 0;        // per kernel launch (CPU issue + GPU ramp)

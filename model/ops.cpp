@@ -18,8 +18,10 @@ struct Dims {
   double heads, kv_heads, d, t;
 };
 
-Op gemm(std::string name, Dtype dtype, double m, double k, double n, double count, double params,
-        double e) {
+}  // namespace
+
+Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double count, double params,
+           double e) {
   Op op;
   op.name = std::move(name);
   op.kind = OpKind::gemm;
@@ -53,6 +55,41 @@ Op memory_op(std::string name, OpKind kind, Dtype dtype, double elements_in, dou
   return op;
 }
 
+Op flash_attention_op(std::string name, Dtype dtype, double b, double heads, double seq_q,
+                      double seq_kv, double head_dim, double kv_heads, bool causal) {
+  const double e = dtype_bytes(dtype);
+  Op core;
+  core.name = std::move(name);
+  core.kind = OpKind::attention_core;
+  core.dtype = dtype;
+  core.batch = static_cast<std::int64_t>(b);
+  core.heads = static_cast<std::int64_t>(heads);
+  core.seq_q = static_cast<std::int64_t>(seq_q);
+  core.seq_kv = static_cast<std::int64_t>(seq_kv);
+  core.head_dim = static_cast<std::int64_t>(head_dim);
+  core.causal = causal;
+  // Model FLOPs: Q K^T and P V over the full s x s (Narayanan et al. 2021 Eq. 3 convention);
+  // a causal kernel skips the masked tiles (about half); the backward recomputes Q K^T
+  // (2.5x the forward, Dao 2023).
+  const double fwd = 4.0 * b * heads * seq_q * seq_kv * head_dim;
+  core.fwd_flops = fwd;
+  core.bwd_flops = 2 * fwd;
+  core.fwd_exec_flops = causal ? fwd / 2 : fwd;
+  core.bwd_exec_flops = 2.5 * core.fwd_exec_flops;
+  const double q_bytes = b * seq_q * heads * head_dim * e;
+  const double kv_bytes = b * seq_kv * kv_heads * head_dim * e;
+  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + b * heads * seq_q * 4;  // Q, O, K, V, lse
+  core.bwd_bytes = 2 * core.fwd_bytes + q_bytes + 2 * kv_bytes;         // + dO, dQ, dK, dV
+  core.saved = {{"attn.q", q_bytes, false},
+                {"attn.k", kv_bytes, false},
+                {"attn.v", kv_bytes, false},
+                {"attn.o", q_bytes, false},
+                {"attn.lse", b * heads * seq_q * 4.0, false}};
+  return core;
+}
+
+namespace {
+
 Op comm(std::string name, CommKind fwd, CommKind bwd, double bytes) {
   Op op;
   op.name = std::move(name);
@@ -71,7 +108,7 @@ double norm_params(const ModelSpec& m) {
 // plus fp32 mean for LayerNorm).
 Op norm_op(const std::string& prefix, const ModelSpec& m, const Dims& d, Dtype dtype,
            const std::string& input_id) {
-  Op op = memory_op(prefix + ".norm", OpKind::reduction, dtype, d.tokens_norm * d.h,
+  Op op = memory_op(prefix + ".norm", OpKind::norm, dtype, d.tokens_norm * d.h,
                     d.tokens_norm * d.h, d.e, m.norm == NormKind::layernorm ? 8 : 5);
   op.params = norm_params(m);
   op.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
@@ -111,7 +148,7 @@ void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelS
   const bool gated = m.ffn == FfnKind::gated;
   const double f_local = ffn / d.t;
   const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
-  Op fc1 = gemm(prefix + ".fc1", dtype, d.tokens, d.h, fc1_n, 1,
+  Op fc1 = gemm_op(prefix + ".fc1", dtype, d.tokens, d.h, fc1_n, 1,
                 d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
   fc1.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
   ops.push_back(fc1);
@@ -119,7 +156,7 @@ void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelS
                      d.tokens * fc1_n, d.tokens * f_local, d.e, gated ? 6 : 8);
   act.saved.push_back({prefix + ".fc1.out", d.tokens * fc1_n * d.e, false});
   ops.push_back(act);
-  Op fc2 = gemm(prefix + ".fc2", dtype, d.tokens, f_local, d.h, 1,
+  Op fc2 = gemm_op(prefix + ".fc2", dtype, d.tokens, f_local, d.h, 1,
                 f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
   fc2.saved.push_back({prefix + ".act.out", d.tokens * f_local * d.e, false});
   ops.push_back(fc2);
@@ -200,7 +237,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   {
     const double q_n = d.heads * d.d, kv_n = d.kv_heads * d.d;
     const double n = q_n + 2 * kv_n;
-    Op qkv = gemm("attn.qkv", dt, d.tokens, d.h, n, 1, d.h * n + (m.qkv_bias ? n : 0), d.e);
+    Op qkv = gemm_op("attn.qkv", dt, d.tokens, d.h, n, 1, d.h * n + (m.qkv_bias ? n : 0), d.e);
     qkv.saved.push_back({"attn.qkv" + in_suffix, d.tokens_norm * d.h * d.e, false});
     L.push_back(qkv);
     if (m.position == PositionKind::rotary) {
@@ -209,37 +246,15 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     }
     const double q_bytes = d.tokens * q_n * d.e, kv_bytes = d.tokens * kv_n * d.e;
     // Each query attends to seq_len keys (with context parallelism the local s/cp queries
-    // see all keys as K/V chunks circulate). Model FLOPs: QK^T and PV over the full s x s
-    // (Narayanan et al. 2021 Eq. 3 convention; causal kernels skip about half).
-    const double attn_fwd = 4.0 * d.b * d.heads * d.s * full_seq * d.d;
+    // see all keys as K/V chunks circulate).
     if (ctx.attention == AttentionImpl::flash) {
-      Op core;
-      core.name = "attn.core";
-      core.kind = OpKind::attention_core;
-      core.dtype = dt;
-      core.batch = ctx.micro_batch_size;
-      core.heads = static_cast<std::int64_t>(d.heads);
-      core.seq_q = static_cast<std::int64_t>(d.s);
-      core.seq_kv = ctx.seq_len;
-      core.head_dim = m.head_dim;
-      core.causal = true;
-      core.fwd_flops = attn_fwd;
-      core.bwd_flops = 2 * attn_fwd;
-      core.fwd_exec_flops = attn_fwd / 2;           // causal: masked tiles skipped
-      core.bwd_exec_flops = 2.5 * attn_fwd / 2;     // + recompute of Q K^T (Dao 2023)
-      core.fwd_bytes = q_bytes * 2 + kv_bytes * 2 + d.b * d.heads * d.s * 4;
-      core.bwd_bytes = 2 * core.fwd_bytes + q_bytes + 2 * kv_bytes;
-      core.saved = {{"attn.q", q_bytes, false},
-                    {"attn.k", kv_bytes, false},
-                    {"attn.v", kv_bytes, false},
-                    {"attn.o", q_bytes, false},
-                    {"attn.lse", d.b * d.heads * d.s * 4.0, false}};
-      L.push_back(core);
+      L.push_back(flash_attention_op("attn.core", dt, d.b, d.heads, d.s, full_seq, d.d, d.kv_heads,
+                                     true));
     } else {
       // Naive: a batched GEMM for the scores, softmax (+ dropout), a batched GEMM with V.
       // Scores and probabilities are [b, heads, s, s] tensors (Korthikanti's 5as^2b term).
       const double bh = d.b * d.heads;
-      Op scores = gemm("attn.scores", dt, d.s, d.d, full_seq, bh, 0, d.e);
+      Op scores = gemm_op("attn.scores", dt, d.s, d.d, full_seq, bh, 0, d.e);
       scores.saved = {{"attn.q", q_bytes, false}, {"attn.k", kv_bytes, false}};
       L.push_back(scores);
       const double sq = bh * d.s * full_seq;
@@ -253,11 +268,11 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
         L.push_back(drop);
         probs_id = "attn.probs_dropped";
       }
-      Op pv = gemm("attn.pv", dt, d.s, full_seq, d.d, bh, 0, d.e);
+      Op pv = gemm_op("attn.pv", dt, d.s, full_seq, d.d, bh, 0, d.e);
       pv.saved = {{probs_id, sq * d.e, true}, {"attn.v", kv_bytes, false}};
       L.push_back(pv);
     }
-    Op out = gemm("attn.out", dt, d.tokens, q_n, d.h, 1, q_n * d.h + (m.out_bias ? d.h : 0), d.e);
+    Op out = gemm_op("attn.out", dt, d.tokens, q_n, d.h, 1, q_n * d.h + (m.out_bias ? d.h : 0), d.e);
     out.saved.push_back({"attn.o", q_bytes, false});
     L.push_back(out);
   }
@@ -272,7 +287,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   } else {
     const double E = static_cast<double>(m.num_experts);
     const double k = static_cast<double>(m.top_k);
-    Op router = gemm("moe.router", dt, d.tokens, d.h, E, 1, d.h * E, d.e);
+    Op router = gemm_op("moe.router", dt, d.tokens, d.h, E, 1, d.h * E, d.e);
     router.saved.push_back({ffn_in, d.tokens_norm * d.h * d.e, false});
     L.push_back(router);
     // Routed tokens: tokens x top_k rows spread over E experts (balanced routing assumed).
@@ -281,7 +296,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
     const double routed = d.tokens * k;
     const double rows_per_expert = routed / E;
-    Op fc1 = gemm("moe.experts.fc1", dt, rows_per_expert, d.h, fc1_n, E,
+    Op fc1 = gemm_op("moe.experts.fc1", dt, rows_per_expert, d.h, fc1_n, E,
                   d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
     fc1.params *= E;
     fc1.saved.push_back({"moe.experts.in", routed * d.h * d.e, false});
@@ -290,7 +305,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
                        routed * fc1_n, routed * f_local, d.e, gated ? 6 : 8);
     act.saved.push_back({"moe.experts.fc1.out", routed * fc1_n * d.e, false});
     L.push_back(act);
-    Op fc2 = gemm("moe.experts.fc2", dt, rows_per_expert, f_local, d.h, E,
+    Op fc2 = gemm_op("moe.experts.fc2", dt, rows_per_expert, f_local, d.h, E,
                   f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
     fc2.params *= E;
     fc2.saved.push_back({"moe.experts.act.out", routed * f_local * d.e, false});
@@ -312,7 +327,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   list.head.push_back(norm_op("head", m, d, dt, "head.norm.in"));
   add_tp_in(list.head, "head", d, sp);
   {
-    Op lm = gemm("head.lm", dt, d.tokens, d.h, V / d.t, 1, m.tied_embeddings ? 0 : d.h * V / d.t,
+    Op lm = gemm_op("head.lm", dt, d.tokens, d.h, V / d.t, 1, m.tied_embeddings ? 0 : d.h * V / d.t,
                  d.e);
     lm.saved.push_back({"head.lm" + in_suffix, d.tokens_norm * d.h * d.e, false});
     list.head.push_back(lm);

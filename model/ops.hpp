@@ -19,7 +19,8 @@ enum class OpKind {
   gemm,            // [m,k] x [k,n] (times `count` for batched/expert GEMMs)
   attention_core,  // softmax(Q K^T / sqrt(d)) V; flash (fused) or naive (GEMM+softmax+GEMM)
   elementwise,     // activation functions, residual adds, dropout, RoPE: memory-bound
-  reduction,       // softmax, norms, cross-entropy: memory-bound with a row reduction
+  reduction,       // softmax, cross-entropy: memory-bound with a row reduction
+  norm,            // LayerNorm / RMSNorm: row reduction, backward also reduces weight gradients
   embedding,       // table gather (forward) and scatter-add (backward)
   tp_comm,         // tensor-parallel collective on the activations (no compute)
 };
@@ -81,6 +82,20 @@ struct OpContext {
 
 /// Builds the operator list (see the file comment). Requires a validated model and context.
 [[nodiscard]] OpList build_ops(const ModelSpec& model, const OpContext& ctx);
+
+/// Op factories, shared by build_ops() and the kernel benchmarks (validate/), so that predicted
+/// and measured work come from one description. `e` = bytes per element.
+/// GEMM [m,k] x [k,n], `count` copies: 2mnk FLOPs forward, 2x backward; e (mk + kn + mn) bytes.
+[[nodiscard]] Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double count,
+                         double params, double e);
+/// Memory-bound op reading elements_in and writing elements_out (backward: reads the saved
+/// input(s) and the output gradient, writes the input gradient).
+[[nodiscard]] Op memory_op(std::string name, OpKind kind, Dtype dtype, double elements_in,
+                           double elements_out, double e, double flops_per_element);
+/// FlashAttention core over [b, heads, seq, head_dim] (kv_heads for K and V).
+[[nodiscard]] Op flash_attention_op(std::string name, Dtype dtype, double b, double heads,
+                                    double seq_q, double seq_kv, double head_dim, double kv_heads,
+                                    bool causal);
 
 /// Bytes of distinct saved tensors in `ops` (deduplicated by id); quadratic ones optional.
 [[nodiscard]] double saved_bytes(const std::vector<Op>& ops, bool include_quadratic = true);

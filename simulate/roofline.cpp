@@ -36,10 +36,16 @@ double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,
 
 namespace {
 
-double bw_fraction(model::OpKind kind, const hw::HardwareProfile& p) {
+double bw_fraction(model::OpKind kind, Pass pass, const hw::HardwareProfile& p) {
+  const bool bwd = pass == Pass::backward;
+  const double reduction_bwd = p.reduction_bwd_bw_fraction > 0 ? p.reduction_bwd_bw_fraction
+                                                               : p.reduction_bw_fraction;
   switch (kind) {
     case model::OpKind::elementwise: return p.elementwise_bw_fraction;
-    case model::OpKind::reduction: return p.reduction_bw_fraction;
+    case model::OpKind::reduction: return bwd ? reduction_bwd : p.reduction_bw_fraction;
+    case model::OpKind::norm:
+      if (bwd) return p.norm_bwd_bw_fraction > 0 ? p.norm_bwd_bw_fraction : reduction_bwd;
+      return p.norm_bw_fraction > 0 ? p.norm_bw_fraction : p.reduction_bw_fraction;
     case model::OpKind::embedding: return p.elementwise_bw_fraction;
     case model::OpKind::gemm:
     case model::OpKind::attention_core: return p.copy_bw_fraction;
@@ -64,13 +70,25 @@ OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
     // Backward = dgrad [m,n]x[n,k] and wgrad [k,m]x[m,n]: the same tile counts in total
     // up to transposition; use the forward shape's efficiency for both.
   } else if (op.kind == model::OpKind::attention_core) {
-    c.efficiency = pass == Pass::forward ? profile.attention_fwd_peak_fraction
-                                         : profile.attention_bwd_peak_fraction;
+    // FlashAttention runs one block of attention_block_rows query (forward) or key
+    // (backward) rows per SM at a time: a partial last wave idles SMs.
+    const double rows = static_cast<double>(pass == Pass::forward ? op.seq_q : op.seq_kv);
+    const double blocks = static_cast<double>(op.batch * op.heads) *
+                          std::ceil(rows / std::max(profile.attention_block_rows, 1.0));
+    const double sms = static_cast<double>(std::max<std::int64_t>(gpu.num_sms, 1));
+    const double waves = blocks > 0 ? blocks / (std::ceil(blocks / sms) * sms) : 1.0;
+    c.efficiency = waves * (pass == Pass::forward ? profile.attention_fwd_peak_fraction
+                                                  : profile.attention_bwd_peak_fraction);
   } else {
     c.efficiency = profile.gemm_peak_fraction[Dtype::fp32];  // scalar math, never the limit
   }
   c.compute_s = c.flops > 0 ? c.flops / (peak * c.efficiency) : 0;
-  c.memory_s = c.bytes / (gpu.hbm_bandwidth_bytes_per_s * bw_fraction(op.kind, profile));
+  double bandwidth = gpu.hbm_bandwidth_bytes_per_s * bw_fraction(op.kind, pass, profile);
+  const bool memory_class = op.kind == model::OpKind::elementwise ||
+                            op.kind == model::OpKind::reduction || op.kind == model::OpKind::norm;
+  if (memory_class && profile.l2_resident_bw_fraction > 0 && c.bytes <= gpu.l2_bytes)
+    bandwidth = gpu.hbm_bandwidth_bytes_per_s * profile.l2_resident_bw_fraction;  // hot in L2
+  c.memory_s = c.bytes / bandwidth;
   // GEMM backward is two kernels (dgrad, wgrad); everything else one per pass.
   const double launches = op.kind == model::OpKind::gemm && pass == Pass::backward ? 2 : 1;
   c.launch_s = launches * profile.launch_overhead_s;

@@ -1,0 +1,346 @@
+// Kernel-level calibration and comparison (calibrate.hpp).
+#include "validate/calibrate/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+
+namespace trainsim::val {
+
+using model::Op;
+using model::OpKind;
+using sim::Pass;
+
+namespace {
+
+std::int64_t get_int(const nlohmann::json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer())
+    throw ConfigError(fmt::format("{}: {}: missing or not an integer", where, key));
+  return it->get<std::int64_t>();
+}
+
+double get_num(const nlohmann::json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()))
+    throw ConfigError(fmt::format("{}: {}: missing or not a number", where, key));
+  return it->get<double>();
+}
+
+bool get_bool(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+MeasurementSet read_measurements(const nlohmann::json& doc, const std::string& source) {
+  MeasurementSet ms;
+  ms.source = source;
+  if (!doc.is_object() || !doc.contains("measurements") || !doc["measurements"].is_array())
+    throw ConfigError(source + ": measurements: expected the JSON of `trainsim bench kernels "
+                               "--format json`");
+  if (doc.contains("device")) ms.device = doc["device"];
+  if (doc.contains("command_line") && doc["command_line"].is_string())
+    ms.command_line = doc["command_line"].get<std::string>();
+  std::size_t i = 0;
+  for (const auto& m : doc["measurements"]) {
+    const std::string where = fmt::format("{}: measurements[{}]", source, i++);
+    if (!m.is_object()) throw ConfigError(where + ": expected an object");
+    KernelMeasurement k;
+    k.name = m.value("name", std::string());
+    const std::string op = m.value("op", std::string());
+    const auto parsed = parse_op(op);
+    if (!parsed) throw ConfigError(fmt::format("{}: op = \"{}\": unknown op", where, op));
+    k.shape.op = *parsed;
+    const auto dt = parse_dtype(m.value("dtype", std::string("bf16")));
+    if (!dt) throw ConfigError(where + ": dtype: unknown");
+    k.shape.dtype = *dt;
+    k.median_s = get_num(m, "median_s", where);
+    k.min_s = m.contains("min_s") ? get_num(m, "min_s", where) : k.median_s;
+    k.noise_pct = m.contains("noise_pct") ? get_num(m, "noise_pct", where) : 0;
+    if (!(k.median_s > 0)) throw ConfigError(where + ": median_s: must be positive");
+    if (m.contains("check_passed") && !get_bool(m, "check_passed"))
+      throw ConfigError(where + ": check_passed = false: a wrong result is not a measurement");
+    k.shape.backward = get_bool(m, "backward");
+    switch (k.shape.op) {
+      case BenchOp::gemm:
+        k.shape.m = get_int(m, "m", where);
+        k.shape.n = get_int(m, "n", where);
+        k.shape.k = get_int(m, "k", where);
+        k.shape.gemm_impl = m.value("impl", std::string("cublaslt")) == "cublas" ? GemmImpl::cublas
+                                                                                : GemmImpl::cublaslt;
+        break;
+      case BenchOp::softmax:
+      case BenchOp::layernorm:
+      case BenchOp::rmsnorm:
+        k.shape.rows = get_int(m, "rows", where);
+        k.shape.cols = get_int(m, "cols", where);
+        break;
+      case BenchOp::attention:
+        k.shape.batch_size = get_int(m, "batch_size", where);
+        k.shape.num_heads = get_int(m, "num_heads", where);
+        k.shape.seq_len = get_int(m, "seq_len", where);
+        k.shape.head_dim = get_int(m, "head_dim", where);
+        k.shape.causal = get_bool(m, "causal");
+        k.shape.impl = m.value("impl", std::string("flash")) == "naive" ? AttentionImpl::naive
+                                                                       : AttentionImpl::flash;
+        break;
+      case BenchOp::empty: break;
+      default: k.shape.num_elements = get_int(m, "num_elements", where); break;
+    }
+    ms.items.push_back(k);
+  }
+  if (ms.items.empty()) throw ConfigError(source + ": measurements: empty");
+  return ms;
+}
+
+MeasurementSet load_measurements(const std::string& path) {
+  return read_measurements(load_json_file(path), path);
+}
+
+std::vector<std::pair<Op, Pass>> kernel_ops(const KernelShape& s) {
+  const double e = dtype_bytes(s.dtype);
+  const Pass pass = s.backward ? Pass::backward : Pass::forward;
+  std::vector<std::pair<Op, Pass>> ops;
+  const double n = static_cast<double>(s.num_elements);
+  const double rows = static_cast<double>(s.rows), cols = static_cast<double>(s.cols);
+  switch (s.op) {
+    case BenchOp::gemm:
+      ops.emplace_back(model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
+                                      static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e),
+                       Pass::forward);
+      break;
+    case BenchOp::relu: ops.emplace_back(model::memory_op("relu", OpKind::elementwise, s.dtype, n, n, e, 1), pass); break;
+    case BenchOp::gelu: ops.emplace_back(model::memory_op("gelu", OpKind::elementwise, s.dtype, n, n, e, 8), pass); break;
+    case BenchOp::scale: ops.emplace_back(model::memory_op("scale", OpKind::elementwise, s.dtype, n, n, e, 1), pass); break;
+    case BenchOp::add: ops.emplace_back(model::memory_op("add", OpKind::elementwise, s.dtype, 2 * n, n, e, 1), pass); break;
+    case BenchOp::copy: ops.emplace_back(model::memory_op("copy", OpKind::elementwise, s.dtype, n, n, e, 0), pass); break;
+    case BenchOp::softmax: ops.emplace_back(model::memory_op("softmax", OpKind::reduction, s.dtype, rows * cols, rows * cols, e, 5), pass); break;
+    case BenchOp::layernorm: ops.emplace_back(model::memory_op("layernorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 8), pass); break;
+    case BenchOp::rmsnorm: ops.emplace_back(model::memory_op("rmsnorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 5), pass); break;
+    case BenchOp::attention: {
+      const double b = static_cast<double>(s.batch_size), h = static_cast<double>(s.num_heads);
+      const double seq = static_cast<double>(s.seq_len), d = static_cast<double>(s.head_dim);
+      if (s.impl == AttentionImpl::flash) {
+        ops.emplace_back(model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), pass);
+      } else {  // GEMM (scores), softmax, GEMM (with V): the op list's naive path
+        ops.emplace_back(model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), pass);
+        ops.emplace_back(model::memory_op("softmax", OpKind::reduction, s.dtype, b * h * seq * seq, b * h * seq * seq, e, 5), pass);
+        ops.emplace_back(model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), pass);
+      }
+      break;
+    }
+    case BenchOp::empty: {
+      Op op;
+      op.name = "empty";
+      op.kind = OpKind::elementwise;
+      op.dtype = s.dtype;
+      ops.emplace_back(op, Pass::forward);
+      break;
+    }
+  }
+  return ops;
+}
+
+double predict_kernel_s(const KernelShape& shape, const hw::GpuSpec& gpu,
+                        const hw::HardwareProfile& profile) {
+  double t = 0;
+  for (const auto& [op, pass] : kernel_ops(shape)) t += sim::op_cost(op, pass, gpu, profile).time_s;
+  return t;
+}
+
+namespace {
+
+// Achieved fraction of datasheet HBM bandwidth of a memory-bound case: its bytes over its
+// measured time less the launch overhead.
+double bw_fraction_of(const KernelMeasurement& m, const hw::GpuSpec& gpu, double launch_s) {
+  double bytes = 0;
+  for (const auto& [op, pass] : kernel_ops(m.shape))
+    bytes += pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
+  return bytes / (std::max(m.median_s - launch_s, 1e-9) * gpu.hbm_bandwidth_bytes_per_s);
+}
+
+// Cases smaller than this are dominated by launch and L2 effects, not bandwidth.
+constexpr double kMinBytesForBandwidth = 64e6;
+constexpr double kMinGemmSeconds = 20e-6;
+// Below this, launch overhead dominates even an L2-resident op.
+constexpr double kMinBytesForL2 = 4e6;
+
+double case_bytes(const KernelMeasurement& m) {
+  double bytes = 0;
+  for (const auto& [op, pass] : kernel_ops(m.shape))
+    bytes += pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
+  return bytes;
+}
+
+}  // namespace
+
+hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu,
+                                const hw::HardwareProfile& base, FitReport& report) {
+  hw::HardwareProfile p = base;
+  auto note = [&](std::string s) { report.lines.push_back(std::move(s)); };
+
+  // Launch overhead: the empty kernel.
+  for (const auto& m : ms.items)
+    if (m.shape.op == BenchOp::empty) {
+      p.launch_overhead_s = m.median_s;
+      note(fmt::format("launch_overhead_us = {:.2f} (median of the empty kernel)", m.median_s * 1e6));
+    }
+  const double launch = p.launch_overhead_s;
+
+  // Bandwidth fractions: medians over large memory-bound cases of each class and pass;
+  // cases that fit in L2 (hot, as the bench runs them) give the L2-resident bandwidth.
+  std::vector<double> copy, elem, red_fwd, red_bwd, norm_fwd, norm_bwd, l2;
+  for (const auto& m : ms.items) {
+    const double bytes = case_bytes(m);
+    const bool memory_bound = m.shape.op != BenchOp::gemm && m.shape.op != BenchOp::attention &&
+                              m.shape.op != BenchOp::empty;
+    if (memory_bound && bytes <= gpu.l2_bytes && bytes >= kMinBytesForL2) {
+      l2.push_back(bw_fraction_of(m, gpu, launch));
+      continue;
+    }
+    if (bytes < kMinBytesForBandwidth) continue;
+    const double f = bw_fraction_of(m, gpu, launch);
+    switch (m.shape.op) {
+      case BenchOp::copy: copy.push_back(f); break;
+      case BenchOp::relu:
+      case BenchOp::gelu:
+      case BenchOp::add:
+      case BenchOp::scale: elem.push_back(f); break;
+      case BenchOp::softmax: (m.shape.backward ? red_bwd : red_fwd).push_back(f); break;
+      case BenchOp::layernorm:
+      case BenchOp::rmsnorm: (m.shape.backward ? norm_bwd : norm_fwd).push_back(f); break;
+      default: break;
+    }
+  }
+  auto set_fraction = [&](const char* field, double& out, const std::vector<double>& v,
+                          double cap = 1.0) {
+    if (v.empty()) return;
+    out = std::min(cap, median(v));
+    note(fmt::format("{} = {:.3f} (median of {} cases)", field, out, v.size()));
+  };
+  set_fraction("copy_bw_fraction", p.copy_bw_fraction, copy);
+  set_fraction("elementwise_bw_fraction", p.elementwise_bw_fraction, elem);
+  set_fraction("reduction_bw_fraction", p.reduction_bw_fraction, red_fwd);
+  set_fraction("reduction_bwd_bw_fraction", p.reduction_bwd_bw_fraction, red_bwd);
+  set_fraction("norm_bw_fraction", p.norm_bw_fraction, norm_fwd);
+  set_fraction("norm_bwd_bw_fraction", p.norm_bwd_bw_fraction, norm_bwd);
+  set_fraction("l2_resident_bw_fraction", p.l2_resident_bw_fraction, l2, 10.0);
+  if (!elem.empty()) {
+    // A fused AdamW update is an elementwise kernel over several streams.
+    p.optimizer_bw_fraction = p.elementwise_bw_fraction;
+    note("optimizer_bw_fraction = elementwise_bw_fraction (no optimizer kernel measured)");
+  }
+
+  // FlashAttention fractions of the 16-bit peak, wave quantization divided out (the
+  // roofline applies it again): median over the flash cases.
+  std::vector<double> fwd, bwd;
+  for (const auto& m : ms.items) {
+    if (m.shape.op != BenchOp::attention || m.shape.impl != AttentionImpl::flash) continue;
+    for (const auto& [op, pass] : kernel_ops(m.shape)) {
+      hw::HardwareProfile unit = p;
+      unit.attention_fwd_peak_fraction = unit.attention_bwd_peak_fraction = 1.0;
+      const auto c = sim::op_cost(op, pass, gpu, unit);
+      const double flops = pass == Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
+      const double peak = sim::effective_peak_flops_per_s(gpu, m.shape.dtype);
+      const double f = flops / (std::max(m.median_s - launch, 1e-9) * peak * c.efficiency);
+      (pass == Pass::forward ? fwd : bwd).push_back(f);
+    }
+  }
+  set_fraction("attention_fwd_peak_fraction", p.attention_fwd_peak_fraction, fwd);
+  set_fraction("attention_bwd_peak_fraction", p.attention_bwd_peak_fraction, bwd);
+
+  // GEMMs: grid search of the tile and k_half shared by all dtypes and, for each, the peak
+  // fraction per dtype, minimising the squared log error of predicted vs measured time.
+  std::vector<const KernelMeasurement*> gemms;
+  // GEMMs shorter than kMinGemmSeconds are launch- and tail-bound: the tile model does not
+  // describe them (cuBLAS switches to small tiles and split-K there).
+  for (const auto& m : ms.items)
+    if (m.shape.op == BenchOp::gemm && m.shape.gemm_impl == GemmImpl::cublaslt &&
+        m.median_s >= kMinGemmSeconds)
+      gemms.push_back(&m);
+  if (!gemms.empty()) {
+    double best_err = 1e300;
+    hw::HardwareProfile best = p;
+    const double tiles[] = {64, 128, 256};
+    for (double tm : tiles)
+      for (double tn : tiles)
+        for (double kh = 0; kh <= 512; kh += 16) {
+          hw::HardwareProfile trial = p;
+          trial.gemm_tile_m = tm;
+          trial.gemm_tile_n = tn;
+          trial.gemm_k_half = kh;
+          double total = 0;
+          for (Dtype dt : kAllDtypes) {
+            const bool any = std::any_of(gemms.begin(), gemms.end(),
+                                         [&](const auto* m) { return m->shape.dtype == dt; });
+            if (!any) continue;  // keep the base profile's value
+            double best_dt = 1e300, best_f = 0;
+            for (double f = 0.2; f <= 1.0; f += 0.005) {
+              trial.gemm_peak_fraction[dt] = f;
+              double err = 0;
+              for (const auto* m : gemms) {
+                if (m->shape.dtype != dt) continue;
+                const double r = std::log(predict_kernel_s(m->shape, gpu, trial) / m->median_s);
+                err += r * r;
+              }
+              if (err < best_dt) {
+                best_dt = err;
+                best_f = f;
+              }
+            }
+            trial.gemm_peak_fraction[dt] = best_f;
+            total += best_dt;
+          }
+          if (total < best_err) {
+            best_err = total;
+            best = trial;
+          }
+        }
+    p = best;
+    std::string per_dtype;
+    for (Dtype dt : kAllDtypes)
+      if (std::any_of(gemms.begin(), gemms.end(), [&](const auto* m) { return m->shape.dtype == dt; }))
+        per_dtype += fmt::format(" {} {:.3f}", dtype_name(dt), p.gemm_peak_fraction[dt]);
+    note(fmt::format("gemm tile {}x{}, k_half {}, peak fraction{} (least squares on log time over "
+                     "{} cuBLASLt cases of >= 20 us)",
+                     p.gemm_tile_m, p.gemm_tile_n, p.gemm_k_half, per_dtype, gemms.size()));
+  }
+  return p;
+}
+
+std::vector<Comparison> compare_kernels(const MeasurementSet& ms, const hw::GpuSpec& gpu,
+                                        const hw::HardwareProfile& base,
+                                        const hw::HardwareProfile& calibrated) {
+  std::vector<Comparison> out;
+  for (const auto& m : ms.items) {
+    Comparison c;
+    c.name = m.name;
+    c.op = std::string(op_name(m.shape.op));
+    c.measured_s = m.median_s;
+    c.predicted_base_s = predict_kernel_s(m.shape, gpu, base);
+    c.predicted_calibrated_s = predict_kernel_s(m.shape, gpu, calibrated);
+    out.push_back(c);
+  }
+  return out;
+}
+
+double mape(const std::vector<Comparison>& cs, bool calibrated) {
+  if (cs.empty()) return 0;
+  double s = 0;
+  for (const auto& c : cs) s += std::fabs(calibrated ? c.error_calibrated_pct() : c.error_base_pct());
+  return s / static_cast<double>(cs.size());
+}
+
+}  // namespace trainsim::val

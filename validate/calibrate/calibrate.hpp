@@ -1,0 +1,77 @@
+// Calibration: turn kernel measurements (from `trainsim bench kernels --format json`) into a
+// HardwareProfile, and compare predictions against measurements. Pure C++ (no CUDA): the
+// same functions run on recorded measurements on any machine. Each benchmark case is
+// described by the model's op factories (model/ops.hpp) and timed by simulate/roofline, so
+// predicted and measured speak one language (STYLE.md section 6).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/ops.hpp"
+#include "simulate/roofline.hpp"
+#include "validate/bench/work.hpp"
+
+namespace trainsim::val {
+
+struct KernelMeasurement {
+  std::string name;
+  KernelShape shape;
+  double median_s = 0;
+  double min_s = 0;
+  double noise_pct = 0;
+};
+
+struct MeasurementSet {
+  std::string source;        // file it came from
+  nlohmann::json device;     // the bench's device block (GPU, driver, CUDA, cuBLAS versions)
+  std::string command_line;  // of the bench run
+  std::vector<KernelMeasurement> items;
+};
+
+/// Reads a `bench kernels --format json` document; throws ConfigError naming file and field.
+[[nodiscard]] MeasurementSet read_measurements(const nlohmann::json& doc, const std::string& source);
+[[nodiscard]] MeasurementSet load_measurements(const std::string& path);
+
+/// The ops (and passes) a benchmark case runs, built with the model's op factories.
+[[nodiscard]] std::vector<std::pair<model::Op, sim::Pass>> kernel_ops(const KernelShape& shape);
+
+/// Predicted time of a case: sum of its ops' roofline times.
+[[nodiscard]] double predict_kernel_s(const KernelShape& shape, const hw::GpuSpec& gpu,
+                                      const hw::HardwareProfile& profile);
+
+struct FitReport {
+  std::vector<std::string> lines;  // what was fitted from which cases, human readable
+};
+
+/// Fits the profile's kernel efficiencies (GEMM fraction per dtype, tile size and k_half;
+/// attention fractions; elementwise, reduction, copy bandwidth fractions; launch overhead)
+/// to the measurements; fields without measurements keep `base`'s values.
+[[nodiscard]] hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu,
+                                              const hw::HardwareProfile& base, FitReport& report);
+
+struct Comparison {
+  std::string name;
+  std::string op;
+  double measured_s = 0;
+  double predicted_base_s = 0;        // with the datasheet/default profile
+  double predicted_calibrated_s = 0;  // with the calibrated profile
+  [[nodiscard]] double error_base_pct() const { return 100 * (predicted_base_s / measured_s - 1); }
+  [[nodiscard]] double error_calibrated_pct() const {
+    return 100 * (predicted_calibrated_s / measured_s - 1);
+  }
+};
+
+[[nodiscard]] std::vector<Comparison> compare_kernels(const MeasurementSet& ms,
+                                                      const hw::GpuSpec& gpu,
+                                                      const hw::HardwareProfile& base,
+                                                      const hw::HardwareProfile& calibrated);
+
+/// Mean absolute percentage error of a list (calibrated or base).
+[[nodiscard]] double mape(const std::vector<Comparison>& c, bool calibrated);
+
+}  // namespace trainsim::val

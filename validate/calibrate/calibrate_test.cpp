@@ -1,0 +1,139 @@
+// Calibration: the fit recovers a known profile from synthetic measurements, predictions use
+// the model's op factories, and malformed measurement files name the field.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "common/errors.hpp"
+#include "hardware/load.hpp"
+#include "validate/calibrate/calibrate.hpp"
+
+using namespace trainsim;
+using namespace trainsim::val;
+
+namespace {
+
+KernelShape gemm(std::int64_t m, std::int64_t n, std::int64_t k, Dtype dt) {
+  KernelShape s;
+  s.op = BenchOp::gemm;
+  s.dtype = dt;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  return s;
+}
+
+MeasurementSet synthetic(const hw::GpuSpec& gpu, const hw::HardwareProfile& truth, double noise) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> eps(0.0, noise);
+  std::vector<KernelShape> shapes;
+  for (Dtype dt : {Dtype::bf16, Dtype::fp32})
+    for (std::int64_t n : {512, 1024, 2048, 4096, 8192}) shapes.push_back(gemm(n, n, n, dt));
+  shapes.push_back(gemm(32768, 256, 4096, Dtype::bf16));
+  shapes.push_back(gemm(8192, 8192, 512, Dtype::bf16));
+  for (BenchOp op : {BenchOp::relu, BenchOp::add, BenchOp::copy}) {
+    KernelShape s;
+    s.op = op;
+    s.num_elements = std::int64_t{1} << 27;
+    shapes.push_back(s);
+  }
+  for (bool bwd : {false, true}) {
+    KernelShape s;
+    s.op = BenchOp::rmsnorm;
+    s.rows = 16384;
+    s.cols = 4096;
+    s.backward = bwd;
+    shapes.push_back(s);
+    KernelShape a;
+    a.op = BenchOp::attention;
+    a.batch_size = 2;
+    a.num_heads = 16;
+    a.seq_len = 4096;
+    a.head_dim = 128;
+    a.backward = bwd;
+    shapes.push_back(a);
+  }
+  KernelShape empty;
+  empty.op = BenchOp::empty;
+  shapes.push_back(empty);
+  MeasurementSet ms;
+  for (const auto& s : shapes) {
+    KernelMeasurement m;
+    m.name = case_name(s);
+    m.shape = s;
+    m.median_s = predict_kernel_s(s, gpu, truth) * (1 + eps(rng));
+    ms.items.push_back(m);
+  }
+  return ms;
+}
+
+}  // namespace
+
+TEST_CASE("the fit recovers a known profile from synthetic measurements") {
+  const auto gpu = hw::load_gpu("h200");
+  hw::HardwareProfile truth = hw::load_profile("default");
+  truth.gemm_peak_fraction[Dtype::bf16] = 0.71;
+  truth.gemm_peak_fraction[Dtype::fp32] = 0.85;
+  truth.gemm_tile_m = 128;
+  truth.gemm_tile_n = 256;
+  truth.gemm_k_half = 96;
+  truth.elementwise_bw_fraction = 0.83;
+  truth.reduction_bw_fraction = 0.66;
+  truth.copy_bw_fraction = 0.87;
+  truth.attention_fwd_peak_fraction = 0.29;
+  truth.attention_bwd_peak_fraction = 0.07;
+  truth.launch_overhead_s = 4e-6;
+  const auto ms = synthetic(gpu, truth, 0.01);
+  FitReport report;
+  const auto fit = fit_profile(ms, gpu, hw::load_profile("default"), report);
+  CHECK(fit.gemm_peak_fraction[Dtype::bf16] == doctest::Approx(0.71).epsilon(0.02));
+  CHECK(fit.gemm_peak_fraction[Dtype::fp32] == doctest::Approx(0.85).epsilon(0.02));
+  CHECK(fit.elementwise_bw_fraction == doctest::Approx(0.83).epsilon(0.03));
+  CHECK(fit.reduction_bw_fraction == doctest::Approx(0.66).epsilon(0.03));
+  CHECK(fit.copy_bw_fraction == doctest::Approx(0.87).epsilon(0.03));
+  CHECK(fit.attention_fwd_peak_fraction == doctest::Approx(0.29).epsilon(0.03));
+  CHECK(fit.attention_bwd_peak_fraction == doctest::Approx(0.07).epsilon(0.03));
+  CHECK(fit.launch_overhead_s == doctest::Approx(4e-6).epsilon(0.05));
+  // Unmeasured dtypes keep the base profile's value.
+  CHECK(fit.gemm_peak_fraction[Dtype::fp8] == hw::load_profile("default").gemm_peak_fraction[Dtype::fp8]);
+  CHECK(report.lines.size() >= 6);
+  // Predictions with the fitted profile reproduce the measurements closely.
+  const auto cmp = compare_kernels(ms, gpu, hw::load_profile("default"), fit);
+  CHECK(mape(cmp, true) < 3.0);
+}
+
+TEST_CASE("predictions come from the op factories (GEMM 2mnk at the profile's efficiency)") {
+  const auto gpu = hw::load_gpu("h200");
+  const auto prof = hw::load_profile("default");
+  const auto s = gemm(8192, 8192, 8192, Dtype::bf16);
+  const auto ops = kernel_ops(s);
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].first.fwd_exec_flops == 2.0 * 8192 * 8192 * 8192);
+  CHECK(predict_kernel_s(s, gpu, prof) == doctest::Approx(sim::gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof).time_s));
+  KernelShape naive;
+  naive.op = BenchOp::attention;
+  naive.impl = AttentionImpl::naive;
+  naive.batch_size = 1;
+  naive.num_heads = 2;
+  naive.seq_len = 256;
+  naive.head_dim = 64;
+  CHECK(kernel_ops(naive).size() == 3);
+}
+
+TEST_CASE("malformed measurement files name the field") {
+  auto doc = nlohmann::json::parse(R"({"measurements": [{"name": "x", "op": "gemm", "dtype": "bf16",
+    "median_s": 1e-3, "m": 64, "n": 64}]})");
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("k: missing"), ConfigError);
+  doc = nlohmann::json::parse(R"({"measurements": [{"name": "x", "op": "conv", "median_s": 1}]})");
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("op = \"conv\""), ConfigError);
+  doc = nlohmann::json::parse(R"({"results": []})");
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("measurements"), ConfigError);
+  doc = nlohmann::json::parse(R"({"measurements": [{"name": "x", "op": "relu", "median_s": 1e-3,
+    "num_elements": 10, "check_passed": false}]})");
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("check_passed = false"), ConfigError);
+}
+
+TEST_CASE("the recorded H200 measurements load") {
+  const auto ms = load_measurements(std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/h200-calibration.json");
+  CHECK(ms.items.size() > 50);
+}
