@@ -106,3 +106,4 @@ add_test(NAME cli.compare_heldout
 # Exit code 3 above the limit fails this test (no output pattern: ctest then checks the code).
 set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profile)
 trainsim_cli_error(calibrate_bad_file "measurements" calibrate --from ${CMAKE_CURRENT_SOURCE_DIR}/testdata/unknown_field.json --out x.json)
+trainsim_cli_error(plot_extension "must end in .png or .svg" memory --model gpt2 --gpu h100-sxm --plot out.pdf)

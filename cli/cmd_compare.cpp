@@ -95,6 +95,7 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
 }
 
 int run_compare(const CompareOptions& o) {
+  if (!o.plot.empty()) check_plot_file(o.plot);
   if (o.calibration.empty()) throw ConfigError("--calibration: required (a profile from `trainsim calibrate`)");
   const auto cal = hw::load_profile(o.calibration);
   Sink sink(o.out);

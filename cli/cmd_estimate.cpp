@@ -27,6 +27,7 @@ struct EstimateOptions {
 };
 
 int run_estimate(const EstimateOptions& o) {
+  if (!o.plot.empty()) check_plot_file(o.plot);
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
   const model::TrainingSetup s = resolve_setup(o.setup);

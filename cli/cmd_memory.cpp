@@ -123,6 +123,7 @@ int run_params_only(const MemoryOptions& o) {
 }
 
 int run_memory(const MemoryOptions& o) {
+  if (!o.plot.empty()) check_plot_file(o.plot);
   if (o.max_params) return run_max_params(o);
   if (!o.params.empty()) {
     if (!o.model.model.empty()) throw ConfigError("--params and --model: give only one");

@@ -154,6 +154,7 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc, const mod
 }
 
 int run_plan(const PlanOptionsCli& o) {
+  if (!o.plot.empty()) check_plot_file(o.plot);
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
   model::TrainingSetup s = resolve_setup(o.setup);

@@ -34,6 +34,7 @@ struct Row {
 };
 
 int run_roofline(const RooflineOptions& o) {
+  if (!o.plot.empty()) check_plot_file(o.plot);
   const Machine mc = resolve_machine(o.machine, 1);
   std::vector<Row> rows;
   Dtype dtype = Dtype::bf16;

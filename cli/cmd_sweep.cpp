@@ -49,6 +49,7 @@ std::vector<double> parse_values(const std::string& text) {
 }
 
 int run_sweep(const SweepOptions& o) {
+  if (!o.plot.empty()) check_plot_file(o.plot);
   if (std::find(kVaryable.begin(), kVaryable.end(), o.vary) == kVaryable.end()) {
     std::string all;
     for (const auto& k : kVaryable) all += (all.empty() ? "" : ", ") + k;

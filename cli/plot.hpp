@@ -22,6 +22,9 @@ struct PlotSpec {
   std::vector<std::string> extra;  // raw gnuplot commands (e.g. arrows, ranges)
 };
 
+/// Throws ConfigError unless `file` ends in .png or .svg (call before any work is done).
+void check_plot_file(const std::string& file);
+
 /// Line/point plot of several series.
 void plot_xy(const PlotSpec& spec, const std::vector<Series>& series);
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The combined GPU run (one call of the device tool): build trainsim with CUDA, NCCL and MPI
+# from the carried source, run every GPU test, refresh the kernel calibration and held-out
+# measurements, measure NCCL collectives on all local GPUs (single process and under mpirun),
+# and, when the training workload is built, the training-step benchmark. Everything lands in
+# $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
+# Usage: scripts/device-run.sh [all|build|tests|kernels|collectives|train]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-all}
+OUT=${OUT:-out/device-run}
+BUILD=${TRAINSIM_DEVICE_BUILD:-build-dev}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+log="$OUT/device-run.log"
+say() { echo "# $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+step() { local limit=$1; shift; timeout "$limit" "$@"; local rc=$?; [ $rc = 124 ] && say "TIMED OUT after ${limit}s: $*"; return $rc; }
+
+say "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(nvidia-smi -L | wc -l) GPU(s)"
+nvidia-smi topo -m > "$OUT/topology.txt" 2>&1
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+
+if [ "$mode" = all ] || [ "$mode" = build ]; then
+  say "build ($JOBS jobs)"
+  cmake -S . -B "$BUILD" -DTRAINSIM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.log" 2>&1 || { say "configure failed"; tail -20 "$OUT/configure.log"; exit 1; }
+  grep "trainsim:" "$OUT/configure.log" | tee -a "$log"
+  step 400 cmake --build "$BUILD" -j"$JOBS" >"$OUT/build.log" 2>&1 || { say "build failed"; grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+fi
+T="$BUILD/cli/trainsim"
+
+if [ "$mode" = all ] || [ "$mode" = tests ]; then
+  say "GPU tests"
+  (cd "$BUILD" && step 300 ctest -L gpu --output-on-failure) >"$OUT/gpu-tests.log" 2>&1
+  tail -15 "$OUT/gpu-tests.log" | tee -a "$log"
+fi
+
+if [ "$mode" = all ] || [ "$mode" = kernels ]; then
+  say "kernel suites"
+  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
+  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
+  step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
+  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
+  "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
+  tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
+fi
+
+if [ "$mode" = all ] || [ "$mode" = collectives ]; then
+  n=$(nvidia-smi -L | wc -l)
+  say "collectives on $n GPU(s), single process: timing 8 B .. 4 GiB (no check), then 8 B .. 256 MiB checked"
+  step 150 "$T" bench collectives --gpus "$n" --min-bytes 8 --max-bytes 4G --iters 20 --warmup 5 --no-check --format json -o "$OUT/collectives-x$n.json" 2>>"$log"
+  step 150 "$T" bench collectives --gpus "$n" --min-bytes 8 --max-bytes 256M --iters 10 --warmup 3 >"$OUT/collectives-x$n-checked.txt" 2>>"$log"
+  tail -5 "$OUT/collectives-x$n-checked.txt" >> "$log"
+  if command -v mpirun >/dev/null && [ "$n" -gt 1 ]; then
+    say "collectives under mpirun -np $n"
+    step 120 mpirun --allow-run-as-root -np "$n" -x NCCL_NVLS_ENABLE "$T" bench collectives --max-bytes 256M --iters 10 --warmup 3 --format json -o "$OUT/collectives-x$n-mpi.json" >"$OUT/collectives-x$n-mpi.log" 2>&1
+    tail -3 "$OUT/collectives-x$n-mpi.log" >> "$log"
+  fi
+  "$T" calibrate --collectives "$OUT/collectives-x$n.json" --base "$OUT/h200-profile.json" --out "$OUT/h200x$n-profile.json" >>"$log" 2>&1
+  "$T" compare --calibration "$OUT/h200x$n-profile.json" --collectives "$OUT/collectives-x$n.json" >"$OUT/collectives-x$n-compare.txt" 2>&1
+  tail -1 "$OUT/collectives-x$n-compare.txt" | tee -a "$log"
+fi
+
+if { [ "$mode" = all ] || [ "$mode" = train ]; } && [ -x scripts/train-step-bench.sh ]; then
+  say "training step"
+  step "${TRAIN_LIMIT_S:-240}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" scripts/train-step-bench.sh >>"$log" 2>&1
+fi
+say "done"
