@@ -11,4 +11,4 @@ void add_bench(CLI::App& app) {
   add_bench_collectives(*bench);
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

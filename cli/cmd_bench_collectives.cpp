@@ -23,11 +23,11 @@ namespace {
 
 std::string csv_number(double v) { return std::isnan(v) ? "" : fmt::format("{:.9g}", v); }
 
-void print_csv(const val::CollectiveReport &report, Sink &sink) {
+void print_csv(const val::CollectiveReport& report, Sink& sink) {
   Table table({}, {"op", "bytes", "count", "dtype", "redop", "root", "num_ranks", "time_s",
                    "algbw_bytes_per_s", "busbw_bytes_per_s", "wrong", "in_place_time_s",
                    "in_place_algbw_bytes_per_s", "in_place_busbw_bytes_per_s", "in_place_wrong"});
-  for (const val::CollectiveRow &r : report.rows) {
+  for (const val::CollectiveRow& r : report.rows) {
     std::vector<std::string> cells = {r.op,
                                       fmt::format("{:.0f}", r.bytes),
                                       fmt::format("{}", r.count),
@@ -48,7 +48,7 @@ void print_csv(const val::CollectiveReport &report, Sink &sink) {
   table.print(sink);
 }
 
-int run_bench_collectives(const BenchCollectivesOptions &opts) {
+int run_bench_collectives(const BenchCollectivesOptions& opts) {
   const val::CollectiveBenchOptions options = val::resolve_bench_flags(opts.flags);
   if (options.bootstrap_only) {
     const val::BootstrapResult b = val::bootstrap_check();
@@ -56,21 +56,24 @@ int run_bench_collectives(const BenchCollectivesOptions &opts) {
     sink.write(fmt::format(
         "# bootstrap: rank {} of {} (local rank {}): {}-byte id from rank 0 {}\n", b.rank,
         b.num_ranks, b.local_rank, b.id_bytes, b.ids_match ? "matches" : "DIFFERS"));
-    if (!b.ids_match) throw CheckFailed("MPI bootstrap: ranks hold different ids");
+    if (!b.ids_match)
+      throw CheckFailed("MPI bootstrap: ranks hold different ids");
     return 0;
   }
   const val::CollectiveReport report = val::run_collectives(options);
-  if (!report.is_root) return 0;  // under MPI only rank 0 prints
+  if (!report.is_root)
+    return 0; // under MPI only rank 0 prints
   Sink sink(opts.out);
   switch (opts.out.format) {
   case Format::json: sink.json(val::to_json(report)); break;
   case Format::csv: print_csv(report, sink); break;
   case Format::table:
-    if (!opts.out.quiet) sink.write(val::format_collective_header(report));
+    if (!opts.out.quiet)
+      sink.write(val::format_collective_header(report));
     sink.write(val::format_collective_table(report));
     break;
   }
-  for (const val::CollectiveRow &r : report.rows)
+  for (const val::CollectiveRow& r : report.rows)
     if (r.wrong > 0 || r.in_place_wrong > 0)
       throw CheckFailed(fmt::format("{} at {:.0f} bytes: {} wrong elements out-of-place, {} "
                                     "in-place",
@@ -78,11 +81,11 @@ int run_bench_collectives(const BenchCollectivesOptions &opts) {
   return 0;
 }
 
-}  // namespace
+} // namespace
 
-void add_bench_collectives(CLI::App &bench) {
+void add_bench_collectives(CLI::App& bench) {
   auto opts = std::make_shared<BenchCollectivesOptions>();
-  auto *cmd = bench.add_subcommand(
+  auto* cmd = bench.add_subcommand(
       "collectives", "NCCL collective benchmarks (nccl-tests format): single process over local "
                      "GPUs, or one rank per process under mpirun");
   val::add_bench_flags(*cmd, opts->flags);
@@ -92,4 +95,4 @@ void add_bench_collectives(CLI::App &bench) {
   cmd->callback([opts] { run_bench_collectives(*opts); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -42,7 +42,7 @@ struct BenchKernelsOptions {
 std::string read_command_line() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  for (char &c : raw)
+  for (char& c : raw)
     if (c == '\0')
       c = ' ';
   while (!raw.empty() && raw.back() == ' ')
@@ -50,7 +50,7 @@ std::string read_command_line() {
   return raw;
 }
 
-val::KernelShape shape_from_flags(const BenchKernelsOptions &o) {
+val::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
   val::KernelShape s;
   const auto op = val::parse_op(o.op);
   if (!op)
@@ -77,7 +77,7 @@ val::KernelShape shape_from_flags(const BenchKernelsOptions &o) {
   return s;
 }
 
-nlohmann::json device_json(const val::DeviceInfo &d) {
+nlohmann::json device_json(const val::DeviceInfo& d) {
   return {{"gpu_name", d.gpu_name},
           {"device", d.device},
           {"compute_capability",
@@ -90,8 +90,8 @@ nlohmann::json device_json(const val::DeviceInfo &d) {
           {"cublas_version", d.cublas_version}};
 }
 
-nlohmann::json measurement_json(const val::Measurement &m) {
-  const val::KernelShape &s = m.shape;
+nlohmann::json measurement_json(const val::Measurement& m) {
+  const val::KernelShape& s = m.shape;
   nlohmann::json j = {{"name", m.name},
                       {"op", std::string(val::op_name(s.op))},
                       {"dtype", std::string(dtype_name(s.dtype))},
@@ -136,16 +136,13 @@ nlohmann::json measurement_json(const val::Measurement &m) {
     j["backward"] = s.backward;
     j["impl"] = std::string(val::impl_name(s.impl));
     break;
-  case val::BenchOp::empty:
-    break;
-  default:
-    j["num_elements"] = s.num_elements;
-    break;
+  case val::BenchOp::empty: break;
+  default: j["num_elements"] = s.num_elements; break;
   }
   return j;
 }
 
-void progress_bar(bool quiet, std::size_t done, std::size_t total, const std::string &name) {
+void progress_bar(bool quiet, std::size_t done, std::size_t total, const std::string& name) {
   if (quiet)
     return;
   static const bool tty = isatty(fileno(stderr)) != 0;
@@ -162,7 +159,7 @@ void progress_bar(bool quiet, std::size_t done, std::size_t total, const std::st
   std::fflush(stderr);
 }
 
-int run_bench_kernels(const BenchKernelsOptions &o) {
+int run_bench_kernels(const BenchKernelsOptions& o) {
   val::BenchOptions b;
   b.cases = o.suite.empty() ? std::vector<val::KernelShape>{shape_from_flags(o)}
                             : val::suite_cases(o.suite);
@@ -178,14 +175,14 @@ int run_bench_kernels(const BenchKernelsOptions &o) {
 
   const val::DeviceInfo dev = val::query_device(o.device);
   const auto results =
-      val::run_kernel_benchmarks(b, [&](std::size_t d, std::size_t t, const std::string &name) {
+      val::run_kernel_benchmarks(b, [&](std::size_t d, std::size_t t, const std::string& name) {
         progress_bar(o.out.quiet, d, t, name);
       });
 
   Sink sink(o.out);
   if (sink.format() == Format::json) {
     nlohmann::json ms = nlohmann::json::array();
-    for (const auto &m : results)
+    for (const auto& m : results)
       ms.push_back(measurement_json(m));
     sink.json({{"device", device_json(dev)},
                {"command_line", b.command_line},
@@ -205,7 +202,7 @@ int run_bench_kernels(const BenchKernelsOptions &o) {
              "check (rel err)"},
             {"name", "median_s", "min_s", "noise_pct", "samples", "flops_per_s", "bytes_per_s",
              "rel_err"});
-    for (const auto &m : results) {
+    for (const auto& m : results) {
       const double bytes = m.work.bytes_read + m.work.bytes_written;
       const std::string check =
           !m.checked ? "-" : fmt::format("{} {:.1e}", m.check_passed ? "ok" : "FAIL", m.rel_err);
@@ -223,7 +220,7 @@ int run_bench_kernels(const BenchKernelsOptions &o) {
     t.print(sink);
   }
   std::string failed;
-  for (const auto &m : results)
+  for (const auto& m : results)
     if (m.checked && !m.check_passed)
       failed += fmt::format("\n  {}: {}", m.name, m.check_note);
   if (!failed.empty())
@@ -233,9 +230,9 @@ int run_bench_kernels(const BenchKernelsOptions &o) {
 
 } // namespace
 
-void add_bench_kernels(CLI::App &bench) {
+void add_bench_kernels(CLI::App& bench) {
   auto opts = std::make_shared<BenchKernelsOptions>();
-  auto *cmd = bench.add_subcommand(
+  auto* cmd = bench.add_subcommand(
       "kernels", "Measure GEMM, element-wise, softmax/norm and attention kernels on a local GPU "
                  "(checked against a float64 CPU reference first)");
   cmd->add_option("--suite", opts->suite,

@@ -39,31 +39,40 @@ std::string today() {
   return buf;
 }
 
-}  // namespace
+} // namespace
 
 std::string gpu_preset_for_device(const std::string& device_name) {
   std::string s;
-  for (char c : device_name) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s.rfind("nvidia ", 0) == 0) s = s.substr(7);
+  for (char c : device_name)
+    s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s.rfind("nvidia ", 0) == 0)
+    s = s.substr(7);
   for (char& c : s)
-    if (c == ' ') c = '-';
+    if (c == ' ')
+      c = '-';
   const auto names = list_presets("gpus");
-  if (std::find(names.begin(), names.end(), s) != names.end()) return s;
-  if (s.rfind("h100", 0) == 0) return s.find("pcie") != std::string::npos ? "h100-pcie" : "h100-sxm";
-  if (s.rfind("a100", 0) == 0) return s.find("40") != std::string::npos ? "a100-40g" : "a100-80g";
+  if (std::find(names.begin(), names.end(), s) != names.end())
+    return s;
+  if (s.rfind("h100", 0) == 0)
+    return s.find("pcie") != std::string::npos ? "h100-pcie" : "h100-sxm";
+  if (s.rfind("a100", 0) == 0)
+    return s.find("40") != std::string::npos ? "a100-40g" : "a100-80g";
   return "";
 }
 
 val::MeasurementSet measurements_from(const std::string& file, const std::string& suite) {
-  if (!file.empty()) return val::load_measurements(file);
+  if (!file.empty())
+    return val::load_measurements(file);
   val::BenchOptions opts;
   opts.cases = val::suite_cases(suite);
   opts.command_line = "trainsim bench kernels --suite " + suite;
   const auto dev = val::query_device(0);
-  const auto results = val::run_kernel_benchmarks(opts, [](std::size_t done, std::size_t total, const std::string& name) {
-    fmt::print(stderr, "\r[{}/{}] {:<60}", done, total, name);
-    if (done == total) fmt::print(stderr, "\n");
-  });
+  const auto results = val::run_kernel_benchmarks(
+      opts, [](std::size_t done, std::size_t total, const std::string& name) {
+        fmt::print(stderr, "\r[{}/{}] {:<60}", done, total, name);
+        if (done == total)
+          fmt::print(stderr, "\n");
+      });
   val::MeasurementSet ms;
   ms.source = "suite " + suite + " on " + dev.gpu_name;
   ms.device = {{"gpu_name", dev.gpu_name},
@@ -72,7 +81,8 @@ val::MeasurementSet measurements_from(const std::string& file, const std::string
                {"cublas_version", dev.cublas_version}};
   ms.command_line = opts.command_line;
   for (const auto& r : results) {
-    if (!r.check_passed) throw CheckFailed(fmt::format("{}: failed its correctness check", r.name));
+    if (!r.check_passed)
+      throw CheckFailed(fmt::format("{}: failed its correctness check", r.name));
     ms.items.push_back({r.name, r.shape, r.median_s, r.min_s, r.noise_pct});
   }
   return ms;
@@ -81,7 +91,8 @@ val::MeasurementSet measurements_from(const std::string& file, const std::string
 namespace {
 
 int run_calibrate(const CalibrateOptions& o) {
-  if (o.out.empty()) throw ConfigError("--out: required (the profile JSON to write)");
+  if (o.out.empty())
+    throw ConfigError("--out: required (the profile JSON to write)");
   std::string gpu_name = o.gpu;
   nlohmann::json metadata{{"date", today()}};
   hw::HardwareProfile profile;
@@ -91,7 +102,8 @@ int run_calibrate(const CalibrateOptions& o) {
     const auto ms = measurements_from(o.from, o.suite);
     if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
       gpu_name = gpu_preset_for_device(ms.device["gpu_name"].get<std::string>());
-    if (gpu_name.empty()) throw ConfigError("--gpu: required (the measured device has no preset)");
+    if (gpu_name.empty())
+      throw ConfigError("--gpu: required (the measured device has no preset)");
     const auto gpu = hw::load_gpu(gpu_name);
     const auto base = o.base.empty() ? hw::default_profile(gpu.name) : hw::load_profile(o.base);
     val::FitReport report;
@@ -103,7 +115,8 @@ int run_calibrate(const CalibrateOptions& o) {
     metadata["kernel_cases"] = ms.items.size();
   } else {
     if (gpu_name.empty() && o.base.empty())
-      throw ConfigError("--gpu or --base: needed to start from a profile when only --collectives is given");
+      throw ConfigError(
+          "--gpu or --base: needed to start from a profile when only --collectives is given");
     profile = o.base.empty() ? hw::default_profile(gpu_name) : hw::load_profile(o.base);
   }
   if (!o.collectives.empty()) {
@@ -128,50 +141,59 @@ int run_calibrate(const CalibrateOptions& o) {
     }
     metadata["collective_measurements"] = o.collectives;
   }
-  if (!gpu_name.empty()) profile.gpu = gpu_name;
-  profile.name = o.name.empty() ? (profile.gpu.empty() ? "calibrated" : profile.gpu + " calibrated") : o.name;
-  profile.source = fmt::format("trainsim calibrate on {} ({}); fitted: {}", today(),
-                               metadata.value("kernel_measurements", std::string("collectives only")),
-                               lines.empty() ? "nothing" : lines.front() + (lines.size() > 1 ? ", ..." : ""));
+  if (!gpu_name.empty())
+    profile.gpu = gpu_name;
+  profile.name =
+      o.name.empty() ? (profile.gpu.empty() ? "calibrated" : profile.gpu + " calibrated") : o.name;
+  profile.source =
+      fmt::format("trainsim calibrate on {} ({}); fitted: {}", today(),
+                  metadata.value("kernel_measurements", std::string("collectives only")),
+                  lines.empty() ? "nothing" : lines.front() + (lines.size() > 1 ? ", ..." : ""));
   hw::validate(profile, o.out);
   nlohmann::json j = hw::profile_to_json(profile);
   metadata["fit"] = lines;
   j["metadata"] = metadata;
   std::ofstream f(o.out);
-  if (!f) throw ConfigError(fmt::format("--out {}: cannot open for writing", o.out));
+  if (!f)
+    throw ConfigError(fmt::format("--out {}: cannot open for writing", o.out));
   f << j.dump(2) << "\n";
   Sink sink(o.output);
   if (sink.format() == Format::json) {
     sink.json(j);
   } else {
     sink.comment(fmt::format("wrote {} ({})", o.out, profile.name));
-    for (const auto& l : lines) sink.write("  " + l + "\n");
+    for (const auto& l : lines)
+      sink.write("  " + l + "\n");
   }
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   auto* cmd = app.add_subcommand("calibrate", "Fit a hardware profile from kernel (and collective) "
                                               "measurements");
   cmd->add_option("--out", o->out, "Profile JSON to write")->required();
-  cmd->add_option("--from", o->from, "Kernel measurements (bench kernels --format json); default: "
-                                     "run the calibration suite on GPU 0 now");
+  cmd->add_option("--from", o->from,
+                  "Kernel measurements (bench kernels --format json); default: "
+                  "run the calibration suite on GPU 0 now");
   cmd->add_option("--suite", o->suite, "Suite to run when measuring now")->capture_default_str();
   cmd->add_option("--gpu,-g", o->gpu, "GPU preset (default: from the measured device name)");
-  cmd->add_option("--base", o->base, "Profile whose fields are kept where nothing was measured "
-                                     "(default: the GPU's datasheet profile)");
+  cmd->add_option("--base", o->base,
+                  "Profile whose fields are kept where nothing was measured "
+                  "(default: the GPU's datasheet profile)");
   cmd->add_option("--name", o->name, "Profile name");
-  cmd->add_option("--collectives", o->collectives,
-                  "Collective measurements (bench collectives --format json) to fit alpha-beta from");
+  cmd->add_option(
+      "--collectives", o->collectives,
+      "Collective measurements (bench collectives --format json) to fit alpha-beta from");
   cmd->add_option("--level", o->level, "Level of those collectives: intra-node | inter-node")
       ->capture_default_str();
   add_output_options(*cmd, o->output);
-  cmd->footer("Examples:\n  trainsim calibrate --out h200.json                  # measure on this GPU, fit\n"
+  cmd->footer("Examples:\n  trainsim calibrate --out h200.json                  # measure on this "
+              "GPU, fit\n"
               "  trainsim calibrate --from validate/results/h200-calibration.json --out h200.json");
   cmd->callback([o] { run_calibrate(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

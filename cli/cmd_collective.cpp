@@ -31,8 +31,10 @@ int run_collective(const CollectiveOptions& o) {
                                   "broadcast, all-to-all or send-recv",
                                   o.op));
   sim::Algorithm algo = sim::Algorithm::automatic;
-  if (o.algorithm == "tree") algo = sim::Algorithm::tree;
-  else if (o.algorithm == "ring") algo = sim::Algorithm::ring;
+  if (o.algorithm == "tree")
+    algo = sim::Algorithm::tree;
+  else if (o.algorithm == "ring")
+    algo = sim::Algorithm::ring;
   else if (o.algorithm != "auto")
     throw ConfigError(fmt::format("--algorithm = {}: must be auto, ring or tree", o.algorithm));
   const Machine mc = resolve_machine(o.machine, 8);
@@ -40,15 +42,19 @@ int run_collective(const CollectiveOptions& o) {
   const sim::Group group{mc.num_gpus, std::min(mc.num_gpus, mc.cluster.gpus_per_node)};
   std::vector<double> sizes;
   if (o.sweep) {
-    const double lo = parse_bytes(o.min_bytes, "--min-bytes"), hi = parse_bytes(o.max_bytes, "--max-bytes");
+    const double lo = parse_bytes(o.min_bytes, "--min-bytes"),
+                 hi = parse_bytes(o.max_bytes, "--max-bytes");
     if (lo < 1 || hi < lo || hi > 1e13)
       throw ConfigError(fmt::format("--min-bytes/--max-bytes = {}/{}: need 1 <= min <= max <= 1e13",
                                     o.min_bytes, o.max_bytes));
-    if (!(o.factor > 1 && o.factor <= 1024)) throw ConfigError(fmt::format("--factor = {}: must be in (1, 1024]", o.factor));
-    for (double b = lo; b <= hi * (1 + 1e-9); b *= o.factor) sizes.push_back(b);
+    if (!(o.factor > 1 && o.factor <= 1024))
+      throw ConfigError(fmt::format("--factor = {}: must be in (1, 1024]", o.factor));
+    for (double b = lo; b <= hi * (1 + 1e-9); b *= o.factor)
+      sizes.push_back(b);
   } else {
     const double b = parse_bytes(o.bytes, "--bytes");
-    if (b <= 0 || b > 1e13) throw ConfigError(fmt::format("--bytes = {}: must be in (0, 1e13]", o.bytes));
+    if (b <= 0 || b > 1e13)
+      throw ConfigError(fmt::format("--bytes = {}: must be in (0, 1e13]", o.bytes));
     sizes.push_back(b);
   }
   Sink sink(o.out);
@@ -59,8 +65,11 @@ int run_collective(const CollectiveOptions& o) {
   for (double b : sizes) {
     const auto c = sim::collective_cost(op, b, group, mc.cluster, mc.profile, algo);
     const double algbw = c.time_s > 0 ? b / c.time_s : 0;
-    rows.push_back({{"bytes", b}, {"time_s", c.time_s}, {"algbw_bytes_per_s", algbw},
-                    {"busbw_bytes_per_s", algbw * factor}, {"level", c.level}});
+    rows.push_back({{"bytes", b},
+                    {"time_s", c.time_s},
+                    {"algbw_bytes_per_s", algbw},
+                    {"busbw_bytes_per_s", algbw * factor},
+                    {"level", c.level}});
     t.add_row({fmt::format("{:.0f}", b), fmt::format("{:.0f}", b / 4), "float",
                fmt::format("{:.2f}", c.time_s * 1e6), fmt::format("{:.2f}", algbw / 1e9),
                fmt::format("{:.2f}", algbw * factor / 1e9), c.level},
@@ -69,38 +78,49 @@ int run_collective(const CollectiveOptions& o) {
                fmt::format("{:.6g}", algbw * factor), c.level});
   }
   if (sink.format() == Format::json) {
-    sink.json({{"op", o.op}, {"num_gpus", mc.num_gpus}, {"cluster", mc.cluster.name},
-               {"algorithm", o.algorithm}, {"busbw_factor", factor}, {"rows", rows}});
+    sink.json({{"op", o.op},
+               {"num_gpus", mc.num_gpus},
+               {"cluster", mc.cluster.name},
+               {"algorithm", o.algorithm},
+               {"busbw_factor", factor},
+               {"rows", rows}});
     return 0;
   }
   sink.comment(fmt::format("predicted {} ({}) over {} GPUs of {} ({} per node); busbw = algbw x "
                            "{:.4f}; profile {}",
                            o.op, o.algorithm, mc.num_gpus, mc.cluster.name,
-                           std::min(mc.num_gpus, mc.cluster.gpus_per_node), factor, mc.profile.name));
-  if (mc.num_gpus == 1) sink.comment("P = 1: no communication, the predicted time is zero");
+                           std::min(mc.num_gpus, mc.cluster.gpus_per_node), factor,
+                           mc.profile.name));
+  if (mc.num_gpus == 1)
+    sink.comment("P = 1: no communication, the predicted time is zero");
   t.print(sink);
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_collective(CLI::App& app) {
   auto o = std::make_shared<CollectiveOptions>();
   auto* cmd = app.add_subcommand("collective", "Predicted collective time (alpha-beta model), "
                                                "nccl-tests columns");
   add_machine_options(*cmd, o->machine, true);
-  cmd->add_option("--op", o->op, "all-reduce | reduce-scatter | all-gather | broadcast | "
-                                 "all-to-all | send-recv")
+  cmd->add_option("--op", o->op,
+                  "all-reduce | reduce-scatter | all-gather | broadcast | "
+                  "all-to-all | send-recv")
       ->capture_default_str();
-  cmd->add_option("--bytes,-b", o->bytes, "Message size (binary suffixes K, M, G)")->capture_default_str();
+  cmd->add_option("--bytes,-b", o->bytes, "Message size (binary suffixes K, M, G)")
+      ->capture_default_str();
   cmd->add_flag("--sweep", o->sweep, "Sweep sizes from --min-bytes to --max-bytes by --factor");
   cmd->add_option("--min-bytes", o->min_bytes, "Sweep start")->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "Sweep end")->capture_default_str();
   cmd->add_option("--factor", o->factor, "Sweep multiplier")->capture_default_str();
-  cmd->add_option("--algorithm", o->algorithm, "auto (faster of ring and tree) | ring | tree (all-reduce)")->capture_default_str();
+  cmd->add_option("--algorithm", o->algorithm,
+                  "auto (faster of ring and tree) | ring | tree (all-reduce)")
+      ->capture_default_str();
   add_output_options(*cmd, o->out);
-  cmd->footer("Example: trainsim collective --op all-reduce --bytes 1G --num-gpus 64 --cluster dgx-h100");
+  cmd->footer(
+      "Example: trainsim collective --op all-reduce --bytes 1G --num-gpus 64 --cluster dgx-h100");
   cmd->callback([o] { run_collective(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -26,7 +26,7 @@ struct CompareOptions {
   std::string collectives;
   std::string level = "intra-node";
   std::string plot;
-  double max_mape_pct = 0;  // 0 = report only
+  double max_mape_pct = 0; // 0 = report only
   OutputOptions out;
 };
 
@@ -49,28 +49,40 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
   for (const auto& s : series) {
     const hw::CollectiveFit* fit = nullptr;
     for (const auto& f : cal.collective_fits)
-      if (f.op == s.op && f.level == s.level && f.num_ranks == s.num_ranks) fit = &f;
-    if (!fit) continue;
+      if (f.op == s.op && f.level == s.level && f.num_ranks == s.num_ranks)
+        fit = &f;
+    if (!fit)
+      continue;
     sim::Collective op;
-    if (!sim::parse_collective(s.op, op)) continue;
+    if (!sim::parse_collective(s.op, op))
+      continue;
     const double factor = sim::busbw_factor(op, op == sim::Collective::send_recv ? 2 : s.num_ranks);
-    Series meas{s.op + " measured", {}, "points pt 7", {}}, pred{s.op + " predicted", {}, "lines", {}};
+    Series meas{s.op + " measured", {}, "points pt 7", {}},
+        pred{s.op + " predicted", {}, "lines", {}};
     for (const auto& p : s.points) {
       const double t_pred = fit->alpha_s + p.bytes * factor / fit->busbw_bytes_per_s;
       const double err = 100 * (t_pred / p.time_s - 1);
-      if (p.bytes >= 1 << 20) max_large = std::max(max_large, std::fabs(err));
-      if (p.bytes <= 64 << 10) max_small = std::max(max_small, std::fabs(err));
+      if (p.bytes >= 1 << 20)
+        max_large = std::max(max_large, std::fabs(err));
+      if (p.bytes <= 64 << 10)
+        max_small = std::max(max_small, std::fabs(err));
       const double bw_m = p.bytes / p.time_s * factor, bw_p = p.bytes / t_pred * factor;
       meas.points.emplace_back(p.bytes, bw_m / 1e9);
       pred.points.emplace_back(p.bytes, bw_p / 1e9);
-      rows.push_back({{"op", s.op}, {"num_ranks", s.num_ranks}, {"bytes", p.bytes},
-                      {"measured_s", p.time_s}, {"predicted_s", t_pred}, {"error_pct", err}});
+      rows.push_back({{"op", s.op},
+                      {"num_ranks", s.num_ranks},
+                      {"bytes", p.bytes},
+                      {"measured_s", p.time_s},
+                      {"predicted_s", t_pred},
+                      {"error_pct", err}});
       t.add_row({s.op, fmt::format("{}", s.num_ranks), fmt::format("{:.0f}", p.bytes),
                  fmt::format("{:.2f}", p.time_s * 1e6), fmt::format("{:.2f}", t_pred * 1e6),
-                 fmt::format("{:+.1f}%", err), fmt::format("{:.2f}", bw_m / 1e9), fmt::format("{:.2f}", bw_p / 1e9)},
+                 fmt::format("{:+.1f}%", err), fmt::format("{:.2f}", bw_m / 1e9),
+                 fmt::format("{:.2f}", bw_p / 1e9)},
                 {s.op, fmt::format("{}", s.num_ranks), fmt::format("{:.0f}", p.bytes),
-                 fmt::format("{:.9g}", p.time_s), fmt::format("{:.9g}", t_pred), fmt::format("{:.4f}", err),
-                 fmt::format("{:.6g}", bw_m), fmt::format("{:.6g}", bw_p)});
+                 fmt::format("{:.9g}", p.time_s), fmt::format("{:.9g}", t_pred),
+                 fmt::format("{:.4f}", err), fmt::format("{:.6g}", bw_m),
+                 fmt::format("{:.6g}", bw_p)});
     }
     plots.push_back(meas);
     plots.push_back(pred);
@@ -79,24 +91,33 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
     throw ConfigError(fmt::format("--collectives {}: no series matches a collective fit of the "
                                   "calibration (run `trainsim calibrate --collectives` first)",
                                   o.collectives));
-  out["collectives"] = {{"rows", rows}, {"max_abs_error_pct_above_1mib", max_large},
+  out["collectives"] = {{"rows", rows},
+                        {"max_abs_error_pct_above_1mib", max_large},
                         {"max_abs_error_pct_below_64kib", max_small}};
   if (sink.format() != Format::json) {
-    sink.comment(fmt::format("collectives: measured ({}) vs the calibration's alpha-beta fits", o.collectives));
+    sink.comment(fmt::format("collectives: measured ({}) vs the calibration's alpha-beta fits",
+                             o.collectives));
     t.print(sink);
     if (sink.format() == Format::table)
       sink.write(fmt::format("collectives: max |error| {:.1f}% above 1 MiB, {:.1f}% below 64 KiB\n",
                              max_large, max_small));
   }
   if (!o.plot.empty())
-    plot_xy({with_suffix(o.plot, "-collectives"), "collective bus bandwidth: measured and predicted",
-             "message size (bytes)", "busbw (GB/s)", true, true, {}},
+    plot_xy({with_suffix(o.plot, "-collectives"),
+             "collective bus bandwidth: measured and predicted",
+             "message size (bytes)",
+             "busbw (GB/s)",
+             true,
+             true,
+             {}},
             plots);
 }
 
 int run_compare(const CompareOptions& o) {
-  if (!o.plot.empty()) check_plot_file(o.plot);
-  if (o.calibration.empty()) throw ConfigError("--calibration: required (a profile from `trainsim calibrate`)");
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
+  if (o.calibration.empty())
+    throw ConfigError("--calibration: required (a profile from `trainsim calibrate`)");
   const auto cal = hw::load_profile(o.calibration);
   Sink sink(o.out);
   nlohmann::json out{{"calibration", o.calibration}};
@@ -105,7 +126,8 @@ int run_compare(const CompareOptions& o) {
     std::string gpu_name = o.gpu.empty() ? cal.gpu : o.gpu;
     if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
       gpu_name = gpu_preset_for_device(ms.device["gpu_name"].get<std::string>());
-    if (gpu_name.empty()) throw ConfigError("--gpu: required (the calibration names no GPU)");
+    if (gpu_name.empty())
+      throw ConfigError("--gpu: required (the calibration names no GPU)");
     const auto gpu = hw::load_gpu(gpu_name);
     const std::string base_name = !o.base.empty() ? o.base : "default";
     const auto base = hw::load_profile(base_name);
@@ -116,28 +138,42 @@ int run_compare(const CompareOptions& o) {
             {"name", "measured_s", "predicted_base_s", "error_base_pct", "predicted_calibrated_s",
              "error_calibrated_pct"});
     for (const auto& c : cmp) {
-      rows.push_back({{"name", c.name}, {"op", c.op}, {"measured_s", c.measured_s},
-                      {"predicted_s", c.predicted_calibrated_s}, {"error_pct", c.error_calibrated_pct()},
-                      {"predicted_base_s", c.predicted_base_s}, {"error_base_pct", c.error_base_pct()}});
-      t.add_row({c.name, fmt::format("{:.2f}", c.measured_s * 1e6), fmt::format("{:.2f}", c.predicted_base_s * 1e6),
-                 fmt::format("{:+.1f}%", c.error_base_pct()), fmt::format("{:.2f}", c.predicted_calibrated_s * 1e6),
+      rows.push_back({{"name", c.name},
+                      {"op", c.op},
+                      {"measured_s", c.measured_s},
+                      {"predicted_s", c.predicted_calibrated_s},
+                      {"error_pct", c.error_calibrated_pct()},
+                      {"predicted_base_s", c.predicted_base_s},
+                      {"error_base_pct", c.error_base_pct()}});
+      t.add_row({c.name, fmt::format("{:.2f}", c.measured_s * 1e6),
+                 fmt::format("{:.2f}", c.predicted_base_s * 1e6),
+                 fmt::format("{:+.1f}%", c.error_base_pct()),
+                 fmt::format("{:.2f}", c.predicted_calibrated_s * 1e6),
                  fmt::format("{:+.1f}%", c.error_calibrated_pct())},
-                {c.name, fmt::format("{:.9g}", c.measured_s), fmt::format("{:.9g}", c.predicted_base_s),
-                 fmt::format("{:.4f}", c.error_base_pct()), fmt::format("{:.9g}", c.predicted_calibrated_s),
+                {c.name, fmt::format("{:.9g}", c.measured_s),
+                 fmt::format("{:.9g}", c.predicted_base_s),
+                 fmt::format("{:.4f}", c.error_base_pct()),
+                 fmt::format("{:.9g}", c.predicted_calibrated_s),
                  fmt::format("{:.4f}", c.error_calibrated_pct())});
     }
-    out["kernels"] = {{"measurements", ms.source}, {"base_profile", base_name}, {"gpu", gpu.name},
-                      {"rows", rows}, {"mape_base_pct", mape_base}, {"mape_calibrated_pct", mape_cal}};
+    out["kernels"] = {{"measurements", ms.source},
+                      {"base_profile", base_name},
+                      {"gpu", gpu.name},
+                      {"rows", rows},
+                      {"mape_base_pct", mape_base},
+                      {"mape_calibrated_pct", mape_cal}};
     if (sink.format() != Format::json) {
       sink.comment(fmt::format("{} cases from {} on {}; datasheet profile '{}' vs calibrated '{}'",
                                cmp.size(), ms.source, gpu.name, base_name, cal.name));
       t.print(sink);
       if (sink.format() == Format::table)
-        sink.write(fmt::format("mean |error|: datasheet {:.1f}%, calibrated {:.1f}% over {} cases\n",
-                               mape_base, mape_cal, cmp.size()));
+        sink.write(
+            fmt::format("mean |error|: datasheet {:.1f}%, calibrated {:.1f}% over {} cases\n",
+                        mape_base, mape_cal, cmp.size()));
     }
     if (!o.plot.empty()) {
-      Series base_pts{"datasheet profile", {}, "points pt 6", {}}, cal_pts{"calibrated profile", {}, "points pt 7", {}};
+      Series base_pts{"datasheet profile", {}, "points pt 6", {}},
+          cal_pts{"calibrated profile", {}, "points pt 7", {}};
       double lo = 1e300, hi = 0;
       for (const auto& c : cmp) {
         base_pts.points.emplace_back(c.measured_s * 1e6, c.predicted_base_s * 1e6);
@@ -146,13 +182,19 @@ int run_compare(const CompareOptions& o) {
         hi = std::max(hi, c.measured_s * 1e6);
       }
       Series diag{"predicted = measured", {{lo / 2, lo / 2}, {hi * 2, hi * 2}}, "lines", {}};
-      plot_xy({o.plot, fmt::format("{}: predicted vs measured kernel time", gpu.name),
-               "measured (us)", "predicted (us)", true, true, {}},
+      plot_xy({o.plot,
+               fmt::format("{}: predicted vs measured kernel time", gpu.name),
+               "measured (us)",
+               "predicted (us)",
+               true,
+               true,
+               {}},
               {diag, base_pts, cal_pts});
       // Roofline with the measured points.
       const double peak = gpu.peak_flops_per_s[Dtype::bf16], bw = gpu.hbm_bandwidth_bytes_per_s;
       Series roof{"datasheet roofline (bf16)", {}, "lines", {}};
-      for (double ai = 1.0 / 16; ai <= 16384; ai *= 2) roof.points.emplace_back(ai, std::min(peak, ai * bw) / 1e12);
+      for (double ai = 1.0 / 16; ai <= 16384; ai *= 2)
+        roof.points.emplace_back(ai, std::min(peak, ai * bw) / 1e12);
       Series pts{"measured", {}, "points pt 7", {}};
       for (const auto& item : ms.items) {
         double flops = 0, bytes = 0;
@@ -160,45 +202,60 @@ int run_compare(const CompareOptions& o) {
           flops += pass == sim::Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
           bytes += pass == sim::Pass::forward ? op.fwd_bytes : op.bwd_bytes;
         }
-        if (flops > 0 && bytes > 0) pts.points.emplace_back(flops / bytes, flops / item.median_s / 1e12);
+        if (flops > 0 && bytes > 0)
+          pts.points.emplace_back(flops / bytes, flops / item.median_s / 1e12);
       }
-      plot_xy({with_suffix(o.plot, "-roofline"), fmt::format("{}: measured kernels on the roofline", gpu.name),
-               "arithmetic intensity (FLOP/byte)", "TFLOP/s", true, true,
+      plot_xy({with_suffix(o.plot, "-roofline"),
+               fmt::format("{}: measured kernels on the roofline", gpu.name),
+               "arithmetic intensity (FLOP/byte)",
+               "TFLOP/s",
+               true,
+               true,
                {fmt::format("set yrange [0.01:{}]", 3 * peak / 1e12)}},
               {roof, pts});
     }
     if (o.max_mape_pct > 0 && mape_cal > o.max_mape_pct)
-      throw CheckFailed(fmt::format("calibrated mean |error| {:.1f}% > {:.1f}%", mape_cal, o.max_mape_pct));
+      throw CheckFailed(
+          fmt::format("calibrated mean |error| {:.1f}% > {:.1f}%", mape_cal, o.max_mape_pct));
   }
-  if (!o.collectives.empty()) compare_collectives(o, cal, sink, out);
-  if (sink.format() == Format::json) sink.json(out);
+  if (!o.collectives.empty())
+    compare_collectives(o, cal, sink, out);
+  if (sink.format() == Format::json)
+    sink.json(out);
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_compare(CLI::App& app) {
   auto o = std::make_shared<CompareOptions>();
   auto* cmd = app.add_subcommand("compare", "Predicted vs measured per kernel and per collective "
                                             "size, with the datasheet and the calibrated profile");
-  cmd->add_option("--calibration", o->calibration, "Calibrated profile (from `trainsim calibrate`)")->required();
-  cmd->add_option("--measurements", o->measurements, "Kernel measurements to predict (bench kernels "
-                                                     "JSON); default: run --suite on GPU 0 now");
-  cmd->add_option("--suite", o->suite, "Suite to run when measuring now (held-out: shapes the fit "
-                                       "never saw)")
+  cmd->add_option("--calibration", o->calibration, "Calibrated profile (from `trainsim calibrate`)")
+      ->required();
+  cmd->add_option("--measurements", o->measurements,
+                  "Kernel measurements to predict (bench kernels "
+                  "JSON); default: run --suite on GPU 0 now");
+  cmd->add_option("--suite", o->suite,
+                  "Suite to run when measuring now (held-out: shapes the fit "
+                  "never saw)")
       ->capture_default_str();
-  cmd->add_option("--base", o->base, "Datasheet profile to compare with (default: presets/profiles/default)");
+  cmd->add_option("--base", o->base,
+                  "Datasheet profile to compare with (default: presets/profiles/default)");
   cmd->add_option("--gpu,-g", o->gpu, "GPU preset (default: the calibration's)");
-  cmd->add_option("--collectives", o->collectives, "Collective measurements (bench collectives JSON)");
+  cmd->add_option("--collectives", o->collectives,
+                  "Collective measurements (bench collectives JSON)");
   cmd->add_option("--level", o->level, "Level of those collectives")->capture_default_str();
-  cmd->add_option("--max-mape-pct", o->max_mape_pct, "Fail (exit 3) above this calibrated mean error")
+  cmd->add_option("--max-mape-pct", o->max_mape_pct,
+                  "Fail (exit 3) above this calibrated mean error")
       ->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Predicted-vs-measured chart (.png/.svg); also writes "
-                                     "<name>-roofline and <name>-collectives");
+  cmd->add_option("--plot", o->plot,
+                  "Predicted-vs-measured chart (.png/.svg); also writes "
+                  "<name>-roofline and <name>-collectives");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim compare --calibration presets/profiles/h200.json --measurements "
               "validate/results/h200-held-out.json --plot docs/img/h200-compare.png");
   cmd->callback([o] { run_compare(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

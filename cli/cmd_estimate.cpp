@@ -27,7 +27,8 @@ struct EstimateOptions {
 };
 
 int run_estimate(const EstimateOptions& o) {
-  if (!o.plot.empty()) check_plot_file(o.plot);
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
   const model::TrainingSetup s = resolve_setup(o.setup);
@@ -37,11 +38,12 @@ int run_estimate(const EstimateOptions& o) {
   const auto est = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, so);
   Sink sink(o.out);
   print_estimate(sink, m, mc, p, s, est, tokens);
-  if (!o.plot.empty()) plot_breakdown(o.plot, m, mc, p, est);
+  if (!o.plot.empty())
+    plot_breakdown(o.plot, m, mc, p, est);
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_estimate(CLI::App& app) {
   auto o = std::make_shared<EstimateOptions>();
@@ -61,4 +63,4 @@ void add_estimate(CLI::App& app) {
   cmd->callback([o] { run_estimate(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -58,12 +58,14 @@ int run_max_params(const MemoryOptions& o) {
   j["gpu_memory_bytes"] = mc.gpu.memory_bytes;
   j["precision"] = std::string(model::to_string(parse_precision(o.setup.precision)));
   j["optimizer"] = std::string(model::to_string(parse_optimizer(o.setup.optimizer)));
-  const auto per = sim::state_bytes_per_param(parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer));
+  const auto per = sim::state_bytes_per_param(parse_precision(o.setup.precision),
+                                              parse_optimizer(o.setup.optimizer));
   j["bytes_per_param"] = per.total();
   nlohmann::json by_stage;
   Table t({"ZeRO stage", "max params", "exact"}, {"zero", "max_params", "exact"});
   for (std::int64_t z = 0; z <= 3; ++z) {
-    const double p = sim::max_params(mc.gpu.memory_bytes, n, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), z);
+    const double p = sim::max_params(mc.gpu.memory_bytes, n, parse_precision(o.setup.precision),
+                                     parse_optimizer(o.setup.optimizer), z);
     by_stage[fmt::format("zero{}", z)] = p;
     t.add_row({fmt::format("{}", z), format_count(p), fmt::format("{:.0f}", p)},
               {fmt::format("{}", z), fmt::format("{:.0f}", p), fmt::format("{:.0f}", p)});
@@ -77,15 +79,17 @@ int run_max_params(const MemoryOptions& o) {
   sink.comment(fmt::format("largest model whose states fit: {} x {} ({} GB each = {} GB), {} "
                            "with {}: {} + {} + {} = {} bytes/param; activations not counted",
                            n, mc.gpu.name, gb(mc.gpu.memory_bytes), gb(n * mc.gpu.memory_bytes),
-                           model::to_string(parse_precision(o.setup.precision)), model::to_string(parse_optimizer(o.setup.optimizer)),
-                           per.weights, per.gradients, per.optimizer, per.total()));
+                           model::to_string(parse_precision(o.setup.precision)),
+                           model::to_string(parse_optimizer(o.setup.optimizer)), per.weights,
+                           per.gradients, per.optimizer, per.total()));
   t.print(sink);
   return 0;
 }
 
 int run_params_only(const MemoryOptions& o) {
   const double params = parse_count(o.params, "--params");
-  if (params <= 0 || params > 1e16) throw ConfigError("--params: must be in (0, 1e16]");
+  if (params <= 0 || params > 1e16)
+    throw ConfigError("--params: must be in (0, 1e16]");
   const std::int64_t dp = o.plan.dp > 0 ? o.plan.dp : std::max<std::int64_t>(o.machine.num_gpus, 1);
   if (o.plan.zero_stage < 0 || o.plan.zero_stage > 3)
     throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", o.plan.zero_stage));
@@ -94,7 +98,8 @@ int run_params_only(const MemoryOptions& o) {
   Table t({"ZeRO stage", "weights (GB)", "gradients (GB)", "optimizer (GB)", "total (GB)"},
           {"zero", "weights_bytes", "gradients_bytes", "optimizer_bytes", "total_bytes"});
   for (std::int64_t z = 0; z <= 3; ++z) {
-    const auto b = sim::model_state_bytes(params, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), dp, z);
+    const auto b = sim::model_state_bytes(params, parse_precision(o.setup.precision),
+                                          parse_optimizer(o.setup.optimizer), dp, z);
     stages.push_back({{"zero", z}, {"per_gpu_bytes", memory_json(b)}});
     t.add_row({fmt::format("{}{}", z, z == o.plan.zero_stage ? " *" : ""), gb(b.weights),
                gb(b.gradients), gb(b.optimizer), gb(b.total)},
@@ -102,8 +107,9 @@ int run_params_only(const MemoryOptions& o) {
                fmt::format("{:.0f}", b.gradients), fmt::format("{:.0f}", b.optimizer),
                fmt::format("{:.0f}", b.total)});
   }
-  const auto sel = sim::model_state_bytes(params, parse_precision(o.setup.precision), parse_optimizer(o.setup.optimizer), dp,
-                                          o.plan.zero_stage);
+  const auto sel =
+      sim::model_state_bytes(params, parse_precision(o.setup.precision),
+                             parse_optimizer(o.setup.optimizer), dp, o.plan.zero_stage);
   if (sink.format() == Format::json) {
     sink.json({{"params", params},
                {"dp", dp},
@@ -116,17 +122,21 @@ int run_params_only(const MemoryOptions& o) {
   }
   sink.comment(fmt::format("model states of {} parameters, data parallel over {} GPUs, {} with "
                            "{} (Rajbhandari et al. 2020); activations need --model",
-                           format_count(params), dp, model::to_string(parse_precision(o.setup.precision)),
+                           format_count(params), dp,
+                           model::to_string(parse_precision(o.setup.precision)),
                            model::to_string(parse_optimizer(o.setup.optimizer))));
   t.print(sink);
   return 0;
 }
 
 int run_memory(const MemoryOptions& o) {
-  if (!o.plot.empty()) check_plot_file(o.plot);
-  if (o.max_params) return run_max_params(o);
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
+  if (o.max_params)
+    return run_max_params(o);
   if (!o.params.empty()) {
-    if (!o.model.model.empty()) throw ConfigError("--params and --model: give only one");
+    if (!o.model.model.empty())
+      throw ConfigError("--params and --model: give only one");
     return run_params_only(o);
   }
   if (o.model.model.empty())
@@ -160,13 +170,14 @@ int run_memory(const MemoryOptions& o) {
                {"max_micro_batch", max_mb}});
   } else {
     sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
-                             format_count(params), mc.num_gpus, mc.gpu.name, gb(mc.gpu.memory_bytes)));
+                             format_count(params), mc.num_gpus, mc.gpu.name,
+                             gb(mc.gpu.memory_bytes)));
     sink.comment(fmt::format("tp {} pp {} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch {}, "
                              "seq_len {}, {} {}, {} attention",
-                             p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "", p.zero_stage,
-                             model::to_string(p.recompute), s.micro_batch_size, s.seq_len,
-                             model::to_string(s.precision), model::to_string(s.optimizer),
-                             model::to_string(s.attention)));
+                             p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
+                             p.zero_stage, model::to_string(p.recompute), s.micro_batch_size,
+                             s.seq_len, model::to_string(s.precision),
+                             model::to_string(s.optimizer), model::to_string(s.attention)));
     sink.comment(fmt::format("fullest pipeline stage {} holds {} params and {:g} micro-batches "
                              "of activations",
                              b.stage, format_count(b.params_on_gpu), b.in_flight_micro_batches));
@@ -177,33 +188,42 @@ int run_memory(const MemoryOptions& o) {
                              100 * b.total / mc.gpu.memory_bytes, max_mb));
   }
   if (!o.plot.empty()) {
-    PlotSpec spec{o.plot,
-                  fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
-                              "recompute {})",
-                              m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
-                              model::to_string(p.recompute)),
-                  "", "GB per GPU", false, false,
-                  {fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead "
-                               "lc rgb 'red' lw 2",
-                               mc.gpu.memory_bytes / 1e9),
-                   fmt::format("set label 'GPU memory {:.0f} GB' at graph 0.02, first {} tc rgb "
-                               "'red' offset 0,0.7",
-                               mc.gpu.memory_bytes / 1e9, mc.gpu.memory_bytes / 1e9),
-                   fmt::format("set yrange [0:{}]", 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9)}};
+    PlotSpec spec{
+        o.plot,
+        fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
+                    "recompute {})",
+                    m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
+                    model::to_string(p.recompute)),
+        "",
+        "GB per GPU",
+        false,
+        false,
+        {fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead "
+                     "lc rgb 'red' lw 2",
+                     mc.gpu.memory_bytes / 1e9),
+         fmt::format("set label 'GPU memory {:.0f} GB' at graph 0.02, first {} tc rgb "
+                     "'red' offset 0,0.7",
+                     mc.gpu.memory_bytes / 1e9, mc.gpu.memory_bytes / 1e9),
+         fmt::format("set yrange [0:{}]", 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9)}};
     plot_bars(spec, {"this plan"},
               {"weights", "gradients", "optimizer", "activations", "buffers", "overhead"},
-              {{b.weights / 1e9}, {b.gradients / 1e9}, {b.optimizer / 1e9}, {b.activations / 1e9},
-               {b.buffers / 1e9}, {b.overhead / 1e9}});
+              {{b.weights / 1e9},
+               {b.gradients / 1e9},
+               {b.optimizer / 1e9},
+               {b.activations / 1e9},
+               {b.buffers / 1e9},
+               {b.overhead / 1e9}});
   }
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_memory(CLI::App& app) {
   auto o = std::make_shared<MemoryOptions>();
   auto* cmd = app.add_subcommand(
-      "memory", "Does it fit? Per-GPU memory breakdown and verdict, or the largest model that fits");
+      "memory",
+      "Does it fit? Per-GPU memory breakdown and verdict, or the largest model that fits");
   add_model_options(*cmd, o->model, false);
   add_machine_options(*cmd, o->machine, true);
   add_plan_options(*cmd, o->plan);
@@ -223,4 +243,4 @@ void add_memory(CLI::App& app) {
   cmd->callback([o] { run_memory(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

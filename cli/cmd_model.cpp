@@ -14,14 +14,13 @@ namespace {
 
 struct ModelCmdOptions {
   ModelOptions model;
-  std::int64_t seq_len = 0;  // 0 = the model's max_seq_len, else 2048
+  std::int64_t seq_len = 0; // 0 = the model's max_seq_len, else 2048
   bool ops = false;
   OutputOptions out;
 };
 
 void print_ops(Sink& sink, const model::OpList& ops) {
-  Table t({"op", "where", "shape", "params", "fwd GFLOP", "bwd GFLOP", "fwd MB moved",
-           "saved MB"},
+  Table t({"op", "where", "shape", "params", "fwd GFLOP", "bwd GFLOP", "fwd MB moved", "saved MB"},
           {"op", "where", "shape", "params", "fwd_flops", "bwd_flops", "fwd_bytes", "saved_bytes"});
   auto add = [&](const std::vector<model::Op>& list, const char* where) {
     for (const auto& op : list) {
@@ -32,9 +31,11 @@ void print_ops(Sink& sink, const model::OpList& ops) {
       else if (op.kind == model::OpKind::attention_core)
         shape = fmt::format("b{} h{} s{} d{}", op.batch, op.heads, op.seq_q, op.head_dim);
       double saved = 0;
-      for (const auto& s : op.saved) saved += s.bytes;
+      for (const auto& s : op.saved)
+        saved += s.bytes;
       t.add_row({op.name, where, shape, fmt::format("{:.0f}", op.params),
-                 fmt::format("{:.3f}", op.fwd_flops / 1e9), fmt::format("{:.3f}", op.bwd_flops / 1e9),
+                 fmt::format("{:.3f}", op.fwd_flops / 1e9),
+                 fmt::format("{:.3f}", op.bwd_flops / 1e9),
                  fmt::format("{:.2f}", op.fwd_bytes / 1e6), fmt::format("{:.2f}", saved / 1e6)},
                 {op.name, where, shape, fmt::format("{:.0f}", op.params),
                  fmt::format("{:.0f}", op.fwd_flops), fmt::format("{:.0f}", op.bwd_flops),
@@ -50,7 +51,8 @@ void print_ops(Sink& sink, const model::OpList& ops) {
 int run_model(const ModelCmdOptions& o) {
   const model::ModelSpec m = resolve_model(o.model);
   std::int64_t seq = o.seq_len > 0 ? o.seq_len : (m.max_seq_len > 0 ? m.max_seq_len : 2048);
-  if (seq > (1 << 24)) throw ConfigError(fmt::format("--seq-len = {}: absurdly large", seq));
+  if (seq > (1 << 24))
+    throw ConfigError(fmt::format("--seq-len = {}: absurdly large", seq));
   const auto p = model::count_params(m);
   const auto f = model::flops_per_token(m, seq);
   Sink sink(o.out);
@@ -58,24 +60,26 @@ int run_model(const ModelCmdOptions& o) {
     nlohmann::json j;
     j["model"] = model::model_to_json(m);
     j["seq_len"] = seq;
-    j["params"] = {{"total", p.total},       {"embedding", p.embedding}, {"per_layer", p.per_layer},
-                   {"layers", p.layers},     {"head", p.head},           {"active", p.active},
+    j["params"] = {{"total", p.total},
+                   {"embedding", p.embedding},
+                   {"per_layer", p.per_layer},
+                   {"layers", p.layers},
+                   {"head", p.head},
+                   {"active", p.active},
                    {"non_embedding", p.non_embedding}};
-    j["flops_per_token"] = {{"forward", f.forward},
-                            {"backward", f.backward},
-                            {"total", f.total},
-                            {"six_n", f.six_n}};
+    j["flops_per_token"] = {
+        {"forward", f.forward}, {"backward", f.backward}, {"total", f.total}, {"six_n", f.six_n}};
     sink.json(j);
     return 0;
   }
-  sink.comment(fmt::format("model {} ({}): {} layers, hidden {}, {} heads ({} kv, head_dim {}), "
-                           "ffn {} {}, vocab {}, {} norm, {} positions, {} embeddings{}",
-                           m.name, m.source, m.num_layers, m.hidden_size, m.num_heads,
-                           m.num_kv_heads, m.head_dim, m.is_moe() ? m.expert_ffn_hidden_size : m.ffn_hidden_size,
-                           model::to_string(m.ffn), m.vocab_size, model::to_string(m.norm),
-                           model::to_string(m.position), m.tied_embeddings ? "tied" : "untied",
-                           m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.top_k)
-                                      : ""));
+  sink.comment(fmt::format(
+      "model {} ({}): {} layers, hidden {}, {} heads ({} kv, head_dim {}), "
+      "ffn {} {}, vocab {}, {} norm, {} positions, {} embeddings{}",
+      m.name, m.source, m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim,
+      m.is_moe() ? m.expert_ffn_hidden_size : m.ffn_hidden_size, model::to_string(m.ffn),
+      m.vocab_size, model::to_string(m.norm), model::to_string(m.position),
+      m.tied_embeddings ? "tied" : "untied",
+      m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.top_k) : ""));
   sink.comment(fmt::format("seq_len {} (FLOPs count the full s x s attention product, "
                            "Narayanan et al. 2021 convention)",
                            seq));
@@ -90,7 +94,8 @@ int run_model(const ModelCmdOptions& o) {
   row("params all layers", p.layers);
   row("params head (final norm + untied LM head)", p.head);
   row("params non-embedding", p.non_embedding);
-  if (m.is_moe()) row("params active per token", p.active);
+  if (m.is_moe())
+    row("params active per token", p.active);
   row("FLOPs/token forward", f.forward);
   row("FLOPs/token backward", f.backward);
   row("FLOPs/token total (fwd + bwd)", f.total);
@@ -105,21 +110,23 @@ int run_model(const ModelCmdOptions& o) {
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_model(CLI::App& app) {
   auto o = std::make_shared<ModelCmdOptions>();
   auto* cmd = app.add_subcommand("model", "Parameters and FLOPs per token of a model, from its "
                                           "operator list");
   add_model_options(*cmd, o->model, true);
-  cmd->add_option("--seq-len,-s", o->seq_len,
-                  "Sequence length for attention FLOPs (default: the model's max_seq_len, or 2048)");
+  cmd->add_option(
+      "--seq-len,-s", o->seq_len,
+      "Sequence length for attention FLOPs (default: the model's max_seq_len, or 2048)");
   cmd->add_flag("--ops", o->ops, "Also print the per-layer operator list (table format)");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim model --model llama3-8b --seq-len 8192 --ops");
   cmd->callback([o] {
-    if (int rc = run_model(*o)) throw CLI::RuntimeError(rc);
+    if (int rc = run_model(*o))
+      throw CLI::RuntimeError(rc);
   });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -39,31 +39,45 @@ struct PlanOptionsCli {
 void apply_fix(const std::string& item, sim::PlanSearchOptions& o) {
   const auto eq = item.find('=');
   if (eq == std::string::npos)
-    throw ConfigError(fmt::format("--fix {}: expected NAME=VALUE (e.g. tp=8, recompute=full, sp=on)", item));
+    throw ConfigError(
+        fmt::format("--fix {}: expected NAME=VALUE (e.g. tp=8, recompute=full, sp=on)", item));
   const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
   auto number = [&]() -> std::int64_t {
     try {
       std::size_t used = 0;
       const long long v = std::stoll(value, &used);
-      if (used != value.size() || v < 0) throw std::invalid_argument(value);
+      if (used != value.size() || v < 0)
+        throw std::invalid_argument(value);
       return v;
     } catch (const std::exception&) {
       throw ConfigError(fmt::format("--fix {}: '{}' is not a non-negative integer", item, value));
     }
   };
-  if (name == "tp") o.fix_tp = number();
-  else if (name == "pp") o.fix_pp = number();
-  else if (name == "dp") o.fix_dp = number();
-  else if (name == "cp") o.fix_cp = number();
-  else if (name == "ep") o.fix_ep = number();
-  else if (name == "micro-batch" || name == "mb") o.fix_micro_batch = number();
-  else if (name == "zero") o.fix_zero = number();
-  else if (name == "interleave" || name == "v") o.fix_interleave = number();
-  else if (name == "recompute") o.fix_recompute = static_cast<std::int64_t>(parse_recompute(value));
+  if (name == "tp")
+    o.fix_tp = number();
+  else if (name == "pp")
+    o.fix_pp = number();
+  else if (name == "dp")
+    o.fix_dp = number();
+  else if (name == "cp")
+    o.fix_cp = number();
+  else if (name == "ep")
+    o.fix_ep = number();
+  else if (name == "micro-batch" || name == "mb")
+    o.fix_micro_batch = number();
+  else if (name == "zero")
+    o.fix_zero = number();
+  else if (name == "interleave" || name == "v")
+    o.fix_interleave = number();
+  else if (name == "recompute")
+    o.fix_recompute = static_cast<std::int64_t>(parse_recompute(value));
   else if (name == "sp" || name == "sequence-parallel") {
-    if (value == "on" || value == "1" || value == "true") o.fix_sp = 1;
-    else if (value == "off" || value == "0" || value == "false") o.fix_sp = 0;
-    else throw ConfigError(fmt::format("--fix {}: sp must be on or off", item));
+    if (value == "on" || value == "1" || value == "true")
+      o.fix_sp = 1;
+    else if (value == "off" || value == "0" || value == "false")
+      o.fix_sp = 0;
+    else
+      throw ConfigError(fmt::format("--fix {}: sp must be on or off", item));
   } else {
     throw ConfigError(fmt::format("--fix {}: unknown dimension '{}' (tp, pp, dp, cp, ep, "
                                   "micro-batch, zero, interleave, recompute, sp)",
@@ -72,7 +86,8 @@ void apply_fix(const std::string& item, sim::PlanSearchOptions& o) {
   if (name != "recompute" && name != "sp" && name != "sequence-parallel" && name != "zero" &&
       number() == 0)
     throw ConfigError(fmt::format("--fix {}: must be positive", item));
-  if (name == "zero" && number() > 3) throw ConfigError(fmt::format("--fix {}: zero must be 0..3", item));
+  if (name == "zero" && number() > 3)
+    throw ConfigError(fmt::format("--fix {}: zero must be 0..3", item));
 }
 
 std::string plan_label(const sim::PlanCandidate& c) {
@@ -86,9 +101,11 @@ std::string plan_label(const sim::PlanCandidate& c) {
 model::ParallelPlan with(const model::ParallelPlan& p) { return p; }
 
 // Why does `best` win? Re-estimate it and its one-step neighbours with the full model.
-void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc, const model::TrainingSetup& s,
-             const sim::StepOptions& so, const sim::PlanCandidate& best, std::int64_t rank) {
-  auto estimate = [&](const model::ParallelPlan& p, std::int64_t mb, std::string& why_not) -> double {
+void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
+             const model::TrainingSetup& s, const sim::StepOptions& so,
+             const sim::PlanCandidate& best, std::int64_t rank) {
+  auto estimate = [&](const model::ParallelPlan& p, std::int64_t mb,
+                      std::string& why_not) -> double {
     model::TrainingSetup t = s;
     t.micro_batch_size = mb;
     try {
@@ -96,12 +113,14 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc, const mod
     } catch (const ConfigError& e) {
       why_not = e.what();
       const auto pos = why_not.find(": ");
-      if (pos != std::string::npos) why_not = why_not.substr(pos + 2);
+      if (pos != std::string::npos)
+        why_not = why_not.substr(pos + 2);
       return -1;
     }
     const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, t, so);
     if (e.memory.total > mc.gpu.memory_bytes) {
-      why_not = fmt::format("needs {:.1f} GB per GPU (> {:.0f})", e.memory.total / 1e9, mc.gpu.memory_bytes / 1e9);
+      why_not = fmt::format("needs {:.1f} GB per GPU (> {:.0f})", e.memory.total / 1e9,
+                            mc.gpu.memory_bytes / 1e9);
       return -1;
     }
     return e.step_time_s;
@@ -113,10 +132,11 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc, const mod
   sink.write(fmt::format("\nplan #{}: {}  step {:.3f} s, MFU {:.1f}%, {:.1f} GB per GPU\n", rank,
                          plan_label(best), e.step_time_s, 100 * e.mfu, e.memory.total / 1e9));
   const auto& bd = e.breakdown_s;
-  sink.write(fmt::format("  breakdown: compute {:.3f} s (fwd {:.3f}, bwd {:.3f}, recompute {:.3f}), "
-                         "tp {:.3f}, pp {:.3f}, dp {:.3f}, bubble {:.3f}, optimizer {:.3f}\n",
-                         bd.forward + bd.backward + bd.recompute, bd.forward, bd.backward,
-                         bd.recompute, bd.tp_comm, bd.pp_comm, bd.dp_comm, bd.bubble, bd.optimizer));
+  sink.write(
+      fmt::format("  breakdown: compute {:.3f} s (fwd {:.3f}, bwd {:.3f}, recompute {:.3f}), "
+                  "tp {:.3f}, pp {:.3f}, dp {:.3f}, bubble {:.3f}, optimizer {:.3f}\n",
+                  bd.forward + bd.backward + bd.recompute, bd.forward, bd.backward, bd.recompute,
+                  bd.tp_comm, bd.pp_comm, bd.dp_comm, bd.bubble, bd.optimizer));
   Table tab({"neighbour (one change)", "step (s)", "vs this plan", "why"});
   struct N {
     std::string what;
@@ -129,55 +149,107 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc, const mod
     mutate(p);
     ns.push_back({std::move(what), p, mb});
   };
-  if (b.tp > 1) add(fmt::format("tp {} -> {} (dp x2)", b.tp, b.tp / 2), [](auto& p) { p.tp /= 2; p.dp *= 2; }, best.micro_batch_size);
-  if (b.dp % 2 == 0) add(fmt::format("tp {} -> {} (dp /2)", b.tp, b.tp * 2), [](auto& p) { p.tp *= 2; p.dp /= 2; }, best.micro_batch_size);
-  if (b.pp > 1 && b.interleave == 1) add(fmt::format("pp {} -> {} (dp x2)", b.pp, b.pp / 2), [](auto& p) { p.pp /= 2; p.dp *= 2; }, best.micro_batch_size);
-  if (b.dp % 2 == 0) add(fmt::format("pp {} -> {} (dp /2)", b.pp, b.pp * 2), [](auto& p) { p.pp *= 2; p.dp /= 2; }, best.micro_batch_size);
-  if (best.micro_batch_size > 1) add(fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size / 2), [](auto&) {}, best.micro_batch_size / 2);
-  add(fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size * 2), [](auto&) {}, best.micro_batch_size * 2);
+  if (b.tp > 1)
+    add(
+        fmt::format("tp {} -> {} (dp x2)", b.tp, b.tp / 2),
+        [](auto& p) {
+          p.tp /= 2;
+          p.dp *= 2;
+        },
+        best.micro_batch_size);
+  if (b.dp % 2 == 0)
+    add(
+        fmt::format("tp {} -> {} (dp /2)", b.tp, b.tp * 2),
+        [](auto& p) {
+          p.tp *= 2;
+          p.dp /= 2;
+        },
+        best.micro_batch_size);
+  if (b.pp > 1 && b.interleave == 1)
+    add(
+        fmt::format("pp {} -> {} (dp x2)", b.pp, b.pp / 2),
+        [](auto& p) {
+          p.pp /= 2;
+          p.dp *= 2;
+        },
+        best.micro_batch_size);
+  if (b.dp % 2 == 0)
+    add(
+        fmt::format("pp {} -> {} (dp /2)", b.pp, b.pp * 2),
+        [](auto& p) {
+          p.pp *= 2;
+          p.dp /= 2;
+        },
+        best.micro_batch_size);
+  if (best.micro_batch_size > 1)
+    add(
+        fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size / 2),
+        [](auto&) {}, best.micro_batch_size / 2);
+  add(
+      fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size * 2),
+      [](auto&) {}, best.micro_batch_size * 2);
   for (std::int64_t z = 0; z <= 3; ++z)
-    if (z != b.zero_stage) add(fmt::format("ZeRO {} -> {}", b.zero_stage, z), [z](auto& p) { p.zero_stage = z; }, best.micro_batch_size);
+    if (z != b.zero_stage)
+      add(
+          fmt::format("ZeRO {} -> {}", b.zero_stage, z), [z](auto& p) { p.zero_stage = z; },
+          best.micro_batch_size);
   for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full})
     if (r != b.recompute)
-      add(fmt::format("recompute {} -> {}", model::to_string(b.recompute), model::to_string(r)), [r](auto& p) { p.recompute = r; }, best.micro_batch_size);
-  if (b.tp > 1) add(fmt::format("sequence parallel {}", b.sequence_parallel ? "off" : "on"), [](auto& p) { p.sequence_parallel = !p.sequence_parallel; }, best.micro_batch_size);
-  if (b.pp > 1) add(fmt::format("interleave {} -> {}", b.interleave, b.interleave * 2), [](auto& p) { p.interleave *= 2; }, best.micro_batch_size);
+      add(
+          fmt::format("recompute {} -> {}", model::to_string(b.recompute), model::to_string(r)),
+          [r](auto& p) { p.recompute = r; }, best.micro_batch_size);
+  if (b.tp > 1)
+    add(
+        fmt::format("sequence parallel {}", b.sequence_parallel ? "off" : "on"),
+        [](auto& p) { p.sequence_parallel = !p.sequence_parallel; }, best.micro_batch_size);
+  if (b.pp > 1)
+    add(
+        fmt::format("interleave {} -> {}", b.interleave, b.interleave * 2),
+        [](auto& p) { p.interleave *= 2; }, best.micro_batch_size);
   for (const auto& n : ns) {
     std::string why;
     const double st = estimate(n.p, n.mb, why);
-    if (st < 0) tab.add_row({n.what, "-", "-", "not valid: " + why});
+    if (st < 0)
+      tab.add_row({n.what, "-", "-", "not valid: " + why});
     else
-      tab.add_row({n.what, fmt::format("{:.3f}", st), fmt::format("{:+.1f}%", 100 * (st / e.step_time_s - 1)),
+      tab.add_row({n.what, fmt::format("{:.3f}", st),
+                   fmt::format("{:+.1f}%", 100 * (st / e.step_time_s - 1)),
                    st >= e.step_time_s ? "slower" : "faster but ranked lower by the objective"});
   }
   tab.print(sink);
 }
 
 int run_plan(const PlanOptionsCli& o) {
-  if (!o.plot.empty()) check_plot_file(o.plot);
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
   model::TrainingSetup s = resolve_setup(o.setup);
   if (s.global_batch_size <= 0)
     throw ConfigError("--global-batch: required for plan (sequences per optimizer step)");
-  if (o.top < 1 || o.top > 10000) throw ConfigError(fmt::format("--top = {}: must be in 1..10000", o.top));
+  if (o.top < 1 || o.top > 10000)
+    throw ConfigError(fmt::format("--top = {}: must be in 1..10000", o.top));
   sim::PlanSearchOptions so;
-  so.objective = o.objective == "time"     ? sim::Objective::time
-                 : o.objective == "cost"   ? sim::Objective::cost
-                 : o.objective == "memory" ? sim::Objective::memory
-                                           : throw ConfigError(fmt::format("--objective = {}: must be time, cost or memory", o.objective));
+  so.objective = o.objective == "time"   ? sim::Objective::time
+                 : o.objective == "cost" ? sim::Objective::cost
+                 : o.objective == "memory"
+                     ? sim::Objective::memory
+                     : throw ConfigError(fmt::format(
+                           "--objective = {}: must be time, cost or memory", o.objective));
   so.top_k = std::max(o.top, o.explain);
   so.max_tp = o.max_tp;
   so.max_cp = o.max_cp;
   so.max_interleave = o.max_interleave;
   so.step = resolve_step_flags(o.step);
   so.memory_bytes = mc.gpu.memory_bytes;
-  for (const auto& f : o.fix) apply_fix(f, so);
+  for (const auto& f : o.fix)
+    apply_fix(f, so);
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
                                   so.fix_tp, m.num_heads, m.num_kv_heads));
   if (so.fix_pp > 0 && (so.fix_pp > m.num_layers || m.num_layers % so.fix_pp))
-    throw ConfigError(fmt::format("--fix pp={}: must divide num_layers = {}", so.fix_pp, m.num_layers));
+    throw ConfigError(
+        fmt::format("--fix pp={}: must divide num_layers = {}", so.fix_pp, m.num_layers));
   if (so.fix_tp > 0 && mc.num_gpus % so.fix_tp)
     throw ConfigError(fmt::format("--fix tp={}: must divide the {} GPUs", so.fix_tp, mc.num_gpus));
   const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -203,94 +275,133 @@ int run_plan(const PlanOptionsCli& o) {
     const double tn = time_run(hw_threads, rn);
     const bool same = r1.plans.size() == rn.plans.size() && r1.evaluated == rn.evaluated &&
                       std::equal(r1.plans.begin(), r1.plans.end(), rn.plans.begin(),
-                                 [](const auto& a, const auto& b) { return a.step_time_s == b.step_time_s && a.plan.tp == b.plan.tp && a.plan.pp == b.plan.pp && a.micro_batch_size == b.micro_batch_size; });
+                                 [](const auto& a, const auto& b) {
+                                   return a.step_time_s == b.step_time_s &&
+                                          a.plan.tp == b.plan.tp && a.plan.pp == b.plan.pp &&
+                                          a.micro_batch_size == b.micro_batch_size;
+                                 });
     sink.write(fmt::format("# plan search benchmark: {} on {} x {}, global batch {}, seq {}\n",
                            m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len));
     sink.write(fmt::format("space {} candidates, {} evaluated by the cost model, {} feasible, {} "
                            "op lists built\n",
                            r1.space_size, r1.evaluated, r1.feasible, r1.phase1_builds));
-    sink.write(fmt::format("1 thread : {:.1f} ms per search (median of 5), {:.2f} M evaluations/s\n",
-                           t1 * 1e3, static_cast<double>(r1.evaluated) / t1 / 1e6));
+    sink.write(
+        fmt::format("1 thread : {:.1f} ms per search (median of 5), {:.2f} M evaluations/s\n",
+                    t1 * 1e3, static_cast<double>(r1.evaluated) / t1 / 1e6));
     sink.write(fmt::format("{} threads: {:.1f} ms per search (median of 5), {:.2f} M evaluations/s "
                            "({:.2f} M per core); speed-up {:.2f}x; identical results: {}\n",
                            hw_threads, tn * 1e3, static_cast<double>(rn.evaluated) / tn / 1e6,
                            static_cast<double>(rn.evaluated) / tn / 1e6 / hw_threads, t1 / tn,
                            same ? "yes" : "NO"));
-    if (!same) throw CheckFailed("plan search: single- and multi-threaded results differ");
+    if (!same)
+      throw CheckFailed("plan search: single- and multi-threaded results differ");
     return 0;
   }
 
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, so);
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tokens = o.tokens.empty() ? 0 : parse_count(o.tokens, "--tokens");
   if (r.plans.empty()) {
     std::string reasons;
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
-      if (r.rejected[k]) reasons += fmt::format("\n  {}: {}", sim::to_string(static_cast<sim::Reject>(k)), r.rejected[k]);
-    throw ConfigError(fmt::format("no feasible plan for {} on {} x {} (global batch {}, seq {}): all "
-                                  "{} candidates rejected:{}{}",
-                                  m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len,
-                                  r.space_size, reasons,
-                                  r.rejected[static_cast<std::size_t>(sim::Reject::does_not_fit)] == r.space_size
-                                      ? "\n  try more GPUs, a smaller --seq-len, or --precision bf16"
-                                      : ""));
+      if (r.rejected[k])
+        reasons +=
+            fmt::format("\n  {}: {}", sim::to_string(static_cast<sim::Reject>(k)), r.rejected[k]);
+    throw ConfigError(fmt::format(
+        "no feasible plan for {} on {} x {} (global batch {}, seq {}): all "
+        "{} candidates rejected:{}{}",
+        m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len, r.space_size, reasons,
+        r.rejected[static_cast<std::size_t>(sim::Reject::does_not_fit)] == r.space_size
+            ? "\n  try more GPUs, a smaller --seq-len, or --precision bf16"
+            : ""));
   }
   if (sink.format() == Format::json) {
     nlohmann::json rej = nlohmann::json::object();
-    for (std::size_t k = 0; k < r.rejected.size(); ++k) rej[sim::to_string(static_cast<sim::Reject>(k))] = r.rejected[k];
+    for (std::size_t k = 0; k < r.rejected.size(); ++k)
+      rej[sim::to_string(static_cast<sim::Reject>(k))] = r.rejected[k];
     nlohmann::json plans = nlohmann::json::array();
     for (const auto& c : r.plans) {
-      nlohmann::json pj{{"tp", c.plan.tp}, {"pp", c.plan.pp}, {"dp", c.plan.dp}, {"cp", c.plan.cp},
-                        {"micro_batch", c.micro_batch_size}, {"grad_accumulation", c.micro_batches},
-                        {"zero", c.plan.zero_stage}, {"recompute", std::string(model::to_string(c.plan.recompute))},
-                        {"sequence_parallel", c.plan.sequence_parallel}, {"interleave", c.plan.interleave},
-                        {"step_time_s", c.step_time_s}, {"per_gpu_bytes_total", c.per_gpu_bytes_total},
+      nlohmann::json pj{{"tp", c.plan.tp},
+                        {"pp", c.plan.pp},
+                        {"dp", c.plan.dp},
+                        {"cp", c.plan.cp},
+                        {"micro_batch", c.micro_batch_size},
+                        {"grad_accumulation", c.micro_batches},
+                        {"zero", c.plan.zero_stage},
+                        {"recompute", std::string(model::to_string(c.plan.recompute))},
+                        {"sequence_parallel", c.plan.sequence_parallel},
+                        {"interleave", c.plan.interleave},
+                        {"step_time_s", c.step_time_s},
+                        {"per_gpu_bytes_total", c.per_gpu_bytes_total},
                         {"mfu", c.mfu}};
-      if (tokens > 0) pj["days"] = tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) / kSecondsPerDay;
+      if (tokens > 0)
+        pj["days"] = tokens /
+                     (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
+                     kSecondsPerDay;
       plans.push_back(pj);
     }
-    sink.json({{"model", m.name}, {"num_gpus", mc.num_gpus}, {"gpu", mc.gpu.name},
-               {"objective", o.objective}, {"space_size", r.space_size}, {"evaluated", r.evaluated},
-               {"feasible", r.feasible}, {"rejected", rej}, {"search_time_s", elapsed}, {"plans", plans}});
+    sink.json({{"model", m.name},
+               {"num_gpus", mc.num_gpus},
+               {"gpu", mc.gpu.name},
+               {"objective", o.objective},
+               {"space_size", r.space_size},
+               {"evaluated", r.evaluated},
+               {"feasible", r.feasible},
+               {"rejected", rej},
+               {"search_time_s", elapsed},
+               {"plans", plans}});
   } else {
-    sink.comment(fmt::format("{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
-                             "{}, {} attention; objective {}",
-                             m.name, format_count(model::count_params(m).total), mc.num_gpus,
-                             mc.gpu.name, mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len,
-                             model::to_string(s.precision), model::to_string(s.attention), o.objective));
+    sink.comment(
+        fmt::format("{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
+                    "{}, {} attention; objective {}",
+                    m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
+                    mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len,
+                    model::to_string(s.precision), model::to_string(s.attention), o.objective));
     sink.comment(fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated, {} "
                              "feasible",
                              r.space_size, elapsed, so.threads, r.evaluated, r.feasible));
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
-      if (r.rejected[k]) sink.comment(fmt::format("  rejected, {}: {}", sim::to_string(static_cast<sim::Reject>(k)), r.rejected[k]));
+      if (r.rejected[k])
+        sink.comment(fmt::format("  rejected, {}: {}", sim::to_string(static_cast<sim::Reject>(k)),
+                                 r.rejected[k]));
     Table t({"#", "tp", "pp", "dp", "cp", "mb", "accum", "ZeRO", "recompute", "SP", "v", "step (s)",
              "MFU", "mem/GPU (GB)", tokens > 0 ? "days" : ""},
-            {"rank", "tp", "pp", "dp", "cp", "micro_batch", "grad_accumulation", "zero", "recompute",
-             "sequence_parallel", "interleave", "step_time_s", "mfu", "per_gpu_bytes_total", "days"});
+            {"rank", "tp", "pp", "dp", "cp", "micro_batch", "grad_accumulation", "zero",
+             "recompute", "sequence_parallel", "interleave", "step_time_s", "mfu",
+             "per_gpu_bytes_total", "days"});
     std::int64_t rank = 0;
     for (const auto& c : r.plans) {
-      if (++rank > o.top) break;
-      const double days = tokens > 0 ? tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) / kSecondsPerDay : 0;
-      t.add_row({fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
-                 fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp), fmt::format("{}", c.micro_batch_size),
-                 fmt::format("{}", c.micro_batches), fmt::format("{}", c.plan.zero_stage),
-                 std::string(model::to_string(c.plan.recompute)), c.plan.sequence_parallel ? "on" : "off",
-                 fmt::format("{}", c.plan.interleave), fmt::format("{:.3f}", c.step_time_s),
-                 fmt::format("{:.1f}%", 100 * c.mfu), fmt::format("{:.1f}", c.per_gpu_bytes_total / 1e9),
-                 tokens > 0 ? fmt::format("{:.1f}", days) : ""},
-                {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
-                 fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp), fmt::format("{}", c.micro_batch_size),
-                 fmt::format("{}", c.micro_batches), fmt::format("{}", c.plan.zero_stage),
-                 std::string(model::to_string(c.plan.recompute)), c.plan.sequence_parallel ? "true" : "false",
-                 fmt::format("{}", c.plan.interleave), fmt::format("{:.9g}", c.step_time_s),
-                 fmt::format("{:.6f}", c.mfu), fmt::format("{:.0f}", c.per_gpu_bytes_total),
-                 fmt::format("{:.6g}", days)});
+      if (++rank > o.top)
+        break;
+      const double days =
+          tokens > 0
+              ? tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
+                    kSecondsPerDay
+              : 0;
+      t.add_row(
+          {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
+           fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
+           fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
+           fmt::format("{}", c.plan.zero_stage), std::string(model::to_string(c.plan.recompute)),
+           c.plan.sequence_parallel ? "on" : "off", fmt::format("{}", c.plan.interleave),
+           fmt::format("{:.3f}", c.step_time_s), fmt::format("{:.1f}%", 100 * c.mfu),
+           fmt::format("{:.1f}", c.per_gpu_bytes_total / 1e9),
+           tokens > 0 ? fmt::format("{:.1f}", days) : ""},
+          {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
+           fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
+           fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
+           fmt::format("{}", c.plan.zero_stage), std::string(model::to_string(c.plan.recompute)),
+           c.plan.sequence_parallel ? "true" : "false", fmt::format("{}", c.plan.interleave),
+           fmt::format("{:.9g}", c.step_time_s), fmt::format("{:.6f}", c.mfu),
+           fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days)});
     }
     t.print(sink);
     if (o.explain > 0) {
       if (o.explain > static_cast<std::int64_t>(r.plans.size()))
-        throw ConfigError(fmt::format("--explain {}: only {} plans were found", o.explain, r.plans.size()));
+        throw ConfigError(
+            fmt::format("--explain {}: only {} plans were found", o.explain, r.plans.size()));
       auto so_step = so.step;
       explain(sink, m, mc, s, so_step, r.plans[static_cast<std::size_t>(o.explain - 1)], o.explain);
     }
@@ -304,7 +415,8 @@ int run_plan(const PlanOptionsCli& o) {
     Series pts{"feasible plans (best 2000)", {}, "points pt 7 ps 0.5", {}};
     Series front{"frontier (fastest at each memory)", {}, "linespoints", {}};
     std::vector<std::pair<double, double>> all;
-    for (const auto& c : cloud.plans) all.emplace_back(c.per_gpu_bytes_total / 1e9, c.step_time_s);
+    for (const auto& c : cloud.plans)
+      all.emplace_back(c.per_gpu_bytes_total / 1e9, c.step_time_s);
     pts.points = all;
     std::sort(all.begin(), all.end());
     double best = 1e300;
@@ -313,14 +425,20 @@ int run_plan(const PlanOptionsCli& o) {
         best = t;
         front.points.emplace_back(mem, t);
       }
-    plot_xy({o.plot, fmt::format("{} on {} x {}: step time vs memory per GPU", m.name, mc.num_gpus, mc.gpu.name),
-             "memory per GPU (GB)", "step time (s)", false, true, {}},
+    plot_xy({o.plot,
+             fmt::format("{} on {} x {}: step time vs memory per GPU", m.name, mc.num_gpus,
+                         mc.gpu.name),
+             "memory per GPU (GB)",
+             "step time (s)",
+             false,
+             true,
+             {}},
             {pts, front});
   }
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_plan(CLI::App& app) {
   auto o = std::make_shared<PlanOptionsCli>();
@@ -332,22 +450,28 @@ void add_plan(CLI::App& app) {
   add_step_flags(*cmd, o->step);
   cmd->add_option("--tokens,-t", o->tokens, "Training tokens, for days per plan");
   cmd->add_option("--top,-k", o->top, "Plans to print")->capture_default_str();
-  cmd->add_option("--objective", o->objective, "time (step time) | cost (GPU-seconds per step; "
-                                               "may use fewer GPUs) | memory (per GPU)")
+  cmd->add_option("--objective", o->objective,
+                  "time (step time) | cost (GPU-seconds per step; "
+                  "may use fewer GPUs) | memory (per GPU)")
       ->capture_default_str();
-  cmd->add_option("--fix", o->fix, "Pin a dimension: tp=8, pp=4, dp=16, cp=2, micro-batch=1, "
-                                   "zero=1, interleave=2, recompute=full, sp=on (repeatable)");
+  cmd->add_option("--fix", o->fix,
+                  "Pin a dimension: tp=8, pp=4, dp=16, cp=2, micro-batch=1, "
+                  "zero=1, interleave=2, recompute=full, sp=on (repeatable)");
   cmd->add_option("--explain", o->explain, "Explain plan RANK against its one-change neighbours");
-  cmd->add_option("--max-tp", o->max_tp, "Largest tp searched (0 = GPUs per node)")->capture_default_str();
+  cmd->add_option("--max-tp", o->max_tp, "Largest tp searched (0 = GPUs per node)")
+      ->capture_default_str();
   cmd->add_option("--max-cp", o->max_cp, "Largest cp searched")->capture_default_str();
-  cmd->add_option("--max-interleave", o->max_interleave, "Largest interleaving depth searched")->capture_default_str();
+  cmd->add_option("--max-interleave", o->max_interleave, "Largest interleaving depth searched")
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Search threads (0 = all cores)")->capture_default_str();
-  cmd->add_flag("--bench", o->bench, "Time the search: evaluations per second, 1 thread and all cores");
+  cmd->add_flag("--bench", o->bench,
+                "Time the search: evaluations per second, 1 thread and all cores");
   cmd->add_option("--plot", o->plot, "Write the step-time vs memory frontier (.png or .svg)");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim plan --model megatron-1t --cluster dgx-a100 --num-gpus 3072 "
-              "--global-batch 3072 --seq-len 2048 --precision fp16-mixed --attention naive --top 5 --explain 1");
+              "--global-batch 3072 --seq-len 2048 --precision fp16-mixed --attention naive --top 5 "
+              "--explain 1");
   cmd->callback([o] { run_plan(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -29,22 +29,24 @@ std::string source_of(const std::string& kind, const std::string& name) {
 
 void list(const PresetsOptions& o) {
   if (!o.kind.empty() && std::find(kKinds.begin(), kKinds.end(), o.kind) == kKinds.end())
-    throw ConfigError(fmt::format("presets list {}: unknown kind (models, gpus, clusters, profiles)",
-                                  o.kind));
+    throw ConfigError(
+        fmt::format("presets list {}: unknown kind (models, gpus, clusters, profiles)", o.kind));
   Sink sink(o.out);
   nlohmann::json j;
   Table t({"kind", "name", "source"});
   for (const auto& kind : kKinds) {
-    if (!o.kind.empty() && kind != o.kind) continue;
+    if (!o.kind.empty() && kind != o.kind)
+      continue;
     for (const auto& name : list_presets(kind)) {
       const std::string src = source_of(kind, name);
       j[kind].push_back({{"name", name}, {"source", src}});
-      t.add_row({kind, name, src.size() > 90 ? src.substr(0, 87) + "..." : src},
-                {kind, name, src});
+      t.add_row({kind, name, src.size() > 90 ? src.substr(0, 87) + "..." : src}, {kind, name, src});
     }
   }
-  if (sink.format() == Format::json) sink.json(j);
-  else t.print(sink);
+  if (sink.format() == Format::json)
+    sink.json(j);
+  else
+    t.print(sink);
 }
 
 void show(const PresetsOptions& o) {
@@ -52,7 +54,8 @@ void show(const PresetsOptions& o) {
   for (const auto& kind : kinds) {
     const auto names = list_presets(kind);
     const bool path = o.name.find('/') != std::string::npos || o.name.ends_with(".json");
-    if (!path && std::find(names.begin(), names.end(), o.name) == names.end()) continue;
+    if (!path && std::find(names.begin(), names.end(), o.name) == names.end())
+      continue;
     nlohmann::json j;
     if (kind == "models") {
       const auto m = model::load_model(o.name);
@@ -71,13 +74,14 @@ void show(const PresetsOptions& o) {
   }
   std::vector<std::string> all;
   for (const auto& kind : kKinds)
-    for (const auto& n : list_presets(kind)) all.push_back(n);
+    for (const auto& n : list_presets(kind))
+      all.push_back(n);
   const auto near = nearest_names(o.name, all);
   throw ConfigError(fmt::format("presets show {}: no such preset{}", o.name,
                                 near.empty() ? "" : " (did you mean " + near.front() + "?)"));
 }
 
-}  // namespace
+} // namespace
 
 void add_presets(CLI::App& app) {
   auto o = std::make_shared<PresetsOptions>();
@@ -95,4 +99,4 @@ void add_presets(CLI::App& app) {
   s->callback([o] { show(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -34,20 +34,25 @@ struct Row {
 };
 
 int run_roofline(const RooflineOptions& o) {
-  if (!o.plot.empty()) check_plot_file(o.plot);
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
   const Machine mc = resolve_machine(o.machine, 1);
   std::vector<Row> rows;
   Dtype dtype = Dtype::bf16;
   if (!o.op.empty()) {
-    if (o.op != "gemm") throw ConfigError(fmt::format("--op = {}: only gemm is supported here "
-                                                      "(use --model for a model's ops)",
-                                                      o.op));
-    if (!o.model.model.empty()) throw ConfigError("--op and --model: give only one");
+    if (o.op != "gemm")
+      throw ConfigError(fmt::format("--op = {}: only gemm is supported here "
+                                    "(use --model for a model's ops)",
+                                    o.op));
+    if (!o.model.model.empty())
+      throw ConfigError("--op and --model: give only one");
     for (auto [name, v] : {std::pair{"--m", o.m}, {"--n", o.n}, {"--k", o.k}})
       if (v <= 0 || v > (std::int64_t{1} << 24))
         throw ConfigError(fmt::format("{} = {}: must be in 1..16777216", name, v));
     const auto d = parse_dtype(o.dtype);
-    if (!d) throw ConfigError(fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
+    if (!d)
+      throw ConfigError(
+          fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
     dtype = *d;
     const auto c = sim::gemm_cost(o.m, o.n, o.k, dtype, mc.gpu, mc.profile);
     rows.push_back({fmt::format("gemm {}x{}x{}", o.m, o.n, o.k), c.flops, c.bytes, c});
@@ -55,13 +60,15 @@ int run_roofline(const RooflineOptions& o) {
     const auto m = resolve_model(o.model);
     const auto s = resolve_setup(o.setup);
     auto plan_opts = o.plan;
-    if (plan_opts.dp == 0) plan_opts.dp = 1;
+    if (plan_opts.dp == 0)
+      plan_opts.dp = 1;
     const auto p = resolve_plan(plan_opts, m, s, 0);
     dtype = model::compute_dtype(s.precision);
     const auto ops = model::build_ops(m, model::make_op_context(p, s));
     for (const auto* list : {&ops.embedding, &ops.layer, &ops.head})
       for (const auto& op : *list) {
-        if (op.kind == model::OpKind::tp_comm) continue;
+        if (op.kind == model::OpKind::tp_comm)
+          continue;
         for (auto pass : {sim::Pass::forward, sim::Pass::backward}) {
           const auto c = sim::op_cost(op, pass, mc.gpu, mc.profile);
           rows.push_back({c.name, c.flops, c.bytes, c});
@@ -95,15 +102,15 @@ int run_roofline(const RooflineOptions& o) {
                              "FLOP/byte; profile {}",
                              mc.gpu.name, dtype_name(dtype), peak / 1e12, bw / 1e9, ridge,
                              mc.profile.name));
-    Table t({"op", "GFLOP", "MB moved", "FLOP/byte", "bound", "efficiency", "time (us)",
-             "TFLOP/s"},
+    Table t({"op", "GFLOP", "MB moved", "FLOP/byte", "bound", "efficiency", "time (us)", "TFLOP/s"},
             {"op", "flops", "bytes", "intensity_flops_per_byte", "bound", "efficiency", "time_s",
              "achieved_flops_per_s"});
     for (const auto& r : rows) {
       const double ai = r.bytes > 0 ? r.flops / r.bytes : 0;
       t.add_row({r.name, fmt::format("{:.3f}", r.flops / 1e9), fmt::format("{:.2f}", r.bytes / 1e6),
                  fmt::format("{:.1f}", ai), r.cost.compute_bound ? "compute" : "memory",
-                 fmt::format("{:.2f}", r.cost.efficiency), fmt::format("{:.1f}", r.cost.time_s * 1e6),
+                 fmt::format("{:.2f}", r.cost.efficiency),
+                 fmt::format("{:.1f}", r.cost.time_s * 1e6),
                  fmt::format("{:.1f}", r.flops / r.cost.time_s / 1e12)},
                 {r.name, fmt::format("{:.0f}", r.flops), fmt::format("{:.0f}", r.bytes),
                  fmt::format("{:.4f}", ai), r.cost.compute_bound ? "compute" : "memory",
@@ -114,23 +121,29 @@ int run_roofline(const RooflineOptions& o) {
   }
   if (!o.plot.empty()) {
     Series roof{"roofline (datasheet)", {}, "lines", {}};
-    for (double ai = 1.0 / 64; ai <= 65536; ai *= 2) roof.points.emplace_back(ai, std::min(peak, ai * bw) / 1e12);
+    for (double ai = 1.0 / 64; ai <= 65536; ai *= 2)
+      roof.points.emplace_back(ai, std::min(peak, ai * bw) / 1e12);
     Series pts{"ops (predicted)", {}, "points pt 7 ps 1.2", {}};
     for (const auto& r : rows) {
-      if (r.flops <= 0 || r.bytes <= 0) continue;
+      if (r.flops <= 0 || r.bytes <= 0)
+        continue;
       pts.points.emplace_back(r.flops / r.bytes, r.flops / r.cost.time_s / 1e12);
       pts.labels.push_back(r.name);
     }
-    plot_xy({o.plot, fmt::format("Roofline of {} ({}), ridge {:.0f} FLOP/byte", mc.gpu.name,
-                                 dtype_name(dtype), ridge),
-             "arithmetic intensity (FLOP/byte)", "TFLOP/s", true, true,
+    plot_xy({o.plot,
+             fmt::format("Roofline of {} ({}), ridge {:.0f} FLOP/byte", mc.gpu.name,
+                         dtype_name(dtype), ridge),
+             "arithmetic intensity (FLOP/byte)",
+             "TFLOP/s",
+             true,
+             true,
              {fmt::format("set yrange [0.01:{}]", 3 * peak / 1e12)}},
             {roof, pts});
   }
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_roofline(CLI::App& app) {
   auto o = std::make_shared<RooflineOptions>();
@@ -140,7 +153,8 @@ void add_roofline(CLI::App& app) {
   cmd->add_option("--m", o->m, "GEMM rows of A and C");
   cmd->add_option("--n", o->n, "GEMM columns of B and C");
   cmd->add_option("--k", o->k, "GEMM inner dimension");
-  cmd->add_option("--dtype", o->dtype, "GEMM dtype: fp32, tf32, fp16, bf16, fp8")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "GEMM dtype: fp32, tf32, fp16, bf16, fp8")
+      ->capture_default_str();
   add_model_options(*cmd, o->model, false);
   add_setup_options(*cmd, o->setup);
   add_plan_options(*cmd, o->plan);
@@ -151,4 +165,4 @@ void add_roofline(CLI::App& app) {
   cmd->callback([o] { run_roofline(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

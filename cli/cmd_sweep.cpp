@@ -27,8 +27,8 @@ struct SweepOptions {
   OutputOptions out;
 };
 
-const std::vector<std::string> kVaryable{"num-gpus", "micro-batch", "seq-len", "tp", "pp",
-                                         "cp",       "zero",        "global-batch", "bucket-mb"};
+const std::vector<std::string> kVaryable{"num-gpus", "micro-batch",  "seq-len",  "tp", "pp", "cp",
+                                         "zero",     "global-batch", "bucket-mb"};
 
 std::vector<double> parse_values(const std::string& text) {
   std::vector<double> v;
@@ -38,21 +38,26 @@ std::vector<double> parse_values(const std::string& text) {
     try {
       std::size_t used = 0;
       const double x = std::stod(item, &used);
-      if (used != item.size() || !(x > 0 || x == 0)) throw std::invalid_argument(item);
+      if (used != item.size() || !(x > 0 || x == 0))
+        throw std::invalid_argument(item);
       v.push_back(x);
     } catch (const std::exception&) {
-      throw ConfigError(fmt::format("--values: '{}' is not a number (expected e.g. 8,16,32)", item));
+      throw ConfigError(
+          fmt::format("--values: '{}' is not a number (expected e.g. 8,16,32)", item));
     }
   }
-  if (v.empty()) throw ConfigError("--values: at least one value is required (e.g. 8,16,32)");
+  if (v.empty())
+    throw ConfigError("--values: at least one value is required (e.g. 8,16,32)");
   return v;
 }
 
 int run_sweep(const SweepOptions& o) {
-  if (!o.plot.empty()) check_plot_file(o.plot);
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
   if (std::find(kVaryable.begin(), kVaryable.end(), o.vary) == kVaryable.end()) {
     std::string all;
-    for (const auto& k : kVaryable) all += (all.empty() ? "" : ", ") + k;
+    for (const auto& k : kVaryable)
+      all += (all.empty() ? "" : ", ") + k;
     throw ConfigError(fmt::format("--vary = {}: must be one of {}", o.vary, all));
   }
   if (o.metric != "mfu" && o.metric != "step_time_s" && o.metric != "tokens_per_s" &&
@@ -76,27 +81,43 @@ int run_sweep(const SweepOptions& o) {
     auto so = o.setup;
     auto sf = o.step;
     const auto iv = static_cast<std::int64_t>(v);
-    if (o.vary == "num-gpus") mo.num_gpus = iv;
-    else if (o.vary == "micro-batch") so.micro_batch_size = iv;
-    else if (o.vary == "seq-len") so.seq_len = iv;
-    else if (o.vary == "tp") po.tp = iv;
-    else if (o.vary == "pp") po.pp = iv;
-    else if (o.vary == "cp") po.cp = iv;
-    else if (o.vary == "zero") po.zero_stage = iv;
-    else if (o.vary == "global-batch") so.global_batch_size = iv;
-    else if (o.vary == "bucket-mb") sf.bucket_mb = v;
+    if (o.vary == "num-gpus")
+      mo.num_gpus = iv;
+    else if (o.vary == "micro-batch")
+      so.micro_batch_size = iv;
+    else if (o.vary == "seq-len")
+      so.seq_len = iv;
+    else if (o.vary == "tp")
+      po.tp = iv;
+    else if (o.vary == "pp")
+      po.pp = iv;
+    else if (o.vary == "cp")
+      po.cp = iv;
+    else if (o.vary == "zero")
+      po.zero_stage = iv;
+    else if (o.vary == "global-batch")
+      so.global_batch_size = iv;
+    else if (o.vary == "bucket-mb")
+      sf.bucket_mb = v;
     const Machine mc = resolve_machine(mo, 8);
     const auto s = resolve_setup(so);
     const auto p = resolve_plan(po, m, s, mc.num_gpus);
-    const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, resolve_step_flags(sf));
+    const auto e =
+        sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, resolve_step_flags(sf));
     const double per_gpu = e.tokens_per_s / static_cast<double>(p.num_gpus());
-    if (first_per_gpu == 0) first_per_gpu = per_gpu;
+    if (first_per_gpu == 0)
+      first_per_gpu = per_gpu;
     const double eff = per_gpu / first_per_gpu;
     const bool fits = e.memory.total <= mc.gpu.memory_bytes;
-    rows.push_back({{"value", v}, {"step_time_s", e.step_time_s}, {"mfu", e.mfu},
-                    {"tokens_per_s", e.tokens_per_s}, {"tokens_per_s_per_gpu", per_gpu},
-                    {"scaling_efficiency", eff}, {"per_gpu_bytes_total", e.memory.total},
-                    {"fits", fits}, {"breakdown_s", breakdown_json(e.breakdown_s)}});
+    rows.push_back({{"value", v},
+                    {"step_time_s", e.step_time_s},
+                    {"mfu", e.mfu},
+                    {"tokens_per_s", e.tokens_per_s},
+                    {"tokens_per_s_per_gpu", per_gpu},
+                    {"scaling_efficiency", eff},
+                    {"per_gpu_bytes_total", e.memory.total},
+                    {"fits", fits},
+                    {"breakdown_s", breakdown_json(e.breakdown_s)}});
     t.add_row({fmt::format("{:g}", v), fmt::format("{:.3f}", e.step_time_s),
                fmt::format("{:.1f}%", 100 * e.mfu), fmt::format("{:.4g}", e.tokens_per_s),
                fmt::format("{:.4g}", per_gpu), fmt::format("{:.3f}", eff),
@@ -112,7 +133,8 @@ int run_sweep(const SweepOptions& o) {
                                                         : e.memory.total / 1e9;
     series.points.emplace_back(v, y);
   }
-  if (sink.format() == Format::json) sink.json({{"vary", o.vary}, {"model", m.name}, {"rows", rows}});
+  if (sink.format() == Format::json)
+    sink.json({{"vary", o.vary}, {"model", m.name}, {"rows", rows}});
   else {
     sink.comment(fmt::format("sweep of {} for {}; scaling efficiency = tokens/s per GPU relative "
                              "to the first value",
@@ -120,28 +142,36 @@ int run_sweep(const SweepOptions& o) {
     t.print(sink);
   }
   if (!o.plot.empty())
-    plot_xy({o.plot, fmt::format("{}: {} against {}", m.name, o.metric, o.vary), o.vary, o.metric,
-             o.vary == "num-gpus" || o.vary == "seq-len", false, {}},
+    plot_xy({o.plot,
+             fmt::format("{}: {} against {}", m.name, o.metric, o.vary),
+             o.vary,
+             o.metric,
+             o.vary == "num-gpus" || o.vary == "seq-len",
+             false,
+             {}},
             {series});
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
-  auto* cmd = app.add_subcommand("sweep", "Vary one input of `estimate` and tabulate/plot the result");
+  auto* cmd =
+      app.add_subcommand("sweep", "Vary one input of `estimate` and tabulate/plot the result");
   add_model_options(*cmd, o->model, true);
   add_machine_options(*cmd, o->machine, true);
   add_plan_options(*cmd, o->plan);
   add_setup_options(*cmd, o->setup);
   add_step_flags(*cmd, o->step);
-  cmd->add_option("--vary", o->vary, "num-gpus | micro-batch | seq-len | tp | pp | cp | zero | "
-                                     "global-batch | bucket-mb")
+  cmd->add_option("--vary", o->vary,
+                  "num-gpus | micro-batch | seq-len | tp | pp | cp | zero | "
+                  "global-batch | bucket-mb")
       ->required();
   cmd->add_option("--values", o->values, "Comma-separated values, e.g. 8,16,32,64")->required();
-  cmd->add_option("--metric", o->metric, "Plotted metric: mfu | step_time_s | tokens_per_s | "
-                                         "scaling_efficiency | memory_gb")
+  cmd->add_option("--metric", o->metric,
+                  "Plotted metric: mfu | step_time_s | tokens_per_s | "
+                  "scaling_efficiency | memory_gb")
       ->capture_default_str();
   cmd->add_option("--plot", o->plot, "Write the plot (.png or .svg)");
   add_output_options(*cmd, o->out);
@@ -151,4 +181,4 @@ void add_sweep(CLI::App& app) {
   cmd->callback([o] { run_sweep(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

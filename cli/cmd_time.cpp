@@ -16,7 +16,7 @@ namespace {
 
 struct TimeOptions {
   ModelOptions model;
-  std::string params;  // alternative to --model
+  std::string params; // alternative to --model
   std::string tokens;
   std::string gpu;
   std::int64_t num_gpus = 1;
@@ -30,15 +30,19 @@ struct TimeOptions {
 int run_time(const TimeOptions& o) {
   if (o.model.model.empty() == o.params.empty())
     throw ConfigError("--model or --params: give exactly one (e.g. --params 70e9)");
-  if (!(o.mfu > 0 && o.mfu <= 1)) throw ConfigError(fmt::format("--mfu = {}: must be in (0, 1]", o.mfu));
+  if (!(o.mfu > 0 && o.mfu <= 1))
+    throw ConfigError(fmt::format("--mfu = {}: must be in (0, 1]", o.mfu));
   if (o.num_gpus <= 0 || o.num_gpus > 10000000)
     throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", o.num_gpus));
   if (o.usd_per_gpu_hour < 0)
-    throw ConfigError(fmt::format("--usd-per-gpu-hour = {}: must not be negative", o.usd_per_gpu_hour));
+    throw ConfigError(
+        fmt::format("--usd-per-gpu-hour = {}: must not be negative", o.usd_per_gpu_hour));
   const auto dtype = parse_dtype(o.dtype);
-  if (!dtype) throw ConfigError(fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
+  if (!dtype)
+    throw ConfigError(fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
   const double tokens = parse_count(o.tokens, "--tokens");
-  if (tokens <= 0) throw ConfigError("--tokens: must be positive");
+  if (tokens <= 0)
+    throw ConfigError("--tokens: must be positive");
   const hw::GpuSpec gpu = hw::load_gpu(o.gpu);
   const double peak = gpu.peak_flops_per_s[*dtype];
   if (peak <= 0)
@@ -49,11 +53,13 @@ int run_time(const TimeOptions& o) {
   std::int64_t seq = 0;
   if (!o.params.empty()) {
     params = parse_count(o.params, "--params");
-    if (params <= 0 || params > 1e16) throw ConfigError("--params: must be in (0, 1e16]");
+    if (params <= 0 || params > 1e16)
+      throw ConfigError("--params: must be in (0, 1e16]");
     what = fmt::format("{} parameters", format_count(params));
   } else {
     const auto m = resolve_model(o.model);
-    seq = o.seq_len > 0 ? o.seq_len : (m.max_seq_len > 0 ? std::min<std::int64_t>(m.max_seq_len, 8192) : 2048);
+    seq = o.seq_len > 0 ? o.seq_len
+                        : (m.max_seq_len > 0 ? std::min<std::int64_t>(m.max_seq_len, 8192) : 2048);
     params = model::count_params(m).active;
     exact_per_token = model::flops_per_token(m, seq).total;
     what = fmt::format("{} ({} active parameters, seq_len {})", m.name, format_count(params), seq);
@@ -62,12 +68,18 @@ int run_time(const TimeOptions& o) {
                                              o.mfu, o.usd_per_gpu_hour);
   Sink sink(o.out);
   if (sink.format() == Format::json) {
-    nlohmann::json j{{"params", params},         {"tokens", tokens},
-                     {"gpu", gpu.name},          {"num_gpus", o.num_gpus},
-                     {"dtype", o.dtype},         {"peak_flops_per_s", peak},
-                     {"mfu", o.mfu},             {"total_flops", t.total_flops},
-                     {"seconds", t.seconds},     {"days", t.days},
-                     {"gpu_hours", t.gpu_hours}, {"cost_usd", t.cost_usd}};
+    nlohmann::json j{{"params", params},
+                     {"tokens", tokens},
+                     {"gpu", gpu.name},
+                     {"num_gpus", o.num_gpus},
+                     {"dtype", o.dtype},
+                     {"peak_flops_per_s", peak},
+                     {"mfu", o.mfu},
+                     {"total_flops", t.total_flops},
+                     {"seconds", t.seconds},
+                     {"days", t.days},
+                     {"gpu_hours", t.gpu_hours},
+                     {"cost_usd", t.cost_usd}};
     if (exact_per_token > 0) {
       j["seq_len"] = seq;
       j["total_flops_exact"] = t.total_flops_exact;
@@ -85,17 +97,19 @@ int run_time(const TimeOptions& o) {
   auto row = [&](const char* name, double flops, double days, double hours) {
     const double cost = hours * o.usd_per_gpu_hour;
     tab.add_row({name, fmt::format("{:.3e}", flops), fmt::format("{:.1f}", days),
-                 fmt::format("{:.3e}", hours), o.usd_per_gpu_hour > 0 ? fmt::format("{:.3e}", cost) : "-"},
+                 fmt::format("{:.3e}", hours),
+                 o.usd_per_gpu_hour > 0 ? fmt::format("{:.3e}", cost) : "-"},
                 {name, fmt::format("{:.6e}", flops), fmt::format("{:.4f}", days),
                  fmt::format("{:.6e}", hours), fmt::format("{:.6e}", cost)});
   };
   row("6ND", t.total_flops, t.days, t.gpu_hours);
-  if (exact_per_token > 0) row("op-level (with attention)", t.total_flops_exact, t.days_exact, t.gpu_hours_exact);
+  if (exact_per_token > 0)
+    row("op-level (with attention)", t.total_flops_exact, t.days_exact, t.gpu_hours_exact);
   tab.print(sink);
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_time(CLI::App& app) {
   auto o = std::make_shared<TimeOptions>();
@@ -108,7 +122,8 @@ void add_time(CLI::App& app) {
   cmd->add_option("--num-gpus,-n", o->num_gpus, "Number of GPUs")->capture_default_str();
   cmd->add_option("--mfu", o->mfu, "Model FLOPs utilisation, 0..1 (PaLM's definition)")
       ->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "Peak to use: fp32, tf32, fp16, bf16, fp8")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Peak to use: fp32, tf32, fp16, bf16, fp8")
+      ->capture_default_str();
   cmd->add_option("--seq-len,-s", o->seq_len,
                   "Sequence length for the op-level count (default: model's, at most 8192)");
   cmd->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour, "Price for a cost estimate")
@@ -119,4 +134,4 @@ void add_time(CLI::App& app) {
   cmd->callback([o] { run_time(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

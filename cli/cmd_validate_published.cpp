@@ -31,27 +31,29 @@ int run_validate(const ValidateOptions& o) {
     const auto p = val::predict_megatron(run, o.calibration);
     sum_abs += std::fabs(p.error_pct);
     max_abs = std::max(max_abs, std::fabs(p.error_pct));
-    if (run.name == "1008.0B") x_1t = p.predicted_tflops_per_gpu * 1e12;
+    if (run.name == "1008.0B")
+      x_1t = p.predicted_tflops_per_gpu * 1e12;
     const auto& b = p.step.breakdown_s;
     rows.push_back({{"model", run.name},
                     {"published_tflops_per_gpu", run.published_tflops_per_gpu},
                     {"predicted_tflops_per_gpu", p.predicted_tflops_per_gpu},
                     {"error_pct", p.error_pct},
                     {"step_time_s", p.step.step_time_s}});
-    t.add_row({run.name, fmt::format("{}", run.tp), fmt::format("{}", run.pp),
-               fmt::format("{}", run.interleave), fmt::format("{}", run.num_gpus),
-               fmt::format("{}", run.global_batch), fmt::format("{}", run.micro_batch),
-               fmt::format("{:.2f}", p.step.step_time_s),
-               fmt::format("{:.1f}%", 100 * b.bubble / p.step.step_time_s),
-               fmt::format("{:.1f}%", 100 * b.tp_comm / p.step.step_time_s),
-               fmt::format("{:.0f}", run.published_tflops_per_gpu),
-               fmt::format("{:.1f}", p.predicted_tflops_per_gpu), fmt::format("{:+.1f}%", p.error_pct)},
-              {run.name, fmt::format("{}", run.tp), fmt::format("{}", run.pp),
-               fmt::format("{}", run.interleave), fmt::format("{}", run.num_gpus),
-               fmt::format("{}", run.global_batch), fmt::format("{}", run.micro_batch),
-               fmt::format("{:.6g}", p.step.step_time_s), fmt::format("{:.6g}", b.bubble),
-               fmt::format("{:.6g}", b.tp_comm), fmt::format("{:.0f}", run.published_tflops_per_gpu),
-               fmt::format("{:.4f}", p.predicted_tflops_per_gpu), fmt::format("{:.4f}", p.error_pct)});
+    t.add_row(
+        {run.name, fmt::format("{}", run.tp), fmt::format("{}", run.pp),
+         fmt::format("{}", run.interleave), fmt::format("{}", run.num_gpus),
+         fmt::format("{}", run.global_batch), fmt::format("{}", run.micro_batch),
+         fmt::format("{:.2f}", p.step.step_time_s),
+         fmt::format("{:.1f}%", 100 * b.bubble / p.step.step_time_s),
+         fmt::format("{:.1f}%", 100 * b.tp_comm / p.step.step_time_s),
+         fmt::format("{:.0f}", run.published_tflops_per_gpu),
+         fmt::format("{:.1f}", p.predicted_tflops_per_gpu), fmt::format("{:+.1f}%", p.error_pct)},
+        {run.name, fmt::format("{}", run.tp), fmt::format("{}", run.pp),
+         fmt::format("{}", run.interleave), fmt::format("{}", run.num_gpus),
+         fmt::format("{}", run.global_batch), fmt::format("{}", run.micro_batch),
+         fmt::format("{:.6g}", p.step.step_time_s), fmt::format("{:.6g}", b.bubble),
+         fmt::format("{:.6g}", b.tp_comm), fmt::format("{:.0f}", run.published_tflops_per_gpu),
+         fmt::format("{:.4f}", p.predicted_tflops_per_gpu), fmt::format("{:.4f}", p.error_pct)});
   }
   const double mae = sum_abs / static_cast<double>(val::megatron_table1().size());
   // Eq. 4 (8 T P / (n X)): with the paper's X, and with trainsim's predicted X for the 1T row.
@@ -64,14 +66,17 @@ int run_validate(const ValidateOptions& o) {
                {"mean_abs_error_pct", mae},
                {"max_abs_error_pct", max_abs},
                {"pass", ok},
-               {"eq4_days", {{"gpt3_175b_1024gpus_300b_tokens_140tflops", d175},
-                             {"1t_3072gpus_450b_tokens_163tflops", d1t},
-                             {"1t_3072gpus_450b_tokens_predicted", d1t_pred}}}});
+               {"eq4_days",
+                {{"gpt3_175b_1024gpus_300b_tokens_140tflops", d175},
+                 {"1t_3072gpus_450b_tokens_163tflops", d1t},
+                 {"1t_3072gpus_450b_tokens_predicted", d1t_pred}}}});
   } else {
-    sink.comment("Narayanan et al. 2021 (Megatron-LM), Table 1: A100 80GB SXM (312 TFLOP/s fp16), "
-                 "s = 2048, V = 51200, full recompute, fp16; micro-batch, interleaving and DDP from "
-                 "the paper's examples/sc21/run_table_1.sh");
-    sink.comment("TFLOP/s per GPU counted with Eq. 3: 96 B s L h^2 (1 + s/6h + V/16Lh) / (step x GPUs)");
+    sink.comment(
+        "Narayanan et al. 2021 (Megatron-LM), Table 1: A100 80GB SXM (312 TFLOP/s fp16), "
+        "s = 2048, V = 51200, full recompute, fp16; micro-batch, interleaving and DDP from "
+        "the paper's examples/sc21/run_table_1.sh");
+    sink.comment(
+        "TFLOP/s per GPU counted with Eq. 3: 96 B s L h^2 (1 + s/6h + V/16Lh) / (step x GPUs)");
     t.print(sink);
     if (sink.format() == Format::table) {
       sink.write(fmt::format("mean |error| {:.1f}% (limit {:.0f}%), max |error| {:.1f}% (limit "
@@ -86,11 +91,12 @@ int run_validate(const ValidateOptions& o) {
     }
   }
   if (!ok)
-    throw CheckFailed(fmt::format("published validation: mean |error| {:.1f}%, max {:.1f}%", mae, max_abs));
+    throw CheckFailed(
+        fmt::format("published validation: mean |error| {:.1f}%, max {:.1f}%", mae, max_abs));
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_validate_published(CLI::App& app) {
   auto o = std::make_shared<ValidateOptions>();
@@ -99,10 +105,11 @@ void add_validate_published(CLI::App& app) {
                                  "compare");
   cmd->add_option("--calibration", o->calibration, "Profile to use (default: a100-80g)");
   cmd->add_option("--max-error-pct", o->max_error_pct, "Per-row limit")->capture_default_str();
-  cmd->add_option("--max-mean-error-pct", o->max_mean_error_pct, "Mean limit")->capture_default_str();
+  cmd->add_option("--max-mean-error-pct", o->max_mean_error_pct, "Mean limit")
+      ->capture_default_str();
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim validate-published");
   cmd->callback([o] { run_validate(*o); });
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -16,10 +16,10 @@ void add_collective(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_validate_published(CLI::App& app);
-void add_bench(CLI::App& app);  // parent of `bench kernels` and `bench collectives`
+void add_bench(CLI::App& app); // parent of `bench kernels` and `bench collectives`
 void add_bench_kernels(CLI::App& bench);
 void add_bench_collectives(CLI::App& bench);
 void add_calibrate(CLI::App& app);
 void add_compare(CLI::App& app);
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

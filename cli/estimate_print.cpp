@@ -16,7 +16,9 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
   cmd.add_flag("--no-dp-overlap", f.no_dp_overlap,
                "Reduce gradients after backward instead of overlapping buckets with it");
   cmd.add_flag("--tp-overlap", f.tp_overlap, "Hide tensor-parallel collectives behind GEMMs");
-  cmd.add_option("--dp-algorithm", f.dp_algorithm, "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
+  cmd.add_option(
+         "--dp-algorithm", f.dp_algorithm,
+         "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
       ->capture_default_str();
 }
 
@@ -27,23 +29,29 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   o.bucket_bytes = f.bucket_mb * 1024 * 1024;
   o.dp_overlap = !f.no_dp_overlap;
   o.tp_overlap = f.tp_overlap;
-  if (f.dp_algorithm == "ring") o.dp_algorithm = sim::Algorithm::ring;
-  else if (f.dp_algorithm == "tree") o.dp_algorithm = sim::Algorithm::tree;
-  else if (f.dp_algorithm == "auto") o.dp_algorithm = sim::Algorithm::automatic;
-  else throw ConfigError(fmt::format("--dp-algorithm = {}: must be auto, ring or tree", f.dp_algorithm));
+  if (f.dp_algorithm == "ring")
+    o.dp_algorithm = sim::Algorithm::ring;
+  else if (f.dp_algorithm == "tree")
+    o.dp_algorithm = sim::Algorithm::tree;
+  else if (f.dp_algorithm == "auto")
+    o.dp_algorithm = sim::Algorithm::automatic;
+  else
+    throw ConfigError(
+        fmt::format("--dp-algorithm = {}: must be auto, ring or tree", f.dp_algorithm));
   return o;
 }
 
 nlohmann::json breakdown_json(const sim::StepBreakdown& b) {
-  return {{"forward", b.forward},     {"backward", b.backward}, {"recompute", b.recompute},
-          {"tp_comm", b.tp_comm},     {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
-          {"pp_comm", b.pp_comm},     {"dp_comm", b.dp_comm},   {"bubble", b.bubble},
+  return {{"forward", b.forward},    {"backward", b.backward}, {"recompute", b.recompute},
+          {"tp_comm", b.tp_comm},    {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
+          {"pp_comm", b.pp_comm},    {"dp_comm", b.dp_comm},   {"bubble", b.bubble},
           {"optimizer", b.optimizer}};
 }
 
 nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
-  return {{"weights", b.weights},         {"gradients", b.gradients}, {"optimizer", b.optimizer},
-          {"activations", b.activations}, {"buffers", b.buffers},     {"overhead", b.overhead},
+  return {{"weights", b.weights},     {"gradients", b.gradients},
+          {"optimizer", b.optimizer}, {"activations", b.activations},
+          {"buffers", b.buffers},     {"overhead", b.overhead},
           {"total", b.total}};
 }
 
@@ -54,7 +62,8 @@ struct TrainTime {
 TrainTime train_time(const model::ModelSpec& m, const sim::StepEstimate& e, double gpus,
                      double tokens) {
   TrainTime t;
-  if (tokens <= 0) return t;
+  if (tokens <= 0)
+    return t;
   t.seconds = tokens / e.tokens_per_s;
   t.days = t.seconds / kSecondsPerDay;
   t.gpu_hours = t.seconds * gpus / 3600.0;
@@ -63,7 +72,7 @@ TrainTime train_time(const model::ModelSpec& m, const sim::StepEstimate& e, doub
   t.days_6nd = 6 * n * tokens / (gpus * e.peak_flops_per_s * e.mfu) / kSecondsPerDay;
   return t;
 }
-}  // namespace
+} // namespace
 
 nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                              const model::ParallelPlan& p, const model::TrainingSetup& s,
@@ -108,21 +117,22 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   sink.comment(fmt::format("model {} ({} params) on {} ({} GPUs of {}, {} per node), profile: {}",
                            m.name, format_count(model::count_params(m).total), mc.cluster.name,
                            p.num_gpus(), mc.gpu.name, mc.cluster.gpus_per_node, mc.profile.name));
-  sink.comment(fmt::format("tp {} pp {} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
-                           "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "
-                           "tokens",
-                           p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
-                           p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "",
-                           p.zero_stage, model::to_string(p.recompute),
-                           model::to_string(s.attention), model::to_string(s.precision),
-                           s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size,
-                           s.seq_len));
+  sink.comment(fmt::format(
+      "tp {} pp {} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
+      "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "
+      "tokens",
+      p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
+      p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "", p.zero_stage,
+      model::to_string(p.recompute), model::to_string(s.attention), model::to_string(s.precision),
+      s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size, s.seq_len));
   const auto& b = e.breakdown_s;
   Table t({"part", "time (ms)", "share"}, {"part", "time_s", "fraction"});
   auto row = [&](const char* name, double v) {
-    if (v == 0 && sink.format() == Format::table && std::string(name) != "total") return;
-    t.add_row({name, fmt::format("{:.2f}", v * 1e3), fmt::format("{:.1f}%", 100 * v / e.step_time_s)},
-              {name, fmt::format("{:.9g}", v), fmt::format("{:.6f}", v / e.step_time_s)});
+    if (v == 0 && sink.format() == Format::table && std::string(name) != "total")
+      return;
+    t.add_row(
+        {name, fmt::format("{:.2f}", v * 1e3), fmt::format("{:.1f}%", 100 * v / e.step_time_s)},
+        {name, fmt::format("{:.9g}", v), fmt::format("{:.6f}", v / e.step_time_s)});
   };
   row("forward", b.forward);
   row("backward", b.backward);
@@ -136,7 +146,8 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   row("optimizer", b.optimizer);
   row("total", e.step_time_s);
   t.print(sink);
-  if (sink.format() != Format::table) return;
+  if (sink.format() != Format::table)
+    return;
   sink.write(fmt::format("step {}  |  MFU {:.1f}%  HFU {:.1f}%  |  {:.3g} tokens/s  |  {:.1f} "
                          "TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), 100 * e.mfu, 100 * e.hfu, e.tokens_per_s,
@@ -160,13 +171,18 @@ void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Ma
   const std::vector<double> values{b.forward, b.backward, b.recompute, b.tp_comm, b.cp_comm,
                                    b.ep_comm, b.pp_comm,  b.dp_comm,   b.bubble,  b.optimizer};
   std::vector<std::vector<double>> groups;
-  for (double v : values) groups.push_back({v});
+  for (double v : values)
+    groups.push_back({v});
   PlotSpec spec{file,
                 fmt::format("{} on {} x {}: one step = {:.3f} s (tp {} pp {} dp {}, MFU {:.1f}%)",
                             m.name, p.num_gpus(), mc.gpu.name, e.step_time_s, p.tp, p.pp, p.dp,
                             100 * e.mfu),
-                "", "seconds per step", false, false, {}};
+                "",
+                "seconds per step",
+                false,
+                false,
+                {}};
   plot_bars(spec, {"step"}, parts, groups);
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -33,4 +33,4 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
 void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Machine& mc,
                     const model::ParallelPlan& p, const sim::StepEstimate& e);
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -1,8 +1,8 @@
 // trainsim command line: builds the subcommands, dispatches, and maps exceptions to exit
 // codes (0 ok, 1 usage/config, 2 device/runtime, 3 check/tolerance failed).
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <cstdio>
+#include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"

@@ -11,8 +11,9 @@ namespace trainsim::cli {
 void add_output_options(CLI::App& cmd, OutputOptions& out) {
   const std::map<std::string, Format> formats{
       {"table", Format::table}, {"csv", Format::csv}, {"json", Format::json}};
-  cmd.add_option("--format", out.format, "Output format: table (units in headers), csv or json "
-                                         "(raw base units: bytes, flops, seconds)")
+  cmd.add_option("--format", out.format,
+                 "Output format: table (units in headers), csv or json "
+                 "(raw base units: bytes, flops, seconds)")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
       ->capture_default_str();
   cmd.add_option("--output,-o", out.output, "Write the result to this file instead of stdout");
@@ -22,12 +23,14 @@ void add_output_options(CLI::App& cmd, OutputOptions& out) {
 Sink::Sink(const OutputOptions& opts) : opts_(opts) {
   if (!opts_.output.empty()) {
     file_ = std::fopen(opts_.output.c_str(), "w");
-    if (!file_) throw ConfigError(fmt::format("--output {}: cannot open for writing", opts_.output));
+    if (!file_)
+      throw ConfigError(fmt::format("--output {}: cannot open for writing", opts_.output));
   }
 }
 
 Sink::~Sink() {
-  if (file_) std::fclose(file_);
+  if (file_)
+    std::fclose(file_);
 }
 
 void Sink::write(const std::string& text) {
@@ -36,7 +39,8 @@ void Sink::write(const std::string& text) {
 }
 
 void Sink::comment(const std::string& text) {
-  if (opts_.quiet || opts_.format != Format::table) return;
+  if (opts_.quiet || opts_.format != Format::table)
+    return;
   write("# " + text + "\n");
 }
 
@@ -44,11 +48,13 @@ void Sink::json(const nlohmann::json& value) { write(value.dump(2) + "\n"); }
 
 Table::Table(std::vector<std::string> headers, std::vector<std::string> csv_headers)
     : headers_(std::move(headers)), csv_headers_(std::move(csv_headers)) {
-  if (csv_headers_.empty()) csv_headers_ = headers_;
+  if (csv_headers_.empty())
+    csv_headers_ = headers_;
 }
 
 void Table::add_row(std::vector<std::string> cells, std::vector<std::string> csv_cells) {
-  if (csv_cells.empty()) csv_cells = cells;
+  if (csv_cells.empty())
+    csv_cells = cells;
   rows_.push_back(std::move(cells));
   csv_rows_.push_back(std::move(csv_cells));
 }
@@ -58,21 +64,24 @@ void Table::print(Sink& sink) const {
     auto join = [](const std::vector<std::string>& v) {
       std::string s;
       for (std::size_t i = 0; i < v.size(); ++i) {
-        if (i) s += ",";
+        if (i)
+          s += ",";
         bool quote = v[i].find_first_of(",\"") != std::string::npos;
         s += quote ? "\"" + v[i] + "\"" : v[i];
       }
       return s + "\n";
     };
     sink.write(join(csv_headers_));
-    for (const auto& r : csv_rows_) sink.write(join(r));
+    for (const auto& r : csv_rows_)
+      sink.write(join(r));
     return;
   }
   std::vector<std::size_t> width(headers_.size());
   for (std::size_t c = 0; c < headers_.size(); ++c) {
     width[c] = headers_[c].size();
     for (const auto& r : rows_)
-      if (c < r.size()) width[c] = std::max(width[c], r[c].size());
+      if (c < r.size())
+        width[c] = std::max(width[c], r[c].size());
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string s;
@@ -81,14 +90,17 @@ void Table::print(Sink& sink) const {
       // First column left-aligned (names), the rest right-aligned (numbers).
       s += c == 0 ? fmt::format("{:<{}}", cell, width[c]) : fmt::format("  {:>{}}", cell, width[c]);
     }
-    while (!s.empty() && s.back() == ' ') s.pop_back();
+    while (!s.empty() && s.back() == ' ')
+      s.pop_back();
     return s + "\n";
   };
   sink.write(line(headers_));
   std::size_t total = 0;
-  for (auto w : width) total += w + 2;
+  for (auto w : width)
+    total += w + 2;
   sink.write(std::string(total > 2 ? total - 2 : 0, '-') + "\n");
-  for (const auto& r : rows_) sink.write(line(r));
+  for (const auto& r : rows_)
+    sink.write(line(r));
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -13,7 +13,7 @@ enum class Format { table, csv, json };
 
 struct OutputOptions {
   Format format = Format::table;
-  std::string output;  // "" = stdout
+  std::string output; // "" = stdout
   bool quiet = false;
 };
 
@@ -50,4 +50,4 @@ class Table {
   std::vector<std::vector<std::string>> rows_, csv_rows_;
 };
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

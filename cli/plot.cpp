@@ -13,25 +13,29 @@ namespace trainsim::cli {
 namespace {
 
 std::string terminal_for(const std::string& file) {
-  if (file.ends_with(".png")) return "pngcairo size 1000,650 noenhanced font ',10'";
-  if (file.ends_with(".svg")) return "svg size 1000,650 noenhanced font ',10'";
+  if (file.ends_with(".png"))
+    return "pngcairo size 1000,650 noenhanced font ',10'";
+  if (file.ends_with(".svg"))
+    return "svg size 1000,650 noenhanced font ',10'";
   throw ConfigError(fmt::format("--plot {}: the file must end in .png or .svg", file));
 }
 
 std::string quote(const std::string& s) {
   std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  for (char c : s)
+    out += c == '\'' ? std::string("''") : std::string(1, c);
   return out + "'";
 }
 
 // Data rows are whitespace-separated: keep labels one token.
 [[maybe_unused]] std::string token(std::string s) {
   for (char& c : s)
-    if (c == ' ' || c == '\t' || c == '"') c = '_';
+    if (c == ' ' || c == '\t' || c == '"')
+      c = '_';
   return s.empty() ? "-" : s;
 }
 
-}  // namespace
+} // namespace
 
 void check_plot_file(const std::string& file) { (void)terminal_for(file); }
 
@@ -45,25 +49,29 @@ void header(Gnuplot& gp, const PlotSpec& spec) {
   gp << "set xlabel " << quote(spec.xlabel) << "\n";
   gp << "set ylabel " << quote(spec.ylabel) << "\n";
   gp << "set grid\nset key outside right top\n";
-  if (spec.logx) gp << "set logscale x 2\n";
-  if (spec.logy) gp << "set logscale y 10\n";
-  for (const auto& e : spec.extra) gp << e << "\n";
+  if (spec.logx)
+    gp << "set logscale x 2\n";
+  if (spec.logy)
+    gp << "set logscale y 10\n";
+  for (const auto& e : spec.extra)
+    gp << e << "\n";
 }
 
 Gnuplot open_gnuplot(const std::string& file) {
-  terminal_for(file);  // validate the name before starting gnuplot
+  terminal_for(file); // validate the name before starting gnuplot
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
     throw ConfigError("--plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
   return Gnuplot("gnuplot");
 }
-}  // namespace
+} // namespace
 
 void plot_xy(const PlotSpec& spec, const std::vector<Series>& series) {
   Gnuplot gp = open_gnuplot(spec.file);
   header(gp, spec);
   gp << "plot ";
   for (std::size_t i = 0; i < series.size(); ++i) {
-    if (i) gp << ", ";
+    if (i)
+      gp << ", ";
     gp << "'-' using 1:2 with " << series[i].style << " title " << quote(series[i].title);
     if (!series[i].labels.empty())
       gp << ", '-' using 1:2:3 with labels offset 0.5,0.5 left font ',8' notitle";
@@ -89,7 +97,8 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
         "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n";
   gp << "plot ";
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (g) gp << ", ";
+    if (g)
+      gp << ", ";
     static const char* colors[] = {"#4e79a7", "#f28e2b", "#76b7b2", "#e15759", "#59a14f",
                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
     gp << "'-' using 2:xtic(1) lc rgb '" << colors[g % 10] << "' title " << quote(groups[g]);
@@ -97,7 +106,8 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
   gp << "\n";
   for (std::size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::pair<std::string, double>> rows;
-    for (std::size_t i = 0; i < labels.size(); ++i) rows.emplace_back(token(labels[i]), values[g][i]);
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      rows.emplace_back(token(labels[i]), values[g][i]);
     gp.send1d(rows);
   }
 }
@@ -119,4 +129,4 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>&,
 
 #endif
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

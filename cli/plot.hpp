@@ -11,15 +11,15 @@ namespace trainsim::cli {
 struct Series {
   std::string title;
   std::vector<std::pair<double, double>> points;
-  std::string style = "linespoints";  // gnuplot "with" style: lines, points, linespoints
-  std::vector<std::string> labels;    // optional point labels (same length as points)
+  std::string style = "linespoints"; // gnuplot "with" style: lines, points, linespoints
+  std::vector<std::string> labels;   // optional point labels (same length as points)
 };
 
 struct PlotSpec {
   std::string file;
   std::string title, xlabel, ylabel;
   bool logx = false, logy = false;
-  std::vector<std::string> extra;  // raw gnuplot commands (e.g. arrows, ranges)
+  std::vector<std::string> extra; // raw gnuplot commands (e.g. arrows, ranges)
 };
 
 /// Throws ConfigError unless `file` ends in .png or .svg (call before any work is done).
@@ -33,4 +33,4 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
                const std::vector<std::string>& groups,
                const std::vector<std::vector<double>>& values);
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

@@ -18,7 +18,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool required) {
   auto* opt = cmd.add_option("--model,-m", o.model,
                              "Model: a preset name (`trainsim presets list models`), a preset "
                              "JSON file, or a Hugging Face config.json");
-  if (required) opt->required();
+  if (required)
+    opt->required();
   auto* g = cmd.add_option_group("model overrides", "Override fields of the model preset");
   g->add_option("--num-layers", o.num_layers, "Transformer layers");
   g->add_option("--hidden-size", o.hidden_size, "Hidden size (d_model)");
@@ -49,7 +50,8 @@ model::ModelSpec resolve_model(const ModelOptions& o) {
   set(o.vocab_size, m.vocab_size);
   set(o.num_experts, m.num_experts);
   set(o.top_k, m.top_k);
-  if (changed) model::validate(m, "flags (model overrides)");
+  if (changed)
+    model::validate(m, "flags (model overrides)");
   return m;
 }
 
@@ -59,12 +61,13 @@ E parse_choice(const std::string& value, const char* flag,
                std::initializer_list<std::pair<const char*, E>> choices) {
   std::string allowed;
   for (const auto& [name, e] : choices) {
-    if (value == name) return e;
+    if (value == name)
+      return e;
     allowed += allowed.empty() ? name : std::string(", ") + name;
   }
   throw ConfigError(fmt::format("{} = {}: must be one of {}", flag, value, allowed));
 }
-}  // namespace
+} // namespace
 
 model::Precision parse_precision(const std::string& s) {
   return parse_choice<Precision>(s, "--precision",
@@ -74,17 +77,17 @@ model::Precision parse_precision(const std::string& s) {
                                   {"bf16", Precision::bf16}});
 }
 model::Optimizer parse_optimizer(const std::string& s) {
-  return parse_choice<Optimizer>(s, "--optimizer", {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
+  return parse_choice<Optimizer>(s, "--optimizer",
+                                 {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
 }
 model::Recompute parse_recompute(const std::string& s) {
-  return parse_choice<Recompute>(s, "--recompute",
-                                 {{"none", Recompute::none},
-                                  {"selective", Recompute::selective},
-                                  {"full", Recompute::full}});
+  return parse_choice<Recompute>(
+      s, "--recompute",
+      {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});
 }
 model::AttentionImpl parse_attention(const std::string& s) {
-  return parse_choice<AttentionImpl>(s, "--attention",
-                                     {{"flash", AttentionImpl::flash}, {"naive", AttentionImpl::naive}});
+  return parse_choice<AttentionImpl>(
+      s, "--attention", {{"flash", AttentionImpl::flash}, {"naive", AttentionImpl::naive}});
 }
 
 void add_setup_options(CLI::App& cmd, SetupOptions& o) {
@@ -124,8 +127,9 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
       ->capture_default_str();
   cmd.add_option("--cp", o.cp, "Context-parallel degree")->capture_default_str();
   cmd.add_option("--ep", o.ep, "Expert-parallel degree (MoE; divides dp)")->capture_default_str();
-  cmd.add_option("--zero", o.zero_stage, "ZeRO stage 0..3 (shards optimizer / +gradients / "
-                                         "+weights over dp)")
+  cmd.add_option("--zero", o.zero_stage,
+                 "ZeRO stage 0..3 (shards optimizer / +gradients / "
+                 "+weights over dp)")
       ->capture_default_str();
   cmd.add_option("--interleave", o.interleave, "Virtual pipeline chunks per stage (1 = 1F1B)")
       ->capture_default_str();
@@ -207,8 +211,8 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
     mc.gpu.memory_bytes = *o.gpu_memory_gb * 1e9;
   }
   mc.num_gpus = mc.cluster.num_gpus();
-  mc.profile = o.calibration.empty() ? hw::default_profile(mc.gpu.name)
-                                     : hw::load_profile(o.calibration);
+  mc.profile =
+      o.calibration.empty() ? hw::default_profile(mc.gpu.name) : hw::load_profile(o.calibration);
   return mc;
 }
 
@@ -233,4 +237,4 @@ nlohmann::json plan_json(const model::ParallelPlan& p) {
           {"recompute", std::string(model::to_string(p.recompute))}};
 }
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

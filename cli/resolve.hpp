@@ -47,7 +47,7 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o);
 struct MachineOptions {
   std::string gpu;
   std::string cluster;
-  std::int64_t num_gpus = 0;  // 0 = one node (cluster) or 1 GPU
+  std::int64_t num_gpus = 0; // 0 = one node (cluster) or 1 GPU
   std::string calibration;
   std::optional<double> gpu_memory_gb;
 };
@@ -71,4 +71,4 @@ struct Machine {
 [[nodiscard]] nlohmann::json setup_json(const model::TrainingSetup& s);
 [[nodiscard]] nlohmann::json plan_json(const model::ParallelPlan& p);
 
-}  // namespace trainsim::cli
+} // namespace trainsim::cli

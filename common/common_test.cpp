@@ -18,15 +18,16 @@ TEST_CASE("sizes and counts parse with suffixes") {
   CHECK(parse_count("300e9", "--tokens") == 300e9);
   CHECK_THROWS_WITH_AS((void)parse_count("abc", "--tokens"), doctest::Contains("--tokens = 'abc'"),
                        ConfigError);
-  CHECK_THROWS_WITH_AS((void)parse_count("-5", "--tokens"), doctest::Contains("must not be negative"),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS((void)parse_count("-5", "--tokens"),
+                       doctest::Contains("must not be negative"), ConfigError);
   CHECK_THROWS_AS((void)parse_bytes("", "--bytes"), ConfigError);
   CHECK_THROWS_AS((void)parse_count("1e999", "--tokens"), ConfigError);
 }
 
 TEST_CASE("malformed JSON reports file, line and column") {
   const std::string text = "{\n  \"a\": 1,\n  \"b\": ,\n}";
-  CHECK_THROWS_WITH_AS(parse_json_text(text, "x.json"), doctest::Contains("x.json:3:"), ConfigError);
+  CHECK_THROWS_WITH_AS(parse_json_text(text, "x.json"), doctest::Contains("x.json:3:"),
+                       ConfigError);
   CHECK_NOTHROW(parse_json_text("{\"a\": 1 // comment\n}", "y.json"));
 }
 

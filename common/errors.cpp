@@ -4,13 +4,15 @@
 namespace trainsim {
 
 void Problems::throw_if_any() const {
-  if (messages_.empty()) return;
+  if (messages_.empty())
+    return;
   std::string text;
   for (std::size_t i = 0; i < messages_.size(); ++i) {
-    if (i) text += "\n";
+    if (i)
+      text += "\n";
     text += source_.empty() ? messages_[i] : source_ + ": " + messages_[i];
   }
   throw ConfigError(text);
 }
 
-}  // namespace trainsim
+} // namespace trainsim

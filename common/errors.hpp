@@ -40,4 +40,4 @@ class Problems {
   std::vector<std::string> messages_;
 };
 
-}  // namespace trainsim
+} // namespace trainsim

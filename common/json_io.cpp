@@ -36,7 +36,8 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
 
 nlohmann::json load_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot open file", path));
+  if (!in)
+    throw ConfigError(fmt::format("{}: cannot open file", path));
   std::ostringstream buffer;
   buffer << in.rdbuf();
   return parse_json_text(buffer.str(), path);
@@ -44,15 +45,18 @@ nlohmann::json load_json_file(const std::string& path) {
 
 JsonObjectReader::JsonObjectReader(const nlohmann::json& object, Problems& problems)
     : object_(object), problems_(problems) {
-  if (!object_.is_object()) problems_.add("expected a JSON object at the top level");
+  if (!object_.is_object())
+    problems_.add("expected a JSON object at the top level");
 }
 
 const nlohmann::json* JsonObjectReader::find(std::string_view key, bool required) {
   seen_.insert(std::string(key));
-  if (!object_.is_object()) return nullptr;
+  if (!object_.is_object())
+    return nullptr;
   auto it = object_.find(std::string(key));
   if (it == object_.end() || it->is_null()) {
-    if (required) problems_.add(fmt::format("{}: missing required field", key));
+    if (required)
+      problems_.add(fmt::format("{}: missing required field", key));
     return nullptr;
   }
   return &*it;
@@ -60,7 +64,8 @@ const nlohmann::json* JsonObjectReader::find(std::string_view key, bool required
 
 bool JsonObjectReader::get(std::string_view key, std::int64_t& out, bool required) {
   const auto* v = find(key, required);
-  if (!v) return false;
+  if (!v)
+    return false;
   if (v->is_number_integer()) {
     out = v->get<std::int64_t>();
     return true;
@@ -78,10 +83,12 @@ bool JsonObjectReader::get(std::string_view key, std::int64_t& out, bool require
 
 bool JsonObjectReader::get(std::string_view key, double& out, bool required) {
   const auto* v = find(key, required);
-  if (!v) return false;
+  if (!v)
+    return false;
   if (v->is_number()) {
     out = v->get<double>();
-    if (std::isfinite(out)) return true;
+    if (std::isfinite(out))
+      return true;
   }
   problems_.add(fmt::format("{} = {}: expected a finite number", key, v->dump()));
   return false;
@@ -89,7 +96,8 @@ bool JsonObjectReader::get(std::string_view key, double& out, bool required) {
 
 bool JsonObjectReader::get(std::string_view key, bool& out, bool required) {
   const auto* v = find(key, required);
-  if (!v) return false;
+  if (!v)
+    return false;
   if (v->is_boolean()) {
     out = v->get<bool>();
     return true;
@@ -100,7 +108,8 @@ bool JsonObjectReader::get(std::string_view key, bool& out, bool required) {
 
 bool JsonObjectReader::get(std::string_view key, std::string& out, bool required) {
   const auto* v = find(key, required);
-  if (!v) return false;
+  if (!v)
+    return false;
   if (v->is_string()) {
     out = v->get<std::string>();
     return true;
@@ -116,20 +125,23 @@ bool JsonObjectReader::has(std::string_view key) const {
 }
 
 void JsonObjectReader::finish() {
-  if (!object_.is_object()) return;
+  if (!object_.is_object())
+    return;
   std::vector<std::string> known(seen_.begin(), seen_.end());
   for (const auto& [key, value] : object_.items()) {
-    if (seen_.count(key)) continue;
+    if (seen_.count(key))
+      continue;
     auto near = nearest_names(key, known, 1);
-    problems_.add(near.empty() ? fmt::format("{}: unknown field", key)
-                               : fmt::format("{}: unknown field (did you mean '{}'?)", key,
-                                             near.front()));
+    problems_.add(near.empty()
+                      ? fmt::format("{}: unknown field", key)
+                      : fmt::format("{}: unknown field (did you mean '{}'?)", key, near.front()));
   }
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
@@ -141,22 +153,23 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-std::vector<std::string> nearest_names(std::string_view name,
-                                       const std::vector<std::string>& candidates,
-                                       std::size_t max) {
+std::vector<std::string>
+nearest_names(std::string_view name, const std::vector<std::string>& candidates, std::size_t max) {
   std::vector<std::pair<std::size_t, std::string>> scored;
   for (const auto& c : candidates) {
     std::size_t d = edit_distance(name, c);
-    bool prefix = !name.empty() && c.rfind(std::string(name.substr(0, std::min<std::size_t>(
-                                                                          4, name.size()))),
-                                           0) == 0;
-    if (d <= 3 || prefix) scored.emplace_back(prefix ? std::min<std::size_t>(d, 2) : d, c);
+    bool prefix =
+        !name.empty() &&
+        c.rfind(std::string(name.substr(0, std::min<std::size_t>(4, name.size()))), 0) == 0;
+    if (d <= 3 || prefix)
+      scored.emplace_back(prefix ? std::min<std::size_t>(d, 2) : d, c);
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < scored.size() && i < max; ++i) out.push_back(scored[i].second);
+  for (std::size_t i = 0; i < scored.size() && i < max; ++i)
+    out.push_back(scored[i].second);
   return out;
 }
 
-}  // namespace trainsim
+} // namespace trainsim

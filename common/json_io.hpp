@@ -48,4 +48,4 @@ class JsonObjectReader {
                                                      const std::vector<std::string>& candidates,
                                                      std::size_t max = 3);
 
-}  // namespace trainsim
+} // namespace trainsim

@@ -21,7 +21,7 @@ bool looks_like_presets(const fs::path& p) {
   std::error_code ec;
   return fs::is_directory(p / "models", ec) && fs::is_directory(p / "gpus", ec);
 }
-}  // namespace
+} // namespace
 
 std::string preset_dir() {
   if (const char* env = std::getenv("TRAINSIM_PRESETS"); env && *env) {
@@ -31,15 +31,18 @@ std::string preset_dir() {
                                     env));
     return env;
   }
-  if (looks_like_presets(TRAINSIM_PRESET_DIR)) return TRAINSIM_PRESET_DIR;
+  if (looks_like_presets(TRAINSIM_PRESET_DIR))
+    return TRAINSIM_PRESET_DIR;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-      if (looks_like_presets(dir / "presets")) return (dir / "presets").string();
+      if (looks_like_presets(dir / "presets"))
+        return (dir / "presets").string();
       if (looks_like_presets(dir / "share/trainsim/presets"))
         return (dir / "share/trainsim/presets").string();
-      if (dir == dir.parent_path()) break;
+      if (dir == dir.parent_path())
+        break;
     }
   }
   throw ConfigError("cannot find the presets directory: set TRAINSIM_PRESETS to the repository's "
@@ -50,7 +53,8 @@ std::vector<std::string> list_presets(const std::string& kind) {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(fs::path(preset_dir()) / kind, ec)) {
-    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+    if (entry.path().extension() == ".json")
+      names.push_back(entry.path().stem().string());
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -58,22 +62,26 @@ std::vector<std::string> list_presets(const std::string& kind) {
 
 std::string resolve_preset(const std::string& kind, const std::string& name_or_path,
                            const std::string& flag) {
-  if (name_or_path.empty()) throw ConfigError(fmt::format("{}: empty value", flag));
-  const bool path_like = name_or_path.find('/') != std::string::npos ||
-                         name_or_path.ends_with(".json");
+  if (name_or_path.empty())
+    throw ConfigError(fmt::format("{}: empty value", flag));
+  const bool path_like =
+      name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
   std::error_code ec;
   if (path_like) {
-    if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
+    if (fs::is_regular_file(name_or_path, ec))
+      return name_or_path;
     throw ConfigError(fmt::format("{} = {}: no such file", flag, name_or_path));
   }
   const fs::path candidate = fs::path(preset_dir()) / kind / (name_or_path + ".json");
-  if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  if (fs::is_regular_file(candidate, ec))
+    return candidate.string();
   const auto known = list_presets(kind);
   const auto near = nearest_names(name_or_path, known);
   std::string hint;
   if (!near.empty()) {
     hint = " (did you mean ";
-    for (std::size_t i = 0; i < near.size(); ++i) hint += (i ? ", " : "") + near[i];
+    for (std::size_t i = 0; i < near.size(); ++i)
+      hint += (i ? ", " : "") + near[i];
     hint += "?)";
   }
   throw ConfigError(fmt::format("{} = {}: unknown {} preset{}; `trainsim presets list {}` shows "
@@ -82,4 +90,4 @@ std::string resolve_preset(const std::string& kind, const std::string& name_or_p
                                 known.size()));
 }
 
-}  // namespace trainsim
+} // namespace trainsim

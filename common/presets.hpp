@@ -19,4 +19,4 @@ namespace trainsim {
 [[nodiscard]] std::string resolve_preset(const std::string& kind, const std::string& name_or_path,
                                          const std::string& flag);
 
-}  // namespace trainsim
+} // namespace trainsim

@@ -31,4 +31,4 @@ inline constexpr double kSecondsPerDay = 86400.0;
 /// A duration with a unit chosen for readability (us, ms, s, min, h, days).
 [[nodiscard]] std::string format_seconds(double seconds);
 
-}  // namespace trainsim
+} // namespace trainsim

@@ -40,7 +40,8 @@ TEST_CASE("every profile preset loads and validates") {
     CAPTURE(name);
     const HardwareProfile p = load_profile(name);
     const HardwareProfile again = profile_from_json(profile_to_json(p), "round-trip");
-    CHECK(again.gemm_peak_fraction[Dtype::bf16] == doctest::Approx(p.gemm_peak_fraction[Dtype::bf16]));
+    CHECK(again.gemm_peak_fraction[Dtype::bf16] ==
+          doctest::Approx(p.gemm_peak_fraction[Dtype::bf16]));
     CHECK(again.launch_overhead_s == doctest::Approx(p.launch_overhead_s));
   }
   CHECK(default_profile("v100").name == load_profile("default").name);

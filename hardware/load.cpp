@@ -15,7 +15,8 @@ namespace {
 // Reads {"fp32": x, "bf16": y, ...} into a PerDtype, scaled; unknown dtypes are errors.
 void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, PerDtype<double>& out,
                     Problems& p) {
-  if (!obj) return;
+  if (!obj)
+    return;
   if (!obj->is_object()) {
     p.add(fmt::format("{}: expected an object keyed by dtype (fp32, tf32, fp16, bf16, fp8)", key));
     return;
@@ -37,22 +38,30 @@ void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, Pe
 nlohmann::json per_dtype_json(const PerDtype<double>& v, double scale) {
   nlohmann::json j = nlohmann::json::object();
   for (Dtype d : kAllDtypes)
-    if (v[d] > 0) j[std::string(dtype_name(d))] = v[d] / scale;
+    if (v[d] > 0)
+      j[std::string(dtype_name(d))] = v[d] / scale;
   return j;
 }
 
-}  // namespace
+} // namespace
 
 void validate(const GpuSpec& g, const std::string& source) {
   Problems p(source);
-  if (g.name.empty()) p.add("name: must not be empty");
-  if (g.peak_flops_per_s[Dtype::fp32] <= 0) p.add("peak_tflops.fp32: must be positive");
-  if (g.memory_bytes <= 0) p.add(fmt::format("memory_gb = {}: must be positive", g.memory_bytes / kGB));
+  if (g.name.empty())
+    p.add("name: must not be empty");
+  if (g.peak_flops_per_s[Dtype::fp32] <= 0)
+    p.add("peak_tflops.fp32: must be positive");
+  if (g.memory_bytes <= 0)
+    p.add(fmt::format("memory_gb = {}: must be positive", g.memory_bytes / kGB));
   if (g.hbm_bandwidth_bytes_per_s <= 0)
-    p.add(fmt::format("hbm_bandwidth_gb_per_s = {}: must be positive", g.hbm_bandwidth_bytes_per_s / kGB));
-  if (g.nvlink_bandwidth_bytes_per_s < 0) p.add("nvlink_bandwidth_gb_per_s: must not be negative");
-  if (g.pcie_bandwidth_bytes_per_s <= 0) p.add("pcie_bandwidth_gb_per_s: must be positive");
-  if (g.num_sms <= 0) p.add(fmt::format("num_sms = {}: must be positive", g.num_sms));
+    p.add(fmt::format("hbm_bandwidth_gb_per_s = {}: must be positive",
+                      g.hbm_bandwidth_bytes_per_s / kGB));
+  if (g.nvlink_bandwidth_bytes_per_s < 0)
+    p.add("nvlink_bandwidth_gb_per_s: must not be negative");
+  if (g.pcie_bandwidth_bytes_per_s <= 0)
+    p.add("pcie_bandwidth_gb_per_s: must be positive");
+  if (g.num_sms <= 0)
+    p.add(fmt::format("num_sms = {}: must be positive", g.num_sms));
   p.throw_if_any();
 }
 
@@ -77,7 +86,8 @@ GpuSpec gpu_from_json(const nlohmann::json& j, const std::string& source) {
   r.get("name", g.name, true);
   r.get("source", g.source, true);
   read_per_dtype(r.take("peak_tflops"), "peak_tflops", kTera, g.peak_flops_per_s, p);
-  if (!r.has("peak_tflops")) p.add("peak_tflops: missing required field");
+  if (!r.has("peak_tflops"))
+    p.add("peak_tflops: missing required field");
   r.get("memory_gb", memory_gb, true);
   r.get("hbm_bandwidth_gb_per_s", hbm, true);
   r.get("nvlink_bandwidth_gb_per_s", nvlink);
@@ -164,7 +174,8 @@ ClusterSpec single_node_cluster(const GpuSpec& gpu, std::int64_t num_gpus) {
 void validate(const HardwareProfile& prof, const std::string& source) {
   Problems p(source);
   auto fraction = [&](const char* field, double v) {
-    if (!(v > 0 && v <= 1.0)) p.add(fmt::format("{} = {}: must be in (0, 1]", field, v));
+    if (!(v > 0 && v <= 1.0))
+      p.add(fmt::format("{} = {}: must be in (0, 1]", field, v));
   };
   for (Dtype d : kAllDtypes) {
     const double v = prof.gemm_peak_fraction[d];
@@ -173,21 +184,25 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   }
   if (prof.gemm_peak_fraction[Dtype::bf16] <= 0 && prof.gemm_peak_fraction[Dtype::fp32] <= 0)
     p.add("gemm_peak_fraction: needs at least fp32 or bf16");
-  if (prof.gemm_tile_m < 1 || prof.gemm_tile_n < 1) p.add("gemm_tile_m, gemm_tile_n: must be >= 1");
-  if (prof.gemm_k_half < 0) p.add("gemm_k_half: must not be negative");
+  if (prof.gemm_tile_m < 1 || prof.gemm_tile_n < 1)
+    p.add("gemm_tile_m, gemm_tile_n: must be >= 1");
+  if (prof.gemm_k_half < 0)
+    p.add("gemm_k_half: must not be negative");
   fraction("attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction);
   fraction("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction);
   fraction("elementwise_bw_fraction", prof.elementwise_bw_fraction);
   fraction("reduction_bw_fraction", prof.reduction_bw_fraction);
   fraction("copy_bw_fraction", prof.copy_bw_fraction);
   auto optional_fraction = [&](const char* field, double v) {
-    if (!(v >= 0 && v <= 1.0)) p.add(fmt::format("{} = {}: must be in [0, 1] (0 = not set)", field, v));
+    if (!(v >= 0 && v <= 1.0))
+      p.add(fmt::format("{} = {}: must be in [0, 1] (0 = not set)", field, v));
   };
   optional_fraction("reduction_bwd_bw_fraction", prof.reduction_bwd_bw_fraction);
   optional_fraction("norm_bw_fraction", prof.norm_bw_fraction);
   optional_fraction("norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction);
   if (!(prof.l2_resident_bw_fraction >= 0 && prof.l2_resident_bw_fraction <= 10))
-    p.add(fmt::format("l2_resident_bw_fraction = {}: must be in [0, 10]", prof.l2_resident_bw_fraction));
+    p.add(fmt::format("l2_resident_bw_fraction = {}: must be in [0, 10]",
+                      prof.l2_resident_bw_fraction));
   if (!(prof.attention_block_rows >= 1 && prof.attention_block_rows <= 1024))
     p.add(fmt::format("attention_block_rows = {}: must be in 1..1024", prof.attention_block_rows));
   fraction("optimizer_bw_fraction", prof.optimizer_bw_fraction);
@@ -195,7 +210,8 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   fraction("inter_node_busbw_fraction", prof.inter_node_busbw_fraction);
   if (prof.launch_overhead_s < 0 || prof.launch_overhead_s > 1e-3)
     p.add(fmt::format("launch_overhead_us = {}: must be in 0..1000", prof.launch_overhead_s * 1e6));
-  if (prof.context_overhead_bytes < 0) p.add("context_overhead_mb: must not be negative");
+  if (prof.context_overhead_bytes < 0)
+    p.add("context_overhead_mb: must not be negative");
   if (prof.intra_node_step_latency_s < 0 || prof.inter_node_step_latency_s < 0)
     p.add("*_step_latency_us: must not be negative");
   for (const auto& f : prof.collective_fits) {
@@ -213,7 +229,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("name", prof.name, true);
   r.get("source", prof.source, true);
   r.get("gpu", prof.gpu);
-  read_per_dtype(r.take("gemm_peak_fraction"), "gemm_peak_fraction", 1.0, prof.gemm_peak_fraction, p);
+  read_per_dtype(r.take("gemm_peak_fraction"), "gemm_peak_fraction", 1.0, prof.gemm_peak_fraction,
+                 p);
   r.get("gemm_tile_m", prof.gemm_tile_m, true);
   r.get("gemm_tile_n", prof.gemm_tile_n, true);
   r.get("gemm_k_half", prof.gemm_k_half, true);
@@ -234,7 +251,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("inter_node_busbw_fraction", prof.inter_node_busbw_fraction, true);
   r.get("intra_node_step_latency_us", intra_lat_us, true);
   r.get("inter_node_step_latency_us", inter_lat_us, true);
-  (void)r.take("metadata");  // free-form: device, date, versions, command of a calibration
+  (void)r.take("metadata"); // free-form: device, date, versions, command of a calibration
   if (const auto* fits = r.take("collective_fits")) {
     if (!fits->is_array()) {
       p.add("collective_fits: expected an array");
@@ -311,8 +328,9 @@ HardwareProfile load_profile(const std::string& name_or_path) {
 HardwareProfile default_profile(const std::string& gpu_name) {
   const auto names = list_presets("profiles");
   for (const auto& n : names)
-    if (n == gpu_name) return load_profile(n);
+    if (n == gpu_name)
+      return load_profile(n);
   return load_profile("default");
 }
 
-}  // namespace trainsim::hw
+} // namespace trainsim::hw

@@ -28,4 +28,4 @@ namespace trainsim::hw {
 [[nodiscard]] HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& source);
 [[nodiscard]] nlohmann::json profile_to_json(const HardwareProfile& p);
 
-}  // namespace trainsim::hw
+} // namespace trainsim::hw

@@ -14,11 +14,12 @@ namespace trainsim::hw {
 
 /// One fitted collective: time(bytes) = alpha_s + bytes * busbw_factor(P) / busbw.
 struct CollectiveFit {
-  std::string op;     // "all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all", "send-recv"
-  std::string level;  // "intra-node" or "inter-node"
-  double alpha_s = 0;                // fixed latency per call
-  double busbw_bytes_per_s = 0;      // asymptotic bus bandwidth (nccl-tests' busbw)
-  std::int64_t num_ranks = 0;        // ranks the fit was measured with
+  std::string
+      op; // "all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all", "send-recv"
+  std::string level;            // "intra-node" or "inter-node"
+  double alpha_s = 0;           // fixed latency per call
+  double busbw_bytes_per_s = 0; // asymptotic bus bandwidth (nccl-tests' busbw)
+  std::int64_t num_ranks = 0;   // ranks the fit was measured with
 };
 
 /// GEMM time model (simulate/roofline): a GEMM [m,k]x[k,n] is cut into output tiles of
@@ -27,31 +28,31 @@ struct CollectiveFit {
 /// Wave quantization and fixed per-tile costs (prologue, epilogue) are what make small
 /// and skinny GEMMs slow; big square GEMMs approach peak_fraction.
 struct HardwareProfile {
-  std::string name;    // e.g. "h200 datasheet defaults" or "h200 calibrated"
-  std::string source;  // where the numbers come from (document, or device + date + versions)
-  std::string gpu;     // GPU preset handle this profile was made for ("" = any)
+  std::string name;   // e.g. "h200 datasheet defaults" or "h200 calibrated"
+  std::string source; // where the numbers come from (document, or device + date + versions)
+  std::string gpu;    // GPU preset handle this profile was made for ("" = any)
 
-  PerDtype<double> gemm_peak_fraction{};  // achieved / datasheet peak for large GEMMs
-  double gemm_tile_m = 128;               // output tile rows
-  double gemm_tile_n = 128;               // output tile columns
-  double gemm_k_half = 128;               // K (elements) at which per-tile overhead halves efficiency
+  PerDtype<double> gemm_peak_fraction{}; // achieved / datasheet peak for large GEMMs
+  double gemm_tile_m = 128;              // output tile rows
+  double gemm_tile_n = 128;              // output tile columns
+  double gemm_k_half = 128; // K (elements) at which per-tile overhead halves efficiency
 
-  double attention_fwd_peak_fraction = 0;  // FlashAttention forward, of the 16-bit peak
-  double attention_bwd_peak_fraction = 0;  // FlashAttention backward, of the 16-bit peak
+  double attention_fwd_peak_fraction = 0; // FlashAttention forward, of the 16-bit peak
+  double attention_bwd_peak_fraction = 0; // FlashAttention backward, of the 16-bit peak
 
-  double elementwise_bw_fraction = 0;  // relu/gelu/add/scale... of datasheet HBM bandwidth
-  double reduction_bw_fraction = 0;    // softmax, loss (forward; and norms unless set below)
+  double elementwise_bw_fraction = 0; // relu/gelu/add/scale... of datasheet HBM bandwidth
+  double reduction_bw_fraction = 0;   // softmax, loss (forward; and norms unless set below)
   // Optional refinements (0 = fall back as noted), set by calibration where kernels differ:
-  double reduction_bwd_bw_fraction = 0;  // softmax/loss backward (0: reduction_bw_fraction)
-  double norm_bw_fraction = 0;           // LayerNorm/RMSNorm forward (0: reduction_bw_fraction)
-  double norm_bwd_bw_fraction = 0;       // norm backward (0: reduction_bwd_bw_fraction)
-  double l2_resident_bw_fraction = 0;    // memory-bound ops whose bytes fit in L2, of HBM
-                                         // bandwidth (may exceed 1; 0: no L2 model)
-  double attention_block_rows = 128;     // query rows per FlashAttention block (wave quantization)
-  double copy_bw_fraction = 0;         // device-to-device copy: of HBM bandwidth
-  double optimizer_bw_fraction = 0;    // fused optimizer update (memory-bound): of HBM bandwidth
-  double launch_overhead_s = 0;        // per kernel launch (CPU issue + GPU ramp)
-  double context_overhead_bytes = 0;   // CUDA context, library workspaces, NCCL buffers
+  double reduction_bwd_bw_fraction = 0; // softmax/loss backward (0: reduction_bw_fraction)
+  double norm_bw_fraction = 0;          // LayerNorm/RMSNorm forward (0: reduction_bw_fraction)
+  double norm_bwd_bw_fraction = 0;      // norm backward (0: reduction_bwd_bw_fraction)
+  double l2_resident_bw_fraction = 0;   // memory-bound ops whose bytes fit in L2, of HBM
+                                        // bandwidth (may exceed 1; 0: no L2 model)
+  double attention_block_rows = 128;    // query rows per FlashAttention block (wave quantization)
+  double copy_bw_fraction = 0;          // device-to-device copy: of HBM bandwidth
+  double optimizer_bw_fraction = 0;     // fused optimizer update (memory-bound): of HBM bandwidth
+  double launch_overhead_s = 0;         // per kernel launch (CPU issue + GPU ramp)
+  double context_overhead_bytes = 0;    // CUDA context, library workspaces, NCCL buffers
 
   // Collectives (alpha-beta, simulate/collectives): achieved bus bandwidth as a fraction of
   // the link bandwidth, and latency per algorithm step, per level.
@@ -59,10 +60,10 @@ struct HardwareProfile {
   double inter_node_busbw_fraction = 0;
   double intra_node_step_latency_s = 0;
   double inter_node_step_latency_s = 0;
-  std::vector<CollectiveFit> collective_fits;  // measured fits, preferred when present
+  std::vector<CollectiveFit> collective_fits; // measured fits, preferred when present
 };
 
 /// Throws ConfigError listing every field outside its range (fractions in (0, 1], ...).
 void validate(const HardwareProfile& profile, const std::string& source);
 
-}  // namespace trainsim::hw
+} // namespace trainsim::hw

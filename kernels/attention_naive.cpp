@@ -10,7 +10,7 @@
 
 namespace trainsim::kern {
 
-void launch_naive_attention(const AttentionArgs &a, cudaStream_t stream) {
+void launch_naive_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.dtype != Dtype::bf16 && a.dtype != Dtype::fp16)
     throw ConfigError("naive attention: dtype must be bf16 or fp16");
   if (a.cublas == nullptr || a.scores == nullptr)

@@ -7,12 +7,12 @@
 
 namespace trainsim::kern {
 
-void throw_cuda_error(cudaError_t err, const char *call, const char *file, int line) {
+void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
   throw DeviceError(fmt::format("{}:{}: {} failed: {} ({})", file, line, call,
                                 cudaGetErrorName(err), cudaGetErrorString(err)));
 }
 
-void throw_cublas_error(cublasStatus_t status, const char *call, const char *file, int line) {
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
   throw DeviceError(fmt::format("{}:{}: {} failed: {} ({})", file, line, call,
                                 cublasGetStatusName(status), cublasGetStatusString(status)));
 }

@@ -9,8 +9,8 @@
 
 namespace trainsim::kern {
 
-[[noreturn]] void throw_cuda_error(cudaError_t err, const char *call, const char *file, int line);
-[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char *call, const char *file,
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
 
 } // namespace trainsim::kern

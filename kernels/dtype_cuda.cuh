@@ -27,20 +27,13 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 
 /// Calls f(T{}) with T the storage type of `dtype` (fp32/tf32 -> float); fp8 is rejected.
-template <class F> void dispatch_float_dtype(Dtype dtype, const char *what, F &&f) {
+template <class F> void dispatch_float_dtype(Dtype dtype, const char* what, F&& f) {
   switch (dtype) {
   case Dtype::fp32:
-  case Dtype::tf32:
-    f(float{});
-    return;
-  case Dtype::fp16:
-    f(__half{});
-    return;
-  case Dtype::bf16:
-    f(__nv_bfloat16{});
-    return;
-  default:
-    break;
+  case Dtype::tf32: f(float{}); return;
+  case Dtype::fp16: f(__half{}); return;
+  case Dtype::bf16: f(__nv_bfloat16{}); return;
+  default: break;
   }
   throw ConfigError(std::string(what) + ": dtype " + std::string(dtype_name(dtype)) +
                     " is not supported (fp32, fp16, bf16)");

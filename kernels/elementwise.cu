@@ -26,13 +26,13 @@ template <ElementwiseOp Op> __device__ __forceinline__ float apply(float x, floa
 }
 
 template <class T, ElementwiseOp Op>
-__global__ void elementwise_vec_kernel(const T *__restrict__ x, const T *__restrict__ y,
-                                       T *__restrict__ out, std::int64_t n, float alpha) {
+__global__ void elementwise_vec_kernel(const T* __restrict__ x, const T* __restrict__ y,
+                                       T* __restrict__ out, std::int64_t n, float alpha) {
   constexpr int kVec = 16 / sizeof(T);
   const std::int64_t num_vec = n / kVec;
-  const auto *xv = reinterpret_cast<const uint4 *>(x);
-  const auto *yv = reinterpret_cast<const uint4 *>(y);
-  auto *ov = reinterpret_cast<uint4 *>(out);
+  const auto* xv = reinterpret_cast<const uint4*>(x);
+  const auto* yv = reinterpret_cast<const uint4*>(y);
+  auto* ov = reinterpret_cast<uint4*>(out);
   const std::int64_t base =
       static_cast<std::int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
   uint4 a[kUnroll], b[kUnroll];
@@ -50,9 +50,9 @@ __global__ void elementwise_vec_kernel(const T *__restrict__ x, const T *__restr
     const std::int64_t i = base + u * kThreads;
     if (i < num_vec) {
       uint4 r;
-      const T *ae = reinterpret_cast<const T *>(&a[u]);
-      const T *be = reinterpret_cast<const T *>(&b[u]);
-      T *re = reinterpret_cast<T *>(&r);
+      const T* ae = reinterpret_cast<const T*>(&a[u]);
+      const T* be = reinterpret_cast<const T*>(&b[u]);
+      T* re = reinterpret_cast<T*>(&r);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         const float yy = Op == ElementwiseOp::add ? to_float(be[e]) : 0.0f;
@@ -70,7 +70,7 @@ __global__ void elementwise_vec_kernel(const T *__restrict__ x, const T *__restr
 }
 
 template <class T, ElementwiseOp Op>
-__global__ void elementwise_scalar_kernel(const T *x, const T *y, T *out, std::int64_t n,
+__global__ void elementwise_scalar_kernel(const T* x, const T* y, T* out, std::int64_t n,
                                           float alpha) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -79,13 +79,13 @@ __global__ void elementwise_scalar_kernel(const T *x, const T *y, T *out, std::i
   }
 }
 
-bool aligned16(const void *p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 template <class T, ElementwiseOp Op>
-void launch_typed(const ElementwiseArgs &a, cudaStream_t stream) {
-  const T *x = static_cast<const T *>(a.x);
-  const T *y = static_cast<const T *>(a.y);
-  T *out = static_cast<T *>(a.out);
+void launch_typed(const ElementwiseArgs& a, cudaStream_t stream) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* y = static_cast<const T*>(a.y);
+  T* out = static_cast<T*>(a.out);
   const bool vec = aligned16(x) && aligned16(out) && (Op != ElementwiseOp::add || aligned16(y));
   if (vec) {
     constexpr int kVec = 16 / sizeof(T);
@@ -109,7 +109,7 @@ __device__ __forceinline__ std::uint64_t mix64(std::uint64_t z) {
 }
 
 template <class T>
-__global__ void fill_random_kernel(T *out, std::int64_t n, std::uint64_t seed, float lo, float hi) {
+__global__ void fill_random_kernel(T* out, std::int64_t n, std::uint64_t seed, float lo, float hi) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::uint64_t h = mix64(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(i));
@@ -122,34 +122,26 @@ __global__ void empty_kernel() {}
 
 } // namespace
 
-void launch_elementwise(const ElementwiseArgs &args, cudaStream_t stream) {
+void launch_elementwise(const ElementwiseArgs& args, cudaStream_t stream) {
   if (args.num_elements <= 0)
     return;
   dispatch_float_dtype(args.dtype, "elementwise", [&](auto tag) {
     using T = decltype(tag);
     switch (args.op) {
-    case ElementwiseOp::relu:
-      launch_typed<T, ElementwiseOp::relu>(args, stream);
-      break;
-    case ElementwiseOp::gelu:
-      launch_typed<T, ElementwiseOp::gelu>(args, stream);
-      break;
-    case ElementwiseOp::add:
-      launch_typed<T, ElementwiseOp::add>(args, stream);
-      break;
-    case ElementwiseOp::scale:
-      launch_typed<T, ElementwiseOp::scale>(args, stream);
-      break;
+    case ElementwiseOp::relu: launch_typed<T, ElementwiseOp::relu>(args, stream); break;
+    case ElementwiseOp::gelu: launch_typed<T, ElementwiseOp::gelu>(args, stream); break;
+    case ElementwiseOp::add: launch_typed<T, ElementwiseOp::add>(args, stream); break;
+    case ElementwiseOp::scale: launch_typed<T, ElementwiseOp::scale>(args, stream); break;
     }
   });
 }
 
-void launch_fill_random(const FillRandomArgs &args, cudaStream_t stream) {
+void launch_fill_random(const FillRandomArgs& args, cudaStream_t stream) {
   if (args.num_elements <= 0)
     return;
   dispatch_float_dtype(args.dtype, "fill_random", [&](auto tag) {
     using T = decltype(tag);
-    fill_random_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T *>(args.out), args.num_elements,
+    fill_random_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T*>(args.out), args.num_elements,
                                                     args.seed, args.lo, args.hi);
     CUDA_CHECK_LAUNCH();
   });

@@ -44,36 +44,36 @@ template <int D> struct BwdSmem {
 
 /// Copies a [64, D] tile (rows from row0, zero beyond seq_len) into padded shared memory.
 template <class T, int D, int kLd>
-__device__ __forceinline__ void copy_tile(T *smem, const T *gmem, int row0, int seq_len) {
+__device__ __forceinline__ void copy_tile(T* smem, const T* gmem, int row0, int seq_len) {
   constexpr int kChunksPerRow = D / 8;
   for (int i = threadIdx.x; i < kTile * kChunksPerRow; i += kThreads) {
     const int r = i / kChunksPerRow, c = (i % kChunksPerRow) * 8;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (row0 + r < seq_len)
-      val = *reinterpret_cast<const uint4 *>(gmem + static_cast<std::int64_t>(row0 + r) * D + c);
-    *reinterpret_cast<uint4 *>(smem + r * kLd + c) = val;
+      val = *reinterpret_cast<const uint4*>(gmem + static_cast<std::int64_t>(row0 + r) * D + c);
+    *reinterpret_cast<uint4*>(smem + r * kLd + c) = val;
   }
 }
 
 template <class T, int D, bool Causal>
 __global__ void __launch_bounds__(kThreads)
-    flash_bwd_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                     const T *__restrict__ dout, const float *__restrict__ lse,
-                     const float *__restrict__ delta, float *__restrict__ dq_accum,
-                     T *__restrict__ dk, T *__restrict__ dv, int seq_len, float scale) {
+    flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                     const T* __restrict__ dout, const float* __restrict__ lse,
+                     const float* __restrict__ delta, float* __restrict__ dq_accum,
+                     T* __restrict__ dk, T* __restrict__ dv, int seq_len, float scale) {
   using L = BwdSmem<D>;
   extern __shared__ __align__(128) unsigned char smem[];
-  T *sK = reinterpret_cast<T *>(smem + L::kK);
-  T *sV = reinterpret_cast<T *>(smem + L::kV);
-  T *sQ = reinterpret_cast<T *>(smem + L::kQ);
-  T *sDO = reinterpret_cast<T *>(smem + L::kDO);
-  float *sS = reinterpret_cast<float *>(smem + L::kS);
-  float *sDP = reinterpret_cast<float *>(smem + L::kDP);
-  T *sP = reinterpret_cast<T *>(smem + L::kP);
-  T *sDS = reinterpret_cast<T *>(smem + L::kDS);
-  float *sF = reinterpret_cast<float *>(smem + L::kF);
-  float *sLse = reinterpret_cast<float *>(smem + L::kLse);
-  float *sDelta = reinterpret_cast<float *>(smem + L::kDelta);
+  T* sK = reinterpret_cast<T*>(smem + L::kK);
+  T* sV = reinterpret_cast<T*>(smem + L::kV);
+  T* sQ = reinterpret_cast<T*>(smem + L::kQ);
+  T* sDO = reinterpret_cast<T*>(smem + L::kDO);
+  float* sS = reinterpret_cast<float*>(smem + L::kS);
+  float* sDP = reinterpret_cast<float*>(smem + L::kDP);
+  T* sP = reinterpret_cast<T*>(smem + L::kP);
+  T* sDS = reinterpret_cast<T*>(smem + L::kDS);
+  float* sF = reinterpret_cast<float*>(smem + L::kF);
+  float* sLse = reinterpret_cast<float*>(smem + L::kLse);
+  float* sDelta = reinterpret_cast<float*>(smem + L::kDelta);
 
   const int n_block = blockIdx.x;
   const int k0 = n_block * kTile;
@@ -178,10 +178,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = threadIdx.x; i < kTile * D / 4; i += kThreads) {
       const int r = (i * 4) / D, c = (i * 4) % D;
       if (q0 + r < seq_len) {
-        float *dst = dq_accum + head_off + static_cast<std::int64_t>(q0 + r) * D + c;
-        const float4 val = *reinterpret_cast<const float4 *>(sF + r * L::kLdF + c);
+        float* dst = dq_accum + head_off + static_cast<std::int64_t>(q0 + r) * D + c;
+        const float4 val = *reinterpret_cast<const float4*>(sF + r * L::kLdF + c);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float4 *>(dst), val);
+        atomicAdd(reinterpret_cast<float4*>(dst), val);
 #else
         atomicAdd(dst, val.x);
         atomicAdd(dst + 1, val.y);
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads)
                               L::kLdF, wmma::mem_row_major);
     }
     __syncthreads();
-    T *out = which == 0 ? dv : dk;
+    T* out = which == 0 ? dv : dk;
     const float mul = which == 0 ? 1.0f : scale;
     for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
       const int r = i / D, c = i % D;
@@ -216,8 +216,8 @@ __global__ void __launch_bounds__(kThreads)
 
 /// delta[row] = sum_d dO[row, d] * O[row, d]; one warp per row.
 template <class T>
-__global__ void bwd_delta_kernel(const T *__restrict__ o, const T *__restrict__ dout,
-                                 float *__restrict__ delta, std::int64_t rows, int d) {
+__global__ void bwd_delta_kernel(const T* __restrict__ o, const T* __restrict__ dout,
+                                 float* __restrict__ delta, std::int64_t rows, int d) {
   const std::int64_t row =
       static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows)
@@ -233,7 +233,7 @@ __global__ void bwd_delta_kernel(const T *__restrict__ o, const T *__restrict__ 
 }
 
 template <class T>
-__global__ void bwd_dq_convert_kernel(const float *__restrict__ acc, T *__restrict__ dq,
+__global__ void bwd_dq_convert_kernel(const float* __restrict__ acc, T* __restrict__ dq,
                                       std::int64_t n, float scale) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -241,12 +241,12 @@ __global__ void bwd_dq_convert_kernel(const float *__restrict__ acc, T *__restri
 }
 
 template <class T, int D, bool Causal>
-void launch_typed(const AttentionBackwardArgs &a, float scale, cudaStream_t stream) {
+void launch_typed(const AttentionBackwardArgs& a, float scale, cudaStream_t stream) {
   const std::int64_t rows = a.batch * a.heads * a.seq_len;
   const std::int64_t n = rows * D;
   CUDA_CHECK(cudaMemsetAsync(a.dq_accum, 0, n * sizeof(float), stream));
   bwd_delta_kernel<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
-      static_cast<const T *>(a.o), static_cast<const T *>(a.dout), a.delta, rows, D);
+      static_cast<const T*>(a.o), static_cast<const T*>(a.dout), a.delta, rows, D);
   CUDA_CHECK_LAUNCH();
   constexpr int smem = BwdSmem<D>::kBytes;
   auto kernel = flash_bwd_kernel<T, D, Causal>;
@@ -254,17 +254,17 @@ void launch_typed(const AttentionBackwardArgs &a, float scale, cudaStream_t stre
   const dim3 grid(static_cast<unsigned>((a.seq_len + kTile - 1) / kTile),
                   static_cast<unsigned>(a.batch * a.heads));
   kernel<<<grid, kThreads, smem, stream>>>(
-      static_cast<const T *>(a.q), static_cast<const T *>(a.k), static_cast<const T *>(a.v),
-      static_cast<const T *>(a.dout), a.lse, a.delta, a.dq_accum, static_cast<T *>(a.dk),
-      static_cast<T *>(a.dv), static_cast<int>(a.seq_len), scale);
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+      static_cast<const T*>(a.dout), a.lse, a.delta, a.dq_accum, static_cast<T*>(a.dk),
+      static_cast<T*>(a.dv), static_cast<int>(a.seq_len), scale);
   CUDA_CHECK_LAUNCH();
-  bwd_dq_convert_kernel<T><<<2048, 256, 0, stream>>>(a.dq_accum, static_cast<T *>(a.dq), n, scale);
+  bwd_dq_convert_kernel<T><<<2048, 256, 0, stream>>>(a.dq_accum, static_cast<T*>(a.dq), n, scale);
   CUDA_CHECK_LAUNCH();
 }
 
 } // namespace
 
-void launch_flash_attention_backward(const AttentionBackwardArgs &a, cudaStream_t stream) {
+void launch_flash_attention_backward(const AttentionBackwardArgs& a, cudaStream_t stream) {
   if (a.dtype != Dtype::bf16 && a.dtype != Dtype::fp16)
     throw ConfigError("flash attention backward: dtype must be bf16 or fp16");
   if (a.head_dim != 64 && a.head_dim != 128)

@@ -29,37 +29,37 @@ template <int D> __device__ __forceinline__ int swz(int row, int col) {
 
 /// cp.async a [kRows, D] tile starting at global row `row0` (rows >= seq_len are zero-filled).
 template <class T, int D, int kRows>
-__device__ __forceinline__ void load_tile(T *smem, const T *gmem, int row0, int seq_len) {
+__device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int seq_len) {
   constexpr int kChunksPerRow = D / 8;
   constexpr int kChunks = kRows * kChunksPerRow;
 #pragma unroll
   for (int i = threadIdx.x; i < kChunks; i += kThreads) {
     const int r = i / kChunksPerRow, c = (i % kChunksPerRow) * 8;
     const bool valid = row0 + r < seq_len;
-    const T *src = valid ? gmem + static_cast<std::int64_t>(row0 + r) * D + c : gmem;
+    const T* src = valid ? gmem + static_cast<std::int64_t>(row0 + r) * D + c : gmem;
     cp_async16(smem + swz<D>(r, c), src, valid);
   }
 }
 
 template <class T, int D, bool Causal, int kM>
 __global__ void __launch_bounds__(kThreads)
-    flash_fwd_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                     T *__restrict__ o, float *__restrict__ lse, int seq_len, float scale_log2) {
+    flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                     T* __restrict__ o, float* __restrict__ lse, int seq_len, float scale_log2) {
   // kM m16 row tiles per warp: warp w owns rows w*16 + t*64 (t < kM) of the kM*64-row block, so
   // every K/V fragment read from shared memory feeds kM mma instructions.
   constexpr int kBlockRows = kM * kBlockM;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T *sQ = reinterpret_cast<T *>(smem_raw);
-  T *sK = sQ + kBlockRows * D;  // [2][kBlockN * D]
-  T *sV = sK + 2 * kBlockN * D; // [2][kBlockN * D]
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kBlockRows * D;  // [2][kBlockN * D]
+  T* sV = sK + 2 * kBlockN * D; // [2][kBlockN * D]
 
   const int num_m_blocks = gridDim.x;
   // Causal: the heaviest query blocks (last rows) are scheduled first.
   const int m_block = Causal ? num_m_blocks - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
   const std::int64_t head_off = static_cast<std::int64_t>(blockIdx.y) * seq_len * D;
-  const T *qh = q + head_off;
-  const T *kh = k + head_off;
-  const T *vh = v + head_off;
+  const T* qh = q + head_off;
+  const T* kh = k + head_off;
+  const T* vh = v + head_off;
   const int q0 = m_block * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kThreads)
       load_tile<T, D, kBlockN>(sV + buf * kBlockN * D, vh, (nb + 1) * kBlockN, seq_len);
       cp_async_commit();
     }
-    const T *cK = sK + (nb & 1) * kBlockN * D;
-    const T *cV = sV + (nb & 1) * kBlockN * D;
+    const T* cK = sK + (nb & 1) * kBlockN * D;
+    const T* cV = sV + (nb & 1) * kBlockN * D;
 
     // S = Q K^T: per m-tile 16 rows x 64 keys = 8 n-tiles of m16n8.
     float s[kM][kBlockN / 8][4];
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Finish: full row sums across the quad, normalise, store O and lse.
-  T *oh = o + head_off;
+  T* oh = o + head_off;
 #pragma unroll
   for (int t = 0; t < kM; ++t) {
 #pragma unroll
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
           const int col = dt * 8 + 2 * (lane % 4);
-          *reinterpret_cast<unsigned *>(oh + static_cast<std::int64_t>(row) * D + col) =
+          *reinterpret_cast<unsigned*>(oh + static_cast<std::int64_t>(row) * D + col) =
               pack2<T>(acc_o[t][dt][2 * h] * inv, acc_o[t][dt][2 * h + 1] * inv);
         }
         if (lane % 4 == 0 && lse != nullptr) {
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T, int D, bool Causal>
-void launch_typed(const AttentionArgs &a, float scale, cudaStream_t stream) {
+void launch_typed(const AttentionArgs& a, float scale, cudaStream_t stream) {
   // Two 64-row tiles per block (128 query rows) unless the caller asks for 64.
   const bool two = a.block_m != 64;
   const int rows = two ? 2 * kBlockM : kBlockM;
@@ -239,14 +239,14 @@ void launch_typed(const AttentionArgs &a, float scale, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.seq_len + rows - 1) / rows),
                   static_cast<unsigned>(a.batch * a.heads));
   kernel<<<grid, kThreads, smem, stream>>>(
-      static_cast<const T *>(a.q), static_cast<const T *>(a.k), static_cast<const T *>(a.v),
-      static_cast<T *>(a.o), a.lse, static_cast<int>(a.seq_len), scale * 1.4426950408889634f);
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+      static_cast<T*>(a.o), a.lse, static_cast<int>(a.seq_len), scale * 1.4426950408889634f);
   CUDA_CHECK_LAUNCH();
 }
 
 } // namespace
 
-void launch_flash_attention(const AttentionArgs &a, cudaStream_t stream) {
+void launch_flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.dtype != Dtype::bf16 && a.dtype != Dtype::fp16)
     throw ConfigError("flash attention: dtype must be bf16 or fp16");
   if (a.head_dim != 64 && a.head_dim != 128)

@@ -22,16 +22,11 @@ struct TypeInfo {
 
 TypeInfo type_info(Dtype d) {
   switch (d) {
-  case Dtype::fp32:
-    return {CUDA_R_32F, CUBLAS_COMPUTE_32F};
-  case Dtype::tf32:
-    return {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
-  case Dtype::fp16:
-    return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
-  case Dtype::bf16:
-    return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-  default:
-    break;
+  case Dtype::fp32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F};
+  case Dtype::tf32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+  case Dtype::fp16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
+  case Dtype::bf16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+  default: break;
   }
   throw ConfigError(
       fmt::format("gemm: dtype {} is not supported (fp32, tf32, fp16, bf16)", dtype_name(d)));
@@ -43,8 +38,8 @@ struct LtPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   LtPlan() = default;
-  LtPlan(const LtPlan &) = delete;
-  LtPlan &operator=(const LtPlan &) = delete;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
   ~LtPlan() {
     if (a)
       static_cast<void>(cublasLtMatrixLayoutDestroy(a));
@@ -60,7 +55,7 @@ struct LtPlan {
 using PlanKey =
     std::tuple<cublasLtHandle_t, int, std::int64_t, std::int64_t, std::int64_t, std::size_t>;
 
-const LtPlan &get_plan(const GemmArgs &g) {
+const LtPlan& get_plan(const GemmArgs& g) {
   static std::mutex mutex;
   static std::map<PlanKey, std::unique_ptr<LtPlan>> plans;
   const PlanKey key{g.lt, static_cast<int>(g.dtype), g.m, g.n, g.k, g.workspace_bytes};
@@ -95,15 +90,15 @@ const LtPlan &get_plan(const GemmArgs &g) {
 
 } // namespace
 
-void launch_gemm(const GemmArgs &g, cudaStream_t stream) {
+void launch_gemm(const GemmArgs& g, cudaStream_t stream) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
     return;
-  const LtPlan &p = get_plan(g);
+  const LtPlan& p = get_plan(g);
   CUBLAS_CHECK(cublasLtMatmul(g.lt, p.desc, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, g.c, p.c, g.c,
                               p.c, &p.algo, g.workspace, g.workspace_bytes, stream));
 }
 
-void launch_gemm_cublas(const GemmArgs &g, cudaStream_t stream) {
+void launch_gemm_cublas(const GemmArgs& g, cudaStream_t stream) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
     return;
   const TypeInfo t = type_info(g.dtype);

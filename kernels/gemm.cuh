@@ -16,21 +16,21 @@ namespace trainsim::kern {
 struct GemmArgs {
   Dtype dtype = Dtype::bf16; // fp32 (fp32 math), tf32 (fp32 storage, tf32 math), fp16, bf16
   std::int64_t m = 0, n = 0, k = 0;
-  const void *a = nullptr; // [m, k] row-major
-  const void *b = nullptr; // [k, n] row-major
-  void *c = nullptr;       // [m, n] row-major, same dtype as a and b; fp32 accumulation
+  const void* a = nullptr; // [m, k] row-major
+  const void* b = nullptr; // [k, n] row-major
+  void* c = nullptr;       // [m, n] row-major, same dtype as a and b; fp32 accumulation
   float alpha = 1.0f, beta = 0.0f;
   cublasLtHandle_t lt = nullptr;   // launch_gemm
   cublasHandle_t cublas = nullptr; // launch_gemm_cublas
-  void *workspace = nullptr;       // cuBLASLt workspace (may be null)
+  void* workspace = nullptr;       // cuBLASLt workspace (may be null)
   std::size_t workspace_bytes = 0;
 };
 
 /// cuBLASLt matmul; the algorithm is chosen by the heuristic once per (dtype, m, n, k) and
 /// cached (descriptors are created once, not per launch).
-void launch_gemm(const GemmArgs &args, cudaStream_t stream);
+void launch_gemm(const GemmArgs& args, cudaStream_t stream);
 
 /// The same product through one plain cublasGemmEx call (CUBLAS_GEMM_DEFAULT): the baseline.
-void launch_gemm_cublas(const GemmArgs &args, cudaStream_t stream);
+void launch_gemm_cublas(const GemmArgs& args, cudaStream_t stream);
 
 } // namespace trainsim::kern

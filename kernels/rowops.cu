@@ -16,10 +16,10 @@
 namespace trainsim::kern {
 namespace {
 
-template <class T, int V> __device__ __forceinline__ void load_vec(const T *p, float (&f)[V]) {
+template <class T, int V> __device__ __forceinline__ void load_vec(const T* p, float (&f)[V]) {
   if constexpr (V * sizeof(T) == 16) {
-    const uint4 u = *reinterpret_cast<const uint4 *>(p);
-    const T *e = reinterpret_cast<const T *>(&u);
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int i = 0; i < V; ++i)
       f[i] = to_float(e[i]);
@@ -30,14 +30,14 @@ template <class T, int V> __device__ __forceinline__ void load_vec(const T *p, f
   }
 }
 
-template <class T, int V> __device__ __forceinline__ void store_vec(T *p, const float (&f)[V]) {
+template <class T, int V> __device__ __forceinline__ void store_vec(T* p, const float (&f)[V]) {
   if constexpr (V * sizeof(T) == 16) {
     uint4 u;
-    T *e = reinterpret_cast<T *>(&u);
+    T* e = reinterpret_cast<T*>(&u);
 #pragma unroll
     for (int i = 0; i < V; ++i)
       e[i] = from_float<T>(f[i]);
-    *reinterpret_cast<uint4 *>(p) = u;
+    *reinterpret_cast<uint4*>(p) = u;
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i)
@@ -59,7 +59,7 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 /// Sum (or max) over the block; every thread gets the result. sh: 32 floats of shared memory.
-template <bool Max> __device__ float block_reduce(float v, float *sh) {
+template <bool Max> __device__ float block_reduce(float v, float* sh) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int num_warps = (blockDim.x + 31) / 32;
   v = Max ? warp_max(v) : warp_sum(v);
@@ -80,12 +80,12 @@ template <bool Max> __device__ float block_reduce(float v, float *sh) {
 // ---- softmax ----
 
 template <class T, int V>
-__global__ void softmax_fwd_kernel(const T *__restrict__ x, T *__restrict__ y, std::int64_t cols,
+__global__ void softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t cols,
                                    float scale, bool causal) {
   __shared__ float sh[32];
   const std::int64_t row = blockIdx.x;
-  const T *xr = x + row * cols;
-  T *yr = y + row * cols;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
   const std::int64_t limit = causal ? std::min<std::int64_t>(cols, row % cols + 1) : cols;
   float m = -INFINITY, s = 0.0f;
   for (std::int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
@@ -120,12 +120,12 @@ __global__ void softmax_fwd_kernel(const T *__restrict__ x, T *__restrict__ y, s
 /// is read once and exponentiated once (the generic kernel above reads twice and calls __expf
 /// two to three times per element, which makes it bound by the special-function units).
 template <class T, int V, int kIters>
-__global__ void softmax_fwd_cached_kernel(const T *__restrict__ x, T *__restrict__ y,
+__global__ void softmax_fwd_cached_kernel(const T* __restrict__ x, T* __restrict__ y,
                                           std::int64_t cols, float scale, bool causal) {
   __shared__ float sh[32];
   const std::int64_t row = blockIdx.x;
-  const T *xr = x + row * cols;
-  T *yr = y + row * cols;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
   const std::int64_t limit = causal ? std::min<std::int64_t>(cols, row % cols + 1) : cols;
   float f[kIters][V];
   float m = -INFINITY;
@@ -163,8 +163,8 @@ __global__ void softmax_fwd_cached_kernel(const T *__restrict__ x, T *__restrict
 }
 
 template <class T, int V>
-__global__ void softmax_bwd_kernel(const T *__restrict__ y, const T *__restrict__ dy,
-                                   T *__restrict__ dx, std::int64_t cols) {
+__global__ void softmax_bwd_kernel(const T* __restrict__ y, const T* __restrict__ dy,
+                                   T* __restrict__ dx, std::int64_t cols) {
   __shared__ float sh[32];
   const std::int64_t off = static_cast<std::int64_t>(blockIdx.x) * cols;
   float dot = 0.0f;
@@ -191,9 +191,9 @@ __global__ void softmax_bwd_kernel(const T *__restrict__ y, const T *__restrict_
 // ---- LayerNorm / RMSNorm (Rms = true drops the mean and beta) ----
 
 template <class T, int V, bool Rms>
-__global__ void norm_fwd_kernel(const T *__restrict__ x, const T *__restrict__ gamma,
-                                const T *__restrict__ beta, T *__restrict__ y, float *mean_out,
-                                float *rstd_out, std::int64_t cols, float eps) {
+__global__ void norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                const T* __restrict__ beta, T* __restrict__ y, float* mean_out,
+                                float* rstd_out, std::int64_t cols, float eps) {
   __shared__ float sh[32];
   const std::int64_t off = static_cast<std::int64_t>(blockIdx.x) * cols;
   float sum = 0.0f, sumsq = 0.0f;
@@ -230,10 +230,10 @@ __global__ void norm_fwd_kernel(const T *__restrict__ x, const T *__restrict__ g
 }
 
 template <class T, int V, bool Rms>
-__global__ void norm_bwd_kernel(const T *__restrict__ x, const T *__restrict__ gamma,
-                                const T *__restrict__ dy, const float *__restrict__ mean_in,
-                                const float *__restrict__ rstd_in, T *__restrict__ dx,
-                                float *dgamma, float *dbeta, std::int64_t rows, std::int64_t cols,
+__global__ void norm_bwd_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                const T* __restrict__ dy, const float* __restrict__ mean_in,
+                                const float* __restrict__ rstd_in, T* __restrict__ dx,
+                                float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
                                 bool smem_acc) {
   __shared__ float sh[32];
   // [2 * cols] when smem_acc: dgamma then dbeta partials, stored element-major
@@ -301,7 +301,7 @@ __global__ void norm_bwd_kernel(const T *__restrict__ x, const T *__restrict__ g
 }
 
 /// Sums two values over the block at once (one pair of barriers instead of two).
-__device__ float2 block_sum2(float a, float b, float *sh /* 64 floats */) {
+__device__ float2 block_sum2(float a, float b, float* sh /* 64 floats */) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int num_warps = (blockDim.x + 31) / 32;
   a = warp_sum(a);
@@ -322,7 +322,7 @@ __device__ float2 block_sum2(float a, float b, float *sh /* 64 floats */) {
 
 /// Loads this thread's 16-byte vectors of one row of x and dy (zeros past the end).
 template <class T, int kIters>
-__device__ __forceinline__ void load_row_raw(const T *x, const T *dy, std::int64_t row,
+__device__ __forceinline__ void load_row_raw(const T* x, const T* dy, std::int64_t row,
                                              std::int64_t rows, std::int64_t cols,
                                              uint4 (&bx)[kIters], uint4 (&bd)[kIters]) {
   constexpr int V = 16 / sizeof(T);
@@ -330,8 +330,8 @@ __device__ __forceinline__ void load_row_raw(const T *x, const T *dy, std::int64
   for (int it = 0; it < kIters; ++it) {
     const std::int64_t c = (static_cast<std::int64_t>(it) * blockDim.x + threadIdx.x) * V;
     if (row < rows && c < cols) {
-      bx[it] = *reinterpret_cast<const uint4 *>(x + row * cols + c);
-      bd[it] = *reinterpret_cast<const uint4 *>(dy + row * cols + c);
+      bx[it] = *reinterpret_cast<const uint4*>(x + row * cols + c);
+      bd[it] = *reinterpret_cast<const uint4*>(dy + row * cols + c);
     } else {
       bx[it] = bd[it] = make_uint4(0, 0, 0, 0);
     }
@@ -343,10 +343,10 @@ __device__ __forceinline__ void load_row_raw(const T *x, const T *dy, std::int64
 /// columns), so x and dy are read once per row; the next row is prefetched while the current
 /// one is reduced, to keep loads in flight across the block barriers.
 template <class T, int kIters, bool Rms>
-__global__ void norm_bwd_cached_kernel(const T *__restrict__ x, const T *__restrict__ gamma,
-                                       const T *__restrict__ dy, const float *__restrict__ mean_in,
-                                       const float *__restrict__ rstd_in, T *__restrict__ dx,
-                                       float *dgamma, float *dbeta, std::int64_t rows,
+__global__ void norm_bwd_cached_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                       const T* __restrict__ dy, const float* __restrict__ mean_in,
+                                       const float* __restrict__ rstd_in, T* __restrict__ dx,
+                                       float* dgamma, float* dbeta, std::int64_t rows,
                                        std::int64_t cols) {
   constexpr int V = 16 / sizeof(T);
   __shared__ float sh[64];
@@ -373,8 +373,8 @@ __global__ void norm_bwd_cached_kernel(const T *__restrict__ x, const T *__restr
     float xh[kIters][V], d[kIters][V];
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      const T *ex = reinterpret_cast<const T *>(&rx[it]);
-      const T *ed = reinterpret_cast<const T *>(&rd[it]);
+      const T* ex = reinterpret_cast<const T*>(&rx[it]);
+      const T* ed = reinterpret_cast<const T*>(&rd[it]);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         xh[it][i] = to_float(ex[i]);
@@ -423,7 +423,7 @@ __global__ void norm_bwd_cached_kernel(const T *__restrict__ x, const T *__restr
   }
 }
 
-bool aligned16(const void *p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 int threads_for(std::int64_t cols, int vec) {
   const std::int64_t per_thread2 = (cols / vec + 1) / 2; // about two vectors per thread
@@ -440,10 +440,10 @@ int num_sms() {
 
 /// Calls f(T{}, std::integral_constant<int, V>{}) with V = 16-byte vector width when possible.
 template <class T, class F>
-void with_vec(std::int64_t cols, std::initializer_list<const void *> ptrs, F &&f) {
+void with_vec(std::int64_t cols, std::initializer_list<const void*> ptrs, F&& f) {
   constexpr int kVec = 16 / sizeof(T);
   bool ok = cols % kVec == 0;
-  for (const void *p : ptrs)
+  for (const void* p : ptrs)
     ok = ok && (p == nullptr || aligned16(p));
   if (ok)
     f(std::integral_constant<int, kVec>{});
@@ -452,8 +452,8 @@ void with_vec(std::int64_t cols, std::initializer_list<const void *> ptrs, F &&f
 }
 
 template <bool Rms>
-void launch_norm_bwd(Dtype dtype, const void *x, const void *gamma, const void *dy,
-                     const float *mean, const float *rstd, void *dx, float *dgamma, float *dbeta,
+void launch_norm_bwd(Dtype dtype, const void* x, const void* gamma, const void* dy,
+                     const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta,
                      std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(dgamma, 0, cols * sizeof(float), stream));
   if (!Rms)
@@ -482,9 +482,8 @@ void launch_norm_bwd(Dtype dtype, const void *x, const void *gamma, const void *
                 std::min<std::int64_t>(std::max(per_sm, 1) * static_cast<std::int64_t>(num_sms()),
                                        (rows + 31) / 32));
             ck<<<static_cast<unsigned>(grid), cthreads, 0, stream>>>(
-                static_cast<const T *>(x), static_cast<const T *>(gamma),
-                static_cast<const T *>(dy), mean, rstd, static_cast<T *>(dx), dgamma, dbeta, rows,
-                cols);
+                static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(dy),
+                mean, rstd, static_cast<T*>(dx), dgamma, dbeta, rows, cols);
             CUDA_CHECK_LAUNCH();
           };
           if (iters <= 1)
@@ -503,8 +502,8 @@ void launch_norm_bwd(Dtype dtype, const void *x, const void *gamma, const void *
       const int threads = threads_for(cols, V);
       const std::int64_t grid = std::min<std::int64_t>(rows, num_sms() * 4LL);
       kernel<<<static_cast<unsigned>(grid), threads, smem_acc ? smem : 0, stream>>>(
-          static_cast<const T *>(x), static_cast<const T *>(gamma), static_cast<const T *>(dy),
-          mean, rstd, static_cast<T *>(dx), dgamma, dbeta, rows, cols, smem_acc);
+          static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(dy), mean,
+          rstd, static_cast<T*>(dx), dgamma, dbeta, rows, cols, smem_acc);
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -512,7 +511,7 @@ void launch_norm_bwd(Dtype dtype, const void *x, const void *gamma, const void *
 
 } // namespace
 
-void launch_softmax(const SoftmaxArgs &a, cudaStream_t stream) {
+void launch_softmax(const SoftmaxArgs& a, cudaStream_t stream) {
   if (a.rows <= 0 || a.cols <= 0)
     return;
   dispatch_float_dtype(a.dtype, "softmax", [&](auto tag) {
@@ -524,8 +523,8 @@ void launch_softmax(const SoftmaxArgs &a, cudaStream_t stream) {
           static_cast<int>(std::clamp<std::int64_t>((vecs + 31) / 32 * 32, 32, 256));
       const std::int64_t iters = (vecs + threads - 1) / threads;
       const auto grid = static_cast<unsigned>(a.rows);
-      const T *x = static_cast<const T *>(a.x);
-      T *y = static_cast<T *>(a.y);
+      const T* x = static_cast<const T*>(a.x);
+      T* y = static_cast<T*>(a.y);
       if (V > 1 && iters <= 1)
         softmax_fwd_cached_kernel<T, V, 1>
             <<<grid, threads, 0, stream>>>(x, y, a.cols, a.scale, a.causal);
@@ -543,7 +542,7 @@ void launch_softmax(const SoftmaxArgs &a, cudaStream_t stream) {
   });
 }
 
-void launch_softmax_backward(const SoftmaxBackwardArgs &a, cudaStream_t stream) {
+void launch_softmax_backward(const SoftmaxBackwardArgs& a, cudaStream_t stream) {
   if (a.rows <= 0 || a.cols <= 0)
     return;
   dispatch_float_dtype(a.dtype, "softmax_backward", [&](auto tag) {
@@ -552,14 +551,14 @@ void launch_softmax_backward(const SoftmaxBackwardArgs &a, cudaStream_t stream) 
       constexpr int V = decltype(vtag)::value;
       softmax_bwd_kernel<T, V>
           <<<static_cast<unsigned>(a.rows), threads_for(a.cols, V), 0, stream>>>(
-              static_cast<const T *>(a.y), static_cast<const T *>(a.dy), static_cast<T *>(a.dx),
+              static_cast<const T*>(a.y), static_cast<const T*>(a.dy), static_cast<T*>(a.dx),
               a.cols);
       CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-void launch_layernorm(const LayerNormArgs &a, cudaStream_t stream) {
+void launch_layernorm(const LayerNormArgs& a, cudaStream_t stream) {
   if (a.rows <= 0 || a.cols <= 0)
     return;
   dispatch_float_dtype(a.dtype, "layernorm", [&](auto tag) {
@@ -568,14 +567,14 @@ void launch_layernorm(const LayerNormArgs &a, cudaStream_t stream) {
       constexpr int V = decltype(vtag)::value;
       norm_fwd_kernel<T, V, false>
           <<<static_cast<unsigned>(a.rows), threads_for(a.cols, V), 0, stream>>>(
-              static_cast<const T *>(a.x), static_cast<const T *>(a.gamma),
-              static_cast<const T *>(a.beta), static_cast<T *>(a.y), a.mean, a.rstd, a.cols, a.eps);
+              static_cast<const T*>(a.x), static_cast<const T*>(a.gamma),
+              static_cast<const T*>(a.beta), static_cast<T*>(a.y), a.mean, a.rstd, a.cols, a.eps);
       CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-void launch_rmsnorm(const RmsNormArgs &a, cudaStream_t stream) {
+void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.rows <= 0 || a.cols <= 0)
     return;
   dispatch_float_dtype(a.dtype, "rmsnorm", [&](auto tag) {
@@ -584,19 +583,19 @@ void launch_rmsnorm(const RmsNormArgs &a, cudaStream_t stream) {
       constexpr int V = decltype(vtag)::value;
       norm_fwd_kernel<T, V, true>
           <<<static_cast<unsigned>(a.rows), threads_for(a.cols, V), 0, stream>>>(
-              static_cast<const T *>(a.x), static_cast<const T *>(a.gamma), nullptr,
-              static_cast<T *>(a.y), nullptr, a.rstd, a.cols, a.eps);
+              static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), nullptr,
+              static_cast<T*>(a.y), nullptr, a.rstd, a.cols, a.eps);
       CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-void launch_layernorm_backward(const LayerNormBackwardArgs &a, cudaStream_t stream) {
+void launch_layernorm_backward(const LayerNormBackwardArgs& a, cudaStream_t stream) {
   launch_norm_bwd<false>(a.dtype, a.x, a.gamma, a.dy, a.mean, a.rstd, a.dx, a.dgamma, a.dbeta,
                          a.rows, a.cols, stream);
 }
 
-void launch_rmsnorm_backward(const RmsNormBackwardArgs &a, cudaStream_t stream) {
+void launch_rmsnorm_backward(const RmsNormBackwardArgs& a, cudaStream_t stream) {
   launch_norm_bwd<true>(a.dtype, a.x, a.gamma, a.dy, nullptr, a.rstd, a.dx, a.dgamma, nullptr,
                         a.rows, a.cols, stream);
 }

@@ -21,39 +21,41 @@ namespace {
 
 json random_value(std::mt19937_64& rng) {
   switch (rng() % 9) {
-    case 0: return -static_cast<std::int64_t>(rng() % 1000);
-    case 1: return static_cast<std::int64_t>(rng() % 100000);
-    case 2: return static_cast<std::int64_t>(rng());  // huge
-    case 3: return std::ldexp(1.0, static_cast<int>(rng() % 200) - 100);
-    case 4: return "x";
-    case 5: return nullptr;
-    case 6: return json::array({1, 2});
-    case 7: return json::object({{"a", 1}});
-    default: return rng() % 2 == 0;
+  case 0: return -static_cast<std::int64_t>(rng() % 1000);
+  case 1: return static_cast<std::int64_t>(rng() % 100000);
+  case 2: return static_cast<std::int64_t>(rng()); // huge
+  case 3: return std::ldexp(1.0, static_cast<int>(rng() % 200) - 100);
+  case 4: return "x";
+  case 5: return nullptr;
+  case 6: return json::array({1, 2});
+  case 7: return json::object({{"a", 1}});
+  default: return rng() % 2 == 0;
   }
 }
 
 json mutate(json j, std::mt19937_64& rng) {
-  if (!j.is_object() || j.empty()) return random_value(rng);
+  if (!j.is_object() || j.empty())
+    return random_value(rng);
   const int edits = 1 + static_cast<int>(rng() % 3);
   for (int e = 0; e < edits; ++e) {
     auto it = j.begin();
     std::advance(it, static_cast<long>(rng() % j.size()));
     switch (rng() % 4) {
-      case 0: j.erase(it.key()); break;
-      case 1: j[it.key()] = random_value(rng); break;
-      case 2: j["unknown_" + std::to_string(rng() % 5)] = random_value(rng); break;
-      default:
-        if (it->is_number_integer()) j[it.key()] = it->get<std::int64_t>() * (rng() % 2 ? -1 : 3) + 1;
-        break;
+    case 0: j.erase(it.key()); break;
+    case 1: j[it.key()] = random_value(rng); break;
+    case 2: j["unknown_" + std::to_string(rng() % 5)] = random_value(rng); break;
+    default:
+      if (it->is_number_integer())
+        j[it.key()] = it->get<std::int64_t>() * (rng() % 2 ? -1 : 3) + 1;
+      break;
     }
-    if (j.empty()) break;
+    if (j.empty())
+      break;
   }
   return j;
 }
 
-template <class F>
-void expect_clean(const json& doc, F load) {
+template <class F> void expect_clean(const json& doc, F load) {
   try {
     load(doc);
   } catch (const ConfigError& e) {
@@ -69,21 +71,24 @@ std::vector<json> corpus(const std::string& kind) {
   return docs;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("fuzz: model presets and Hugging Face configs") {
   std::mt19937_64 rng(20261129);
   auto docs = corpus("models");
-  docs.push_back(json::parse(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+  docs.push_back(
+      json::parse(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256})"));
   docs.push_back(json::parse(R"({"model_type": "qwen2", "_name_or_path": "q", "hidden_size": 896,
     "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
     "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": true})"));
-  docs.push_back(json::parse(R"({"model_type": "gpt_neox", "hidden_size": 768, "intermediate_size": 3072,
+  docs.push_back(
+      json::parse(R"({"model_type": "gpt_neox", "hidden_size": 768, "intermediate_size": 3072,
     "num_hidden_layers": 12, "num_attention_heads": 12, "vocab_size": 50304})"));
   docs.push_back(json::parse(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
     "n_positions": 1024, "vocab_size": 50257})"));
-  docs.push_back(json::parse(R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+  docs.push_back(
+      json::parse(R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
     "num_local_experts": 8, "num_experts_per_tok": 2})"));
   int loaded = 0, rejected = 0;
@@ -107,9 +112,12 @@ TEST_CASE("fuzz: GPU, cluster and profile presets") {
   std::mt19937_64 rng(7);
   const auto gpus = corpus("gpus"), clusters = corpus("clusters"), profiles = corpus("profiles");
   for (int i = 0; i < 1500; ++i) {
-    expect_clean(mutate(gpus[rng() % gpus.size()], rng), [](const json& d) { (void)hw::gpu_from_json(d, "g.json"); });
-    expect_clean(mutate(clusters[rng() % clusters.size()], rng), [](const json& d) { (void)hw::cluster_from_json(d, "c.json"); });
-    expect_clean(mutate(profiles[rng() % profiles.size()], rng), [](const json& d) { (void)hw::profile_from_json(d, "p.json"); });
+    expect_clean(mutate(gpus[rng() % gpus.size()], rng),
+                 [](const json& d) { (void)hw::gpu_from_json(d, "g.json"); });
+    expect_clean(mutate(clusters[rng() % clusters.size()], rng),
+                 [](const json& d) { (void)hw::cluster_from_json(d, "c.json"); });
+    expect_clean(mutate(profiles[rng() % profiles.size()], rng),
+                 [](const json& d) { (void)hw::profile_from_json(d, "p.json"); });
   }
 }
 

@@ -14,7 +14,8 @@ template <class E>
 bool read_enum(JsonObjectReader& r, Problems& p, const char* key, E& out,
                std::initializer_list<std::pair<const char*, E>> values) {
   std::string s;
-  if (!r.get(key, s)) return false;
+  if (!r.get(key, s))
+    return false;
   std::string allowed;
   for (const auto& [name, value] : values) {
     if (s == name) {
@@ -27,10 +28,11 @@ bool read_enum(JsonObjectReader& r, Problems& p, const char* key, E& out,
   return false;
 }
 
-}  // namespace
+} // namespace
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
-  if (j.is_object() && j.contains("model_type")) return model_from_hf_config(j, source);
+  if (j.is_object() && j.contains("model_type"))
+    return model_from_hf_config(j, source);
   Problems p(source);
   ModelSpec m;
   JsonObjectReader r(j, p);
@@ -47,7 +49,8 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   r.get("vocab_size", m.vocab_size, true);
   r.get("max_seq_len", m.max_seq_len);
   read_enum(r, p, "ffn", m.ffn, {{"gated", FfnKind::gated}, {"plain", FfnKind::plain}});
-  read_enum(r, p, "norm", m.norm, {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}});
+  read_enum(r, p, "norm", m.norm,
+            {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}});
   read_enum(r, p, "position", m.position,
             {{"learned", PositionKind::learned}, {"rotary", PositionKind::rotary}});
   r.get("tied_embeddings", m.tied_embeddings);
@@ -67,7 +70,8 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
 
 ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& source) {
   Problems p(source);
-  if (!j.is_object()) throw ConfigError(source + ": expected a JSON object");
+  if (!j.is_object())
+    throw ConfigError(source + ": expected a JSON object");
   const auto type_it = j.find("model_type");
   if (type_it == j.end() || !type_it->is_string())
     throw ConfigError(source + ": model_type: missing or not a string");
@@ -77,7 +81,8 @@ ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& sourc
   auto num = [&](const char* key, std::int64_t& out, bool required) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
-      if (required) p.add(fmt::format("{}: missing required field for model_type \"{}\"", key, type));
+      if (required)
+        p.add(fmt::format("{}: missing required field for model_type \"{}\"", key, type));
       return false;
     }
     if (!it->is_number_integer()) {
@@ -89,13 +94,18 @@ ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& sourc
   };
   auto flag = [&](const char* key, bool& out) {
     auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return;
-    if (!it->is_boolean()) p.add(fmt::format("{} = {}: expected true or false", key, it->dump()));
-    else out = it->get<bool>();
+    if (it == j.end() || it->is_null())
+      return;
+    if (!it->is_boolean())
+      p.add(fmt::format("{} = {}: expected true or false", key, it->dump()));
+    else
+      out = it->get<bool>();
   };
   ModelSpec m;
-  if (auto it = j.find("_name_or_path"); it != j.end() && it->is_string()) m.name = it->get<std::string>();
-  if (m.name.empty()) m.name = source;
+  if (auto it = j.find("_name_or_path"); it != j.end() && it->is_string())
+    m.name = it->get<std::string>();
+  if (m.name.empty())
+    m.name = source;
   m.source = "Hugging Face config.json: " + source;
   if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2") {
     m.ffn = FfnKind::gated;
@@ -111,7 +121,7 @@ ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& sourc
     m.head_dim = m.num_heads > 0 ? m.hidden_size / m.num_heads : 0;
     num("head_dim", m.head_dim, false);
     flag("tie_word_embeddings", m.tied_embeddings);
-    bool attention_bias = type == "qwen2";  // Qwen2 has biases on Q, K, V only
+    bool attention_bias = type == "qwen2"; // Qwen2 has biases on Q, K, V only
     flag("attention_bias", attention_bias);
     m.qkv_bias = attention_bias;
     m.out_bias = type != "qwen2" && attention_bias;
@@ -196,4 +206,4 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   return j;
 }
 
-}  // namespace trainsim::model
+} // namespace trainsim::model

@@ -19,4 +19,4 @@ namespace trainsim::model {
 /// The project preset form of a spec (what `presets show` prints; round-trips).
 [[nodiscard]] nlohmann::json model_to_json(const ModelSpec& m);
 
-}  // namespace trainsim::model
+} // namespace trainsim::model

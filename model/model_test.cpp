@@ -67,7 +67,7 @@ TEST_CASE("Llama FLOPs: 2 per matmul parameter plus attention") {
   // Matmul parameters = all but the embedding table and the norm weights.
   const double norms = m.num_layers * 2.0 * m.hidden_size + m.hidden_size;
   const double matmul = c.total - c.embedding - norms;
-  const double attn = 4.0 * s * m.num_heads * m.head_dim * m.num_layers;  // QK^T + PV, full
+  const double attn = 4.0 * s * m.num_heads * m.head_dim * m.num_layers; // QK^T + PV, full
   CHECK(flops_per_token(m, 8192).forward == doctest::Approx(2 * matmul + attn).epsilon(1e-12));
 }
 
@@ -89,7 +89,7 @@ struct Korthikanti {
   // The op list also keeps the LayerNorms' fp32 mean and rstd: 2 norms x 8 bytes per token.
   double stats(double t) const { return 16 * s * b / t; }
 };
-}  // namespace
+} // namespace
 
 TEST_CASE("activation memory per layer = Korthikanti et al. 2022 Table 2") {
   Korthikanti k;
@@ -100,7 +100,8 @@ TEST_CASE("activation memory per layer = Korthikanti et al. 2022 Table 2") {
   SUBCASE("tensor parallel t = 8: sbh(10 + 24/t + 5as/(ht))") {
     const double t = 8;
     CHECK(k.layer(8, false) ==
-          doctest::Approx(sbh * (10 + 24 / t + 5 * k.a * k.s / (k.h * t)) + k.stats(1)).epsilon(1e-12));
+          doctest::Approx(sbh * (10 + 24 / t + 5 * k.a * k.s / (k.h * t)) + k.stats(1))
+              .epsilon(1e-12));
   }
   SUBCASE("tensor + sequence parallel: sbh(34 + 5as/h)/t") {
     const double t = 8;
@@ -122,7 +123,8 @@ TEST_CASE("the XXL model of the study notes") {
   const OpList ops = build_ops(m, ctx);
   double ffn = 0;
   for (const auto& op : ops.layer)
-    if (op.name == "mlp.fc1" || op.name == "mlp.fc2") ffn += op.params;
+    if (op.name == "mlp.fc1" || op.name == "mlp.fc2")
+      ffn += op.params;
   ffn *= static_cast<double>(ops.num_layers);
   CHECK(ffn == 219848638464.0);
   const double gib = 1024.0 * 1024 * 1024;
@@ -205,8 +207,8 @@ TEST_CASE("bad model presets: every problem named") {
       "hidden_size": 64, "num_heads": 4, "ffn_hidden_size": 128, "vocab_size": 100,
       "num_kv_head": 2})",
                                    "x.json");
-    CHECK_THROWS_WITH_AS(model_from_json(j, "x.json"), doctest::Contains("did you mean 'num_kv_heads'"),
-                         ConfigError);
+    CHECK_THROWS_WITH_AS(model_from_json(j, "x.json"),
+                         doctest::Contains("did you mean 'num_kv_heads'"), ConfigError);
   }
   SUBCASE("kv heads must divide heads") {
     const auto j = parse_json_text(R"({"name": "x", "source": "t", "num_layers": 2,

@@ -14,11 +14,11 @@ namespace trainsim::model {
 namespace {
 
 struct Dims {
-  double b, s, tokens, tokens_norm, h, e;  // e = bytes per activation element
+  double b, s, tokens, tokens_norm, h, e; // e = bytes per activation element
   double heads, kv_heads, d, t;
 };
 
-}  // namespace
+} // namespace
 
 Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double count, double params,
            double e) {
@@ -31,8 +31,8 @@ Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double c
   op.n = static_cast<std::int64_t>(n + 0.5);
   op.count = count;
   op.params = params;
-  op.fwd_flops = 2.0 * m * n * k * count;  // one multiply-add = 2 FLOPs
-  op.bwd_flops = 2.0 * op.fwd_flops;       // dgrad + wgrad
+  op.fwd_flops = 2.0 * m * n * k * count; // one multiply-add = 2 FLOPs
+  op.bwd_flops = 2.0 * op.fwd_flops;      // dgrad + wgrad
   op.fwd_exec_flops = op.fwd_flops;
   op.bwd_exec_flops = op.bwd_flops;
   op.fwd_bytes = e * (m * k + k * n + m * n) * count;
@@ -78,8 +78,8 @@ Op flash_attention_op(std::string name, Dtype dtype, double b, double heads, dou
   core.bwd_exec_flops = 2.5 * core.fwd_exec_flops;
   const double q_bytes = b * seq_q * heads * head_dim * e;
   const double kv_bytes = b * seq_kv * kv_heads * head_dim * e;
-  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + b * heads * seq_q * 4;  // Q, O, K, V, lse
-  core.bwd_bytes = 2 * core.fwd_bytes + q_bytes + 2 * kv_bytes;         // + dO, dQ, dK, dV
+  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + b * heads * seq_q * 4; // Q, O, K, V, lse
+  core.bwd_bytes = 2 * core.fwd_bytes + q_bytes + 2 * kv_bytes;        // + dO, dQ, dK, dV
   core.saved = {{"attn.q", q_bytes, false},
                 {"attn.k", kv_bytes, false},
                 {"attn.v", kv_bytes, false},
@@ -108,8 +108,8 @@ double norm_params(const ModelSpec& m) {
 // plus fp32 mean for LayerNorm).
 Op norm_op(const std::string& prefix, const ModelSpec& m, const Dims& d, Dtype dtype,
            const std::string& input_id) {
-  Op op = memory_op(prefix + ".norm", OpKind::norm, dtype, d.tokens_norm * d.h,
-                    d.tokens_norm * d.h, d.e, m.norm == NormKind::layernorm ? 8 : 5);
+  Op op = memory_op(prefix + ".norm", OpKind::norm, dtype, d.tokens_norm * d.h, d.tokens_norm * d.h,
+                    d.e, m.norm == NormKind::layernorm ? 8 : 5);
   op.params = norm_params(m);
   op.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
   const double stats = m.norm == NormKind::layernorm ? 2.0 : 1.0;
@@ -118,14 +118,16 @@ Op norm_op(const std::string& prefix, const ModelSpec& m, const Dims& d, Dtype d
 }
 
 void add_tp_in(std::vector<Op>& ops, const std::string& prefix, const Dims& d, bool sp) {
-  if (d.t <= 1) return;
-  const double bytes = d.tokens * d.h * d.e;  // the full [b, s, h] activation
+  if (d.t <= 1)
+    return;
+  const double bytes = d.tokens * d.h * d.e; // the full [b, s, h] activation
   ops.push_back(sp ? comm(prefix + ".tp_in", CommKind::all_gather, CommKind::reduce_scatter, bytes)
                    : comm(prefix + ".tp_in", CommKind::none, CommKind::all_reduce, bytes));
 }
 
 void add_tp_out(std::vector<Op>& ops, const std::string& prefix, const Dims& d, bool sp) {
-  if (d.t <= 1) return;
+  if (d.t <= 1)
+    return;
   const double bytes = d.tokens * d.h * d.e;
   ops.push_back(sp ? comm(prefix + ".tp_out", CommKind::reduce_scatter, CommKind::all_gather, bytes)
                    : comm(prefix + ".tp_out", CommKind::all_reduce, CommKind::none, bytes));
@@ -136,7 +138,7 @@ void add_dropout_residual(std::vector<Op>& ops, const std::string& prefix, const
   const double n = d.tokens_norm * d.h;
   if (m.dropout) {
     Op drop = memory_op(prefix + ".dropout", OpKind::elementwise, dtype, n, n, d.e, 2);
-    drop.saved.push_back({prefix + ".dropout.mask", n * 1.0, false});  // 1-byte mask
+    drop.saved.push_back({prefix + ".dropout.mask", n * 1.0, false}); // 1-byte mask
     ops.push_back(drop);
   }
   ops.push_back(memory_op(prefix + ".residual", OpKind::elementwise, dtype, 2 * n, n, d.e, 1));
@@ -149,7 +151,7 @@ void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelS
   const double f_local = ffn / d.t;
   const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
   Op fc1 = gemm_op(prefix + ".fc1", dtype, d.tokens, d.h, fc1_n, 1,
-                d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
+                   d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
   fc1.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
   ops.push_back(fc1);
   Op act = memory_op(prefix + (gated ? ".swiglu" : ".gelu"), OpKind::elementwise, dtype,
@@ -157,12 +159,12 @@ void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelS
   act.saved.push_back({prefix + ".fc1.out", d.tokens * fc1_n * d.e, false});
   ops.push_back(act);
   Op fc2 = gemm_op(prefix + ".fc2", dtype, d.tokens, f_local, d.h, 1,
-                f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
+                   f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
   fc2.saved.push_back({prefix + ".act.out", d.tokens * f_local * d.e, false});
   ops.push_back(fc2);
 }
 
-}  // namespace
+} // namespace
 
 OpContext make_op_context(const ParallelPlan& plan, const TrainingSetup& setup) {
   OpContext ctx;
@@ -181,7 +183,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   const bool sp = ctx.sequence_parallel && ctx.tp > 1;
   Dims d{};
   d.b = static_cast<double>(ctx.micro_batch_size);
-  d.s = static_cast<double>(ctx.seq_len) / static_cast<double>(ctx.cp);  // local sequence
+  d.s = static_cast<double>(ctx.seq_len) / static_cast<double>(ctx.cp); // local sequence
   d.tokens = d.b * d.s;
   d.t = static_cast<double>(ctx.tp);
   d.tokens_norm = sp ? d.tokens / d.t : d.tokens;
@@ -205,21 +207,20 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     embed.name = "embed.tokens";
     embed.kind = OpKind::embedding;
     embed.dtype = dt;
-    embed.params = V * d.h / d.t;  // vocab-parallel table
-    embed.fwd_bytes = 2 * d.tokens * d.h * d.e;  // gather rows, write output
-    embed.bwd_bytes = 2 * d.tokens * d.h * d.e;  // scatter-add into the table gradient
+    embed.params = V * d.h / d.t;               // vocab-parallel table
+    embed.fwd_bytes = 2 * d.tokens * d.h * d.e; // gather rows, write output
+    embed.bwd_bytes = 2 * d.tokens * d.h * d.e; // scatter-add into the table gradient
     list.embedding.push_back(embed);
     if (d.t > 1) {
       const double bytes = d.tokens * d.h * d.e;
-      list.embedding.push_back(sp ? comm("embed.tp_out", CommKind::reduce_scatter,
-                                         CommKind::all_gather, bytes)
-                                  : comm("embed.tp_out", CommKind::all_reduce, CommKind::none,
-                                         bytes));
+      list.embedding.push_back(
+          sp ? comm("embed.tp_out", CommKind::reduce_scatter, CommKind::all_gather, bytes)
+             : comm("embed.tp_out", CommKind::all_reduce, CommKind::none, bytes));
     }
     if (m.position == PositionKind::learned) {
       const double n = d.tokens_norm * d.h;
       Op pos = memory_op("embed.positions", OpKind::elementwise, dt, 2 * n, n, d.e, 1);
-      pos.params = static_cast<double>(m.max_seq_len) * d.h;  // replicated over tp
+      pos.params = static_cast<double>(m.max_seq_len) * d.h; // replicated over tp
       list.embedding.push_back(pos);
     }
     if (m.dropout) {
@@ -248,8 +249,8 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     // Each query attends to seq_len keys (with context parallelism the local s/cp queries
     // see all keys as K/V chunks circulate).
     if (ctx.attention == AttentionImpl::flash) {
-      L.push_back(flash_attention_op("attn.core", dt, d.b, d.heads, d.s, full_seq, d.d, d.kv_heads,
-                                     true));
+      L.push_back(
+          flash_attention_op("attn.core", dt, d.b, d.heads, d.s, full_seq, d.d, d.kv_heads, true));
     } else {
       // Naive: a batched GEMM for the scores, softmax (+ dropout), a batched GEMM with V.
       // Scores and probabilities are [b, heads, s, s] tensors (Korthikanti's 5as^2b term).
@@ -272,7 +273,8 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
       pv.saved = {{probs_id, sq * d.e, true}, {"attn.v", kv_bytes, false}};
       L.push_back(pv);
     }
-    Op out = gemm_op("attn.out", dt, d.tokens, q_n, d.h, 1, q_n * d.h + (m.out_bias ? d.h : 0), d.e);
+    Op out =
+        gemm_op("attn.out", dt, d.tokens, q_n, d.h, 1, q_n * d.h + (m.out_bias ? d.h : 0), d.e);
     out.saved.push_back({"attn.o", q_bytes, false});
     L.push_back(out);
   }
@@ -297,7 +299,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     const double routed = d.tokens * k;
     const double rows_per_expert = routed / E;
     Op fc1 = gemm_op("moe.experts.fc1", dt, rows_per_expert, d.h, fc1_n, E,
-                  d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
+                     d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
     fc1.params *= E;
     fc1.saved.push_back({"moe.experts.in", routed * d.h * d.e, false});
     L.push_back(fc1);
@@ -306,13 +308,13 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     act.saved.push_back({"moe.experts.fc1.out", routed * fc1_n * d.e, false});
     L.push_back(act);
     Op fc2 = gemm_op("moe.experts.fc2", dt, rows_per_expert, f_local, d.h, E,
-                  f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
+                     f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
     fc2.params *= E;
     fc2.saved.push_back({"moe.experts.act.out", routed * f_local * d.e, false});
     L.push_back(fc2);
     // Combining expert outputs weights each by its router probability.
-    Op combine = memory_op("moe.combine", OpKind::elementwise, dt, routed * d.h, d.tokens * d.h,
-                           d.e, 2);
+    Op combine =
+        memory_op("moe.combine", OpKind::elementwise, dt, routed * d.h, d.tokens * d.h, d.e, 2);
     combine.saved.push_back({"moe.router.probs", d.tokens * E * 4.0, false});
     L.push_back(combine);
     if (m.num_shared_experts > 0) {
@@ -328,7 +330,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   add_tp_in(list.head, "head", d, sp);
   {
     Op lm = gemm_op("head.lm", dt, d.tokens, d.h, V / d.t, 1, m.tied_embeddings ? 0 : d.h * V / d.t,
-                 d.e);
+                    d.e);
     lm.saved.push_back({"head.lm" + in_suffix, d.tokens_norm * d.h * d.e, false});
     list.head.push_back(lm);
     // Cross-entropy in fp32 over the (vocab-parallel) logits: the fp32 softmax is saved.
@@ -346,26 +348,31 @@ double saved_bytes(const std::vector<Op>& ops, bool include_quadratic) {
   double total = 0;
   for (const auto& op : ops)
     for (const auto& t : op.saved) {
-      if (t.quadratic && !include_quadratic) continue;
-      if (seen.insert(t.id).second) total += t.bytes;
+      if (t.quadratic && !include_quadratic)
+        continue;
+      if (seen.insert(t.id).second)
+        total += t.bytes;
     }
   return total;
 }
 
 double sum_params(const std::vector<Op>& ops) {
   double s = 0;
-  for (const auto& op : ops) s += op.params;
+  for (const auto& op : ops)
+    s += op.params;
   return s;
 }
 double sum_fwd_flops(const std::vector<Op>& ops) {
   double s = 0;
-  for (const auto& op : ops) s += op.fwd_flops;
+  for (const auto& op : ops)
+    s += op.fwd_flops;
   return s;
 }
 double sum_bwd_flops(const std::vector<Op>& ops) {
   double s = 0;
-  for (const auto& op : ops) s += op.bwd_flops;
+  for (const auto& op : ops)
+    s += op.bwd_flops;
   return s;
 }
 
-}  // namespace trainsim::model
+} // namespace trainsim::model

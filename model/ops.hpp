@@ -16,13 +16,13 @@
 namespace trainsim::model {
 
 enum class OpKind {
-  gemm,            // [m,k] x [k,n] (times `count` for batched/expert GEMMs)
-  attention_core,  // softmax(Q K^T / sqrt(d)) V; flash (fused) or naive (GEMM+softmax+GEMM)
-  elementwise,     // activation functions, residual adds, dropout, RoPE: memory-bound
-  reduction,       // softmax, cross-entropy: memory-bound with a row reduction
-  norm,            // LayerNorm / RMSNorm: row reduction, backward also reduces weight gradients
-  embedding,       // table gather (forward) and scatter-add (backward)
-  tp_comm,         // tensor-parallel collective on the activations (no compute)
+  gemm,           // [m,k] x [k,n] (times `count` for batched/expert GEMMs)
+  attention_core, // softmax(Q K^T / sqrt(d)) V; flash (fused) or naive (GEMM+softmax+GEMM)
+  elementwise,    // activation functions, residual adds, dropout, RoPE: memory-bound
+  reduction,      // softmax, cross-entropy: memory-bound with a row reduction
+  norm,           // LayerNorm / RMSNorm: row reduction, backward also reduces weight gradients
+  embedding,      // table gather (forward) and scatter-add (backward)
+  tp_comm,        // tensor-parallel collective on the activations (no compute)
 };
 
 enum class CommKind { none, all_reduce, all_gather, reduce_scatter, all_to_all };
@@ -32,11 +32,11 @@ enum class CommKind { none, all_reduce, all_gather, reduce_scatter, all_to_all }
 struct SavedTensor {
   std::string id;
   double bytes = 0;
-  bool quadratic = false;  // [b, heads, s, s]-sized (dropped by selective recompute)
+  bool quadratic = false; // [b, heads, s, s]-sized (dropped by selective recompute)
 };
 
 struct Op {
-  std::string name;  // "attn.qkv", "mlp.fc1", "loss"
+  std::string name; // "attn.qkv", "mlp.fc1", "loss"
   OpKind kind = OpKind::elementwise;
   Dtype dtype = Dtype::bf16;
   // GEMM shape: [m,k] x [k,n], `count` independent GEMMs (experts).
@@ -46,15 +46,15 @@ struct Op {
   std::int64_t batch = 0, heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
   bool causal = false;
 
-  double params = 0;  // parameters held by this op on this GPU
+  double params = 0; // parameters held by this op on this GPU
   // Model FLOPs (MFU convention: attention counts the full s x s product; backward of a
   // GEMM is 2x forward). Executed FLOPs may differ (causal tiles skipped, flash recompute).
   double fwd_flops = 0, bwd_flops = 0;
   double fwd_exec_flops = 0, bwd_exec_flops = 0;
-  double fwd_bytes = 0, bwd_bytes = 0;  // HBM traffic (read + written)
+  double fwd_bytes = 0, bwd_bytes = 0; // HBM traffic (read + written)
   // Tensor-parallel traffic of a tp_comm op, per direction.
   CommKind fwd_comm = CommKind::none, bwd_comm = CommKind::none;
-  double comm_bytes = 0;  // payload bytes of each collective (full tensor size)
+  double comm_bytes = 0; // payload bytes of each collective (full tensor size)
   std::vector<SavedTensor> saved;
 };
 
@@ -71,7 +71,7 @@ struct OpList {
 struct OpContext {
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_len = 2048;
-  Dtype dtype = Dtype::bf16;  // activation and compute dtype
+  Dtype dtype = Dtype::bf16; // activation and compute dtype
   AttentionImpl attention = AttentionImpl::flash;
   std::int64_t tp = 1;
   std::int64_t cp = 1;
@@ -105,4 +105,4 @@ struct OpContext {
 [[nodiscard]] double sum_fwd_flops(const std::vector<Op>& ops);
 [[nodiscard]] double sum_bwd_flops(const std::vector<Op>& ops);
 
-}  // namespace trainsim::model
+} // namespace trainsim::model

@@ -10,29 +10,29 @@
 
 namespace trainsim::model {
 
-enum class FfnKind { gated, plain };          // gated: SwiGLU, 3 matrices; plain: GELU, 2
-enum class NormKind { layernorm, rmsnorm };   // LayerNorm has weight + bias; RMSNorm weight only
-enum class PositionKind { learned, rotary };  // learned: a [max_seq_len, hidden] table
+enum class FfnKind { gated, plain };         // gated: SwiGLU, 3 matrices; plain: GELU, 2
+enum class NormKind { layernorm, rmsnorm };  // LayerNorm has weight + bias; RMSNorm weight only
+enum class PositionKind { learned, rotary }; // learned: a [max_seq_len, hidden] table
 
 struct ModelSpec {
-  std::string name;    // CLI handle or file it came from
-  std::string source;  // paper / model card / config file
+  std::string name;   // CLI handle or file it came from
+  std::string source; // paper / model card / config file
   std::int64_t num_layers = 0;
   std::int64_t hidden_size = 0;
   std::int64_t num_heads = 0;
-  std::int64_t num_kv_heads = 0;  // == num_heads: MHA; 1: MQA; between: GQA
-  std::int64_t head_dim = 0;      // usually hidden_size / num_heads
+  std::int64_t num_kv_heads = 0; // == num_heads: MHA; 1: MQA; between: GQA
+  std::int64_t head_dim = 0;     // usually hidden_size / num_heads
   std::int64_t ffn_hidden_size = 0;
   std::int64_t vocab_size = 0;
-  std::int64_t max_seq_len = 0;  // positions the model was built for (learned table size)
+  std::int64_t max_seq_len = 0; // positions the model was built for (learned table size)
   FfnKind ffn = FfnKind::gated;
   NormKind norm = NormKind::rmsnorm;
   PositionKind position = PositionKind::rotary;
-  bool tied_embeddings = false;  // LM head shares the token embedding
-  bool qkv_bias = false;         // bias on the Q, K, V projections
-  bool out_bias = false;         // bias on the attention output projection
-  bool mlp_bias = false;         // bias on the FFN matrices
-  bool dropout = false;          // dropout layers present in training (GPT-2/3, Megatron)
+  bool tied_embeddings = false; // LM head shares the token embedding
+  bool qkv_bias = false;        // bias on the Q, K, V projections
+  bool out_bias = false;        // bias on the attention output projection
+  bool mlp_bias = false;        // bias on the FFN matrices
+  bool dropout = false;         // dropout layers present in training (GPT-2/3, Megatron)
   // Mixture of experts (num_experts == 0: dense). Every layer's FFN is replaced by a router
   // plus num_experts experts of expert_ffn_hidden_size; each token visits top_k of them and
   // all num_shared_experts shared experts.
@@ -50,21 +50,21 @@ enum class AttentionImpl { flash, naive };
 enum class Optimizer { adamw, sgd };
 
 struct ParallelPlan {
-  std::int64_t tp = 1;  // tensor parallel
-  std::int64_t pp = 1;  // pipeline parallel
-  std::int64_t dp = 1;  // data parallel
-  std::int64_t cp = 1;  // context parallel
-  std::int64_t ep = 1;  // expert parallel (MoE: experts split over ep ranks of the dp group)
+  std::int64_t tp = 1; // tensor parallel
+  std::int64_t pp = 1; // pipeline parallel
+  std::int64_t dp = 1; // data parallel
+  std::int64_t cp = 1; // context parallel
+  std::int64_t ep = 1; // expert parallel (MoE: experts split over ep ranks of the dp group)
   std::int64_t zero_stage = 0;
   bool sequence_parallel = false;
-  std::int64_t interleave = 1;  // virtual pipeline chunks per stage (1 = plain 1F1B)
+  std::int64_t interleave = 1; // virtual pipeline chunks per stage (1 = plain 1F1B)
   Recompute recompute = Recompute::none;
   [[nodiscard]] std::int64_t num_gpus() const { return tp * pp * dp * cp; }
 };
 
 struct TrainingSetup {
   std::int64_t micro_batch_size = 1;  // sequences per micro-batch per data-parallel rank
-  std::int64_t global_batch_size = 0;  // sequences per optimizer step (0 = micro x dp)
+  std::int64_t global_batch_size = 0; // sequences per optimizer step (0 = micro x dp)
   std::int64_t seq_len = 2048;
   Precision precision = Precision::bf16_mixed;
   AttentionImpl attention = AttentionImpl::flash;
@@ -95,4 +95,4 @@ void validate(const TrainingSetup& setup, const std::string& source);
 void validate(const ParallelPlan& plan, const ModelSpec& model, const TrainingSetup& setup,
               std::int64_t num_gpus, const std::string& source);
 
-}  // namespace trainsim::model
+} // namespace trainsim::model

@@ -2,7 +2,8 @@
 # The combined GPU run (one call of the device tool): build trainsim with CUDA, NCCL and MPI
 # from the carried source, run every GPU test, refresh the kernel calibration and held-out
 # measurements, measure NCCL collectives on all local GPUs (single process and under mpirun),
-# and, when the training workload is built, the training-step benchmark. Everything lands in
+# the PyTorch SDPA peer for attention and, when the training workload is built, the
+# training-step benchmark with its PyTorch peer. Everything lands in
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
 # Usage: scripts/device-run.sh [all|build|tests|kernels|collectives|train]
 set -uo pipefail
@@ -41,6 +42,8 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
   step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
   step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
+  # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
+  PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
   "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
   tail -1 "$OUT/h200-compare.txt" | tee -a "$log"

@@ -8,12 +8,12 @@ namespace trainsim::sim {
 
 std::string_view to_string(Collective c) {
   switch (c) {
-    case Collective::all_reduce: return "all-reduce";
-    case Collective::reduce_scatter: return "reduce-scatter";
-    case Collective::all_gather: return "all-gather";
-    case Collective::broadcast: return "broadcast";
-    case Collective::all_to_all: return "all-to-all";
-    case Collective::send_recv: return "send-recv";
+  case Collective::all_reduce: return "all-reduce";
+  case Collective::reduce_scatter: return "reduce-scatter";
+  case Collective::all_gather: return "all-gather";
+  case Collective::broadcast: return "broadcast";
+  case Collective::all_to_all: return "all-to-all";
+  case Collective::send_recv: return "send-recv";
   }
   return "?";
 }
@@ -32,12 +32,12 @@ bool parse_collective(std::string_view s, Collective& out) {
 double busbw_factor(Collective c, std::int64_t p) {
   const double P = static_cast<double>(std::max<std::int64_t>(p, 1));
   switch (c) {
-    case Collective::all_reduce: return 2.0 * (P - 1) / P;
-    case Collective::reduce_scatter:
-    case Collective::all_gather:
-    case Collective::all_to_all: return (P - 1) / P;
-    case Collective::broadcast: return P > 1 ? 1.0 : 0.0;
-    case Collective::send_recv: return 1.0;
+  case Collective::all_reduce: return 2.0 * (P - 1) / P;
+  case Collective::reduce_scatter:
+  case Collective::all_gather:
+  case Collective::all_to_all: return (P - 1) / P;
+  case Collective::broadcast: return P > 1 ? 1.0 : 0.0;
+  case Collective::send_recv: return 1.0;
   }
   return 1.0;
 }
@@ -46,23 +46,24 @@ namespace {
 // Sequential algorithm steps of a ring (each pays the per-step latency).
 double ring_steps(Collective c, double P) {
   switch (c) {
-    case Collective::all_reduce: return 2 * (P - 1);
-    case Collective::reduce_scatter:
-    case Collective::all_gather:
-    case Collective::all_to_all: return P - 1;
-    case Collective::broadcast: return P - 1;
-    case Collective::send_recv: return 1;
+  case Collective::all_reduce: return 2 * (P - 1);
+  case Collective::reduce_scatter:
+  case Collective::all_gather:
+  case Collective::all_to_all: return P - 1;
+  case Collective::broadcast: return P - 1;
+  case Collective::send_recv: return 1;
   }
   return P - 1;
 }
-}  // namespace
+} // namespace
 
 CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
                                const hw::ClusterSpec& cluster, const hw::HardwareProfile& profile,
                                Algorithm algorithm) {
   if (algorithm == Algorithm::automatic) {
     const auto ring = collective_cost(op, bytes, group, cluster, profile, Algorithm::ring);
-    if (op != Collective::all_reduce) return ring;
+    if (op != Collective::all_reduce)
+      return ring;
     const auto tree = collective_cost(op, bytes, group, cluster, profile, Algorithm::tree);
     return tree.time_s < ring.time_s ? tree : ring;
   }
@@ -89,13 +90,15 @@ CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
     }
   }
   if (!c.from_fit) {
-    const double intra = cluster.intra_node_bandwidth_bytes_per_s * profile.intra_node_busbw_fraction;
+    const double intra =
+        cluster.intra_node_bandwidth_bytes_per_s * profile.intra_node_busbw_fraction;
     double busbw = intra;
     double step_latency = profile.intra_node_step_latency_s;
     if (inter) {
       // The node's network links are shared by its members of this group's rings: each
       // member contributes its own NIC, so the per-ring crossing gets per_node NICs' worth.
-      const double nic = cluster.inter_node_bandwidth_bytes_per_s * profile.inter_node_busbw_fraction *
+      const double nic = cluster.inter_node_bandwidth_bytes_per_s *
+                         profile.inter_node_busbw_fraction *
                          static_cast<double>(std::max<std::int64_t>(group.per_node, 1));
       busbw = std::min(intra, nic);
       step_latency = profile.inter_node_step_latency_s;
@@ -114,4 +117,4 @@ CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
   return c;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -29,20 +29,20 @@ enum class Algorithm { ring, tree, automatic };
 /// Placement of a group: its size and how many of its members share a node.
 struct Group {
   std::int64_t size = 1;
-  std::int64_t per_node = 1;  // members on each node (== size when inside one node)
+  std::int64_t per_node = 1; // members on each node (== size when inside one node)
   [[nodiscard]] bool spans_nodes() const { return size > per_node; }
 };
 
 struct CollectiveCost {
   Collective op = Collective::all_reduce;
-  double bytes = 0;          // payload n (nccl-tests "size")
+  double bytes = 0; // payload n (nccl-tests "size")
   std::int64_t num_ranks = 1;
-  double latency_s = 0;      // alpha part
-  double bandwidth_s = 0;    // beta part
+  double latency_s = 0;   // alpha part
+  double bandwidth_s = 0; // beta part
   double time_s = 0;
-  double busbw_bytes_per_s = 0;  // achieved bus bandwidth the model used
-  double algbw_bytes_per_s = 0;  // bytes / time
-  std::string level;             // "intra-node" / "inter-node" / "none"
+  double busbw_bytes_per_s = 0; // achieved bus bandwidth the model used
+  double algbw_bytes_per_s = 0; // bytes / time
+  std::string level;            // "intra-node" / "inter-node" / "none"
   bool from_fit = false;
 };
 
@@ -51,4 +51,4 @@ struct CollectiveCost {
                                              const hw::HardwareProfile& profile,
                                              Algorithm algorithm = Algorithm::automatic);
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -13,7 +13,8 @@ using model::Recompute;
 Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster) {
   const std::int64_t G = cluster.gpus_per_node;
   auto members_per_node = [&](std::int64_t size, std::int64_t stride) {
-    if (stride >= G) return std::int64_t{1};
+    if (stride >= G)
+      return std::int64_t{1};
     return std::clamp<std::int64_t>(G / stride, 1, size);
   };
   Placement p;
@@ -26,25 +27,27 @@ Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& c
 }
 
 double exposed_bucketed_s(double nb, double c, double w, bool overlap) {
-  if (nb <= 0 || c <= 0) return 0;
-  if (!overlap) return nb * c;
+  if (nb <= 0 || c <= 0)
+    return 0;
+  if (!overlap)
+    return nb * c;
   return std::max(0.0, std::max(w / nb + nb * c, w + c) - w);
 }
 
 namespace {
 
 bool is_attention_part(const model::Op& op) {
-  return op.name == "attn.scores" || op.name == "attn.softmax" ||
-         op.name == "attn.probs_dropout" || op.name == "attn.pv";
+  return op.name == "attn.scores" || op.name == "attn.softmax" || op.name == "attn.probs_dropout" ||
+         op.name == "attn.pv";
 }
 
 Collective to_collective(model::CommKind k) {
   switch (k) {
-    case model::CommKind::all_reduce: return Collective::all_reduce;
-    case model::CommKind::all_gather: return Collective::all_gather;
-    case model::CommKind::reduce_scatter: return Collective::reduce_scatter;
-    case model::CommKind::all_to_all: return Collective::all_to_all;
-    case model::CommKind::none: break;
+  case model::CommKind::all_reduce: return Collective::all_reduce;
+  case model::CommKind::all_gather: return Collective::all_gather;
+  case model::CommKind::reduce_scatter: return Collective::reduce_scatter;
+  case model::CommKind::all_to_all: return Collective::all_to_all;
+  case model::CommKind::none: break;
   }
   return Collective::all_reduce;
 }
@@ -69,7 +72,7 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
   return t;
 }
 
-}  // namespace
+} // namespace
 
 MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
                                          const model::ParallelPlan& plan,
@@ -79,22 +82,25 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   a.layer_act[static_cast<int>(Recompute::selective)] = model::saved_bytes(ops.layer, false);
   for (const auto& op : ops.layer)
     for (const auto& t : op.saved)
-      if (t.id == "layer.in") a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
+      if (t.id == "layer.in")
+        a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
   a.layer_saved_all = a.layer_act[static_cast<int>(Recompute::none)];
   a.emb_act = model::saved_bytes(ops.embedding, true);
   a.head_act = model::saved_bytes(ops.head, true);
-  for (const auto& op : ops.head)  // the 16-bit logits live next to their fp32 copy
+  for (const auto& op : ops.head) // the 16-bit logits live next to their fp32 copy
     if (op.name == "head.lm")
       a.head_act += static_cast<double>(op.m) * static_cast<double>(op.n) * dtype_bytes(op.dtype);
   // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
-  a.pp_send_bytes = static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp *
-                                        m.hidden_size) *
-                    dtype_bytes(model::compute_dtype(setup.precision)) /
-                    static_cast<double>(plan.tp);
+  a.pp_send_bytes =
+      static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp * m.hidden_size) *
+      dtype_bytes(model::compute_dtype(setup.precision)) / static_cast<double>(plan.tp);
   for (const auto& op : ops.layer) {
-    if (op.name.starts_with("moe.experts.")) a.layer_expert_params += op.params;
-    else a.layer_dense_params += op.params;
-    if (op.kind == model::OpKind::tp_comm) continue;
+    if (op.name.starts_with("moe.experts."))
+      a.layer_expert_params += op.params;
+    else
+      a.layer_dense_params += op.params;
+    if (op.kind == model::OpKind::tp_comm)
+      continue;
     a.layer_recompute_flops[static_cast<int>(Recompute::full)] += op.fwd_flops;
     if (op.name == "attn.scores" || op.name == "attn.pv")
       a.layer_recompute_flops[static_cast<int>(Recompute::selective)] += op.fwd_flops;
@@ -121,10 +127,12 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
   t.layer_tp_fwd = lf.tp;
   t.layer_tp_bwd = lb.tp;
   for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm) continue;
+    if (op.kind == model::OpKind::tp_comm)
+      continue;
     const double f = op_cost(op, Pass::forward, gpu, profile).time_s;
     t.layer_recompute[static_cast<int>(Recompute::full)] += f;
-    if (is_attention_part(op)) t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
+    if (is_attention_part(op))
+      t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
   }
   // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
   // forward, K, V, dK, dV in backward; overlapped with the attention core.
@@ -132,14 +140,16 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
     double kv_bytes = 0, attn_s = 0;
     for (const auto& op : ops.layer) {
       for (const auto& s : op.saved)
-        if (s.id == "attn.k" || s.id == "attn.v") kv_bytes += s.bytes;
+        if (s.id == "attn.k" || s.id == "attn.v")
+          kv_bytes += s.bytes;
       if (op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
           op.name == "attn.pv")
         attn_s += op_cost(op, Pass::forward, gpu, profile).time_s +
                   op_cost(op, Pass::backward, gpu, profile).time_s;
     }
-    const double comm = 3 * static_cast<double>(plan.cp - 1) *
-                        collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
+    const double comm =
+        3 * static_cast<double>(plan.cp - 1) *
+        collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
     t.layer_cp = std::max(0.0, comm - attn_s);
   }
   // Expert parallel: dispatch and combine all-to-alls of the routed tokens, fwd and bwd.
@@ -147,7 +157,8 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
     const double routed = static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp) *
                           static_cast<double>(m.top_k) * static_cast<double>(m.hidden_size) *
                           dtype_bytes(model::compute_dtype(setup.precision));
-    t.layer_ep = 4 * collective_cost(Collective::all_to_all, routed, pl.ep, cluster, profile).time_s;
+    t.layer_ep =
+        4 * collective_cost(Collective::all_to_all, routed, pl.ep, cluster, profile).time_s;
   }
   const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp);
   const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp);
@@ -162,4 +173,4 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
   return t;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -18,22 +18,22 @@ namespace trainsim::sim {
 
 /// Bytes and parameters of one micro-batch on one GPU (tp/cp-sharded), from the op list.
 struct MicroBatchAccounting {
-  double layer_act[3] = {0, 0, 0};  // saved bytes per layer, by model::Recompute
-  double layer_saved_all = 0;       // everything a layer saves (re-materialised by full recompute)
-  double emb_act = 0;               // embedding saved bytes
-  double head_act = 0;              // head saved bytes + the transient 16-bit logits
-  double pp_send_bytes = 0;         // activation crossing a stage boundary (scattered over tp)
+  double layer_act[3] = {0, 0, 0}; // saved bytes per layer, by model::Recompute
+  double layer_saved_all = 0;      // everything a layer saves (re-materialised by full recompute)
+  double emb_act = 0;              // embedding saved bytes
+  double head_act = 0;             // head saved bytes + the transient 16-bit logits
+  double pp_send_bytes = 0;        // activation crossing a stage boundary (scattered over tp)
   double layer_dense_params = 0, layer_expert_params = 0;
   double emb_params = 0, head_params = 0, tied_copy_params = 0;
-  double layer_recompute_flops[3] = {0, 0, 0};  // model FLOPs re-run per layer, by policy
+  double layer_recompute_flops[3] = {0, 0, 0}; // model FLOPs re-run per layer, by policy
 };
 
 /// Seconds of one micro-batch on one GPU.
 struct MicroBatchTimes {
-  double layer_fwd = 0, layer_bwd = 0;     // roofline compute
-  double layer_tp_fwd = 0, layer_tp_bwd = 0;  // tensor-parallel collectives
-  double layer_recompute[3] = {0, 0, 0};   // by model::Recompute
-  double layer_cp = 0, layer_ep = 0;       // exposed context/expert-parallel traffic
+  double layer_fwd = 0, layer_bwd = 0;       // roofline compute
+  double layer_tp_fwd = 0, layer_tp_bwd = 0; // tensor-parallel collectives
+  double layer_recompute[3] = {0, 0, 0};     // by model::Recompute
+  double layer_cp = 0, layer_ep = 0;         // exposed context/expert-parallel traffic
   double emb_fwd = 0, emb_bwd = 0, emb_tp = 0;
   double head_fwd = 0, head_bwd = 0, head_tp = 0;
 };
@@ -44,7 +44,8 @@ struct Placement {
   Group tp, cp, dp, ep;
   bool pp_inter_node = false;
 };
-[[nodiscard]] Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster);
+[[nodiscard]] Placement place_groups(const model::ParallelPlan& plan,
+                                     const hw::ClusterSpec& cluster);
 
 [[nodiscard]] MicroBatchAccounting account_micro_batch(const model::ModelSpec& m,
                                                        const model::OpList& ops,
@@ -63,4 +64,4 @@ struct Placement {
 /// (all nb c without overlap).
 [[nodiscard]] double exposed_bucketed_s(double nb, double bucket_s, double window_s, bool overlap);
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

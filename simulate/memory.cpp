@@ -12,12 +12,12 @@ using model::Precision;
 using model::Recompute;
 
 StateBytesPerParam state_bytes_per_param(Precision p, Optimizer o) {
-  const double moments = o == Optimizer::adamw ? 8.0 : 4.0;  // fp32 m, v (or momentum)
+  const double moments = o == Optimizer::adamw ? 8.0 : 4.0; // fp32 m, v (or momentum)
   switch (p) {
-    case Precision::fp32: return {4, 4, moments};
-    case Precision::bf16_mixed:
-    case Precision::fp16_mixed: return {2, 2, 4 + moments};  // + fp32 master weights
-    case Precision::bf16: return {2, 2, moments};
+  case Precision::fp32: return {4, 4, moments};
+  case Precision::bf16_mixed:
+  case Precision::fp16_mixed: return {2, 2, 4 + moments}; // + fp32 master weights
+  case Precision::bf16: return {2, 2, moments};
   }
   return {4, 4, moments};
 }
@@ -37,14 +37,15 @@ MemoryBreakdown model_state_bytes(double params, Precision precision, Optimizer 
 
 double layer_activation_bytes(const model::OpList& ops, Recompute r) {
   switch (r) {
-    case Recompute::none: return model::saved_bytes(ops.layer, true);
-    case Recompute::selective: return model::saved_bytes(ops.layer, false);
-    case Recompute::full:
-      // Only the layer input is kept (the first saved tensor of the first norm).
-      for (const auto& op : ops.layer)
-        for (const auto& t : op.saved)
-          if (t.id == "layer.in") return t.bytes;
-      return 0;
+  case Recompute::none: return model::saved_bytes(ops.layer, true);
+  case Recompute::selective: return model::saved_bytes(ops.layer, false);
+  case Recompute::full:
+    // Only the layer input is kept (the first saved tensor of the first norm).
+    for (const auto& op : ops.layer)
+      for (const auto& t : op.saved)
+        if (t.id == "layer.in")
+          return t.bytes;
+    return 0;
   }
   return 0;
 }
@@ -58,25 +59,33 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   const double layers = static_cast<double>(model.num_layers) / static_cast<double>(plan.pp);
   // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
   // stage, the head on the last (plus a copy of a tied table when it is not the first).
-  const double layer_params = a.layer_dense_params + a.layer_expert_params / static_cast<double>(plan.ep);
+  const double layer_params =
+      a.layer_dense_params + a.layer_expert_params / static_cast<double>(plan.ep);
   double params = layers * layer_params;
-  if (first) params += a.emb_params;
-  if (last) params += a.head_params + (first ? 0.0 : a.tied_copy_params);
-  MemoryBreakdown m = model_state_bytes(params, setup.precision, setup.optimizer, plan.dp,
-                                        plan.zero_stage);
+  if (first)
+    params += a.emb_params;
+  if (last)
+    params += a.head_params + (first ? 0.0 : a.tied_copy_params);
+  MemoryBreakdown m =
+      model_state_bytes(params, setup.precision, setup.optimizer, plan.dp, plan.zero_stage);
   m.stage = stage;
 
   // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
   // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
-  const std::int64_t micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
-  double in_flight = static_cast<double>(std::max<std::int64_t>(std::min(plan.pp - stage, micro_batches), 1));
-  if (plan.interleave > 1 && plan.pp > 1 && first)  // Korthikanti et al. 2022 Sec. 4.2.3
-    in_flight *= 1.0 + static_cast<double>(plan.pp - 1) /
-                           static_cast<double>(plan.pp * plan.interleave);
+  const std::int64_t micro_batches =
+      std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
+  double in_flight =
+      static_cast<double>(std::max<std::int64_t>(std::min(plan.pp - stage, micro_batches), 1));
+  if (plan.interleave > 1 && plan.pp > 1 && first) // Korthikanti et al. 2022 Sec. 4.2.3
+    in_flight *=
+        1.0 + static_cast<double>(plan.pp - 1) / static_cast<double>(plan.pp * plan.interleave);
   double act = in_flight * layers * a.layer_act[static_cast<int>(plan.recompute)];
-  if (plan.recompute == Recompute::full) act += a.layer_saved_all;  // one layer re-materialised
-  if (first) act += in_flight * a.emb_act;
-  if (last) act += a.head_act;
+  if (plan.recompute == Recompute::full)
+    act += a.layer_saved_all; // one layer re-materialised
+  if (first)
+    act += in_flight * a.emb_act;
+  if (last)
+    act += a.head_act;
   m.activations = act;
   m.in_flight_micro_batches = in_flight;
 
@@ -84,11 +93,13 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // gathered 16-bit parameters of the current and the prefetched layer, and pipeline
   // send/receive buffers of one activation each way.
   double buffers = 0;
-  if (plan.dp > 1) buffers += 2 * options.bucket_bytes;
+  if (plan.dp > 1)
+    buffers += 2 * options.bucket_bytes;
   if (plan.zero_stage == 3 && plan.dp > 1)
     buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
-  if (plan.pp > 1) buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
-                              (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
+  if (plan.pp > 1)
+    buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
+               (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
   m.buffers = buffers;
   m.overhead = profile.context_overhead_bytes;
   m.total = m.weights + m.gradients + m.optimizer + m.activations + m.buffers + m.overhead;
@@ -101,7 +112,8 @@ MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const mode
                                        const hw::HardwareProfile& profile,
                                        const MemoryOptions& options) {
   MemoryBreakdown first = compose_memory(a, model, plan, setup, profile, options, 0);
-  if (plan.pp == 1) return first;
+  if (plan.pp == 1)
+    return first;
   MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
   return first.total >= last.total ? first : last;
 }
@@ -119,17 +131,19 @@ std::int64_t max_micro_batch(const model::ModelSpec& model, const model::Paralle
                              double memory_bytes, const MemoryOptions& options) {
   auto fits = [&](std::int64_t b) {
     setup.micro_batch_size = b;
-    setup.global_batch_size = 0;  // the batch constraint is the caller's business
+    setup.global_batch_size = 0; // the batch constraint is the caller's business
     return estimate_memory(model, plan, setup, profile, options).total <= memory_bytes;
   };
-  if (!fits(1)) return 0;
+  if (!fits(1))
+    return 0;
   std::int64_t lo = 1, hi = 2;
   while (hi <= (1 << 20) && fits(hi)) {
     lo = hi;
     hi *= 2;
   }
-  if (hi > (1 << 20)) return lo;
-  while (hi - lo > 1) {  // invariant: fits(lo), !fits(hi)
+  if (hi > (1 << 20))
+    return lo;
+  while (hi - lo > 1) { // invariant: fits(lo), !fits(hi)
     const std::int64_t mid = lo + (hi - lo) / 2;
     (fits(mid) ? lo : hi) = mid;
   }
@@ -143,4 +157,4 @@ double max_params(double memory_bytes, std::int64_t num_gpus, Precision precisio
   return memory_bytes / one.total;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

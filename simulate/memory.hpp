@@ -26,16 +26,16 @@ struct StateBytesPerParam {
 };
 [[nodiscard]] StateBytesPerParam state_bytes_per_param(model::Precision p, model::Optimizer o);
 
-struct MemoryBreakdown {  // one GPU, bytes
+struct MemoryBreakdown { // one GPU, bytes
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, overhead = 0;
   double total = 0;
-  double params_on_gpu = 0;        // parameters held by this GPU before ZeRO sharding
-  std::int64_t stage = 0;          // pipeline stage this breakdown is for (the fullest one)
+  double params_on_gpu = 0; // parameters held by this GPU before ZeRO sharding
+  std::int64_t stage = 0;   // pipeline stage this breakdown is for (the fullest one)
   double in_flight_micro_batches = 1;
 };
 
 struct MemoryOptions {
-  double bucket_bytes = 25.0 * 1024 * 1024;  // gradient-communication bucket (DDP default 25 MiB)
+  double bucket_bytes = 25.0 * 1024 * 1024; // gradient-communication bucket (DDP default 25 MiB)
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.
@@ -53,12 +53,10 @@ struct MemoryOptions {
                                              const hw::HardwareProfile& profile,
                                              const MemoryOptions& options, std::int64_t stage);
 /// The fuller of the first and the last stage.
-[[nodiscard]] MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a,
-                                                     const model::ModelSpec& model,
-                                                     const model::ParallelPlan& plan,
-                                                     const model::TrainingSetup& setup,
-                                                     const hw::HardwareProfile& profile,
-                                                     const MemoryOptions& options);
+[[nodiscard]] MemoryBreakdown
+compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& model,
+                       const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                       const hw::HardwareProfile& profile, const MemoryOptions& options);
 
 /// Full per-GPU breakdown for the fullest pipeline stage (first or last).
 [[nodiscard]] MemoryBreakdown estimate_memory(const model::ModelSpec& model,
@@ -75,8 +73,8 @@ struct MemoryOptions {
 [[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,
                                            const model::ParallelPlan& plan,
                                            model::TrainingSetup setup,
-                                           const hw::HardwareProfile& profile,
-                                           double memory_bytes, const MemoryOptions& options = {});
+                                           const hw::HardwareProfile& profile, double memory_bytes,
+                                           const MemoryOptions& options = {});
 
 /// Largest parameter count whose model states fit on `num_gpus` GPUs of `memory_bytes` each
 /// (data parallel over all of them with the given ZeRO stage; activations not counted).
@@ -84,4 +82,4 @@ struct MemoryOptions {
                                 model::Precision precision, model::Optimizer optimizer,
                                 std::int64_t zero_stage);
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -15,14 +15,14 @@ namespace trainsim::sim {
 
 const char* to_string(Reject r) {
   switch (r) {
-    case Reject::tp_indivisible: return "tp does not divide heads / kv heads / ffn";
-    case Reject::pp_indivisible: return "pp x interleave does not divide layers";
-    case Reject::cp_indivisible: return "cp (x tp with SP) does not divide seq_len";
-    case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
-    case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
-    case Reject::expert_indivisible: return "ep does not divide experts / dp";
-    case Reject::does_not_fit: return "does not fit in GPU memory";
-    case Reject::count_: break;
+  case Reject::tp_indivisible: return "tp does not divide heads / kv heads / ffn";
+  case Reject::pp_indivisible: return "pp x interleave does not divide layers";
+  case Reject::cp_indivisible: return "cp (x tp with SP) does not divide seq_len";
+  case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
+  case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
+  case Reject::expert_indivisible: return "ep does not divide experts / dp";
+  case Reject::does_not_fit: return "does not fit in GPU memory";
+  case Reject::count_: break;
   }
   return "?";
 }
@@ -30,9 +30,11 @@ const char* to_string(Reject r) {
 std::vector<std::int64_t> divisors(std::int64_t n) {
   std::vector<std::int64_t> small, large;
   for (std::int64_t i = 1; i * i <= n; ++i) {
-    if (n % i) continue;
+    if (n % i)
+      continue;
     small.push_back(i);
-    if (i != n / i) large.push_back(n / i);
+    if (i != n / i)
+      large.push_back(n / i);
   }
   small.insert(small.end(), large.rbegin(), large.rend());
   return small;
@@ -46,7 +48,8 @@ std::vector<std::int64_t> filtered(std::vector<std::int64_t> v, std::int64_t fix
                                    std::int64_t max = 0) {
   std::vector<std::int64_t> out;
   for (auto x : v)
-    if ((fixed < 0 || x == fixed) && (max <= 0 || x <= max)) out.push_back(x);
+    if ((fixed < 0 || x == fixed) && (max <= 0 || x <= max))
+      out.push_back(x);
   return out;
 }
 
@@ -60,12 +63,14 @@ bool better(const PlanCandidate& a, const PlanCandidate& b) { return key(a) < ke
 
 struct TopK {
   std::size_t k;
-  std::vector<PlanCandidate> items;  // sorted best first
+  std::vector<PlanCandidate> items; // sorted best first
   void offer(const PlanCandidate& c) {
-    if (items.size() == k && !better(c, items.back())) return;
+    if (items.size() == k && !better(c, items.back()))
+      return;
     auto it = std::upper_bound(items.begin(), items.end(), c, better);
     items.insert(it, c);
-    if (items.size() > k) items.pop_back();
+    if (items.size() > k)
+      items.pop_back();
   }
 };
 
@@ -87,7 +92,8 @@ struct Context {
   double flops_per_token;
 };
 
-void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r, TopK& top) {
+void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r,
+                  TopK& top) {
   const auto& m = c.m;
   const std::int64_t rest = c.N / (tp * cp);
   const std::int64_t nz = static_cast<std::int64_t>(c.zeros.size());
@@ -101,8 +107,10 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                      (m.ffn_hidden_size == 0 || m.ffn_hidden_size % tp == 0) &&
                      (!m.is_moe() || m.expert_ffn_hidden_size % tp == 0);
   std::vector<std::int64_t> sps;
-  if (c.o.fix_sp != 1) sps.push_back(0);
-  if (tp > 1 && c.o.fix_sp != 0) sps.push_back(1);
+  if (c.o.fix_sp != 1)
+    sps.push_back(0);
+  if (tp > 1 && c.o.fix_sp != 0)
+    sps.push_back(1);
   const std::int64_t ep = c.o.fix_ep > 0 ? c.o.fix_ep : 1;
   std::vector<Phase1> cache(sps.size() * c.mbs.size());
 
@@ -110,18 +118,26 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
     const bool sp = sps[si] == 1;
     const bool cp_ok = c.setup.seq_len % cp == 0 && (!sp || (c.setup.seq_len / cp) % tp == 0);
     for (std::int64_t pp : c.pps) {
-      if (rest % pp) continue;
+      if (rest % pp)
+        continue;
       const std::int64_t rest_dp = rest / pp;
       const auto dps = c.o.objective == Objective::cost ? filtered(divisors(rest_dp), c.o.fix_dp)
                                                         : filtered({rest_dp}, c.o.fix_dp);
       const std::vector<std::int64_t> one{1};
       const auto& vs = pp > 1 ? c.vs_pipelined : one;
-      if (vs.empty()) continue;
+      if (vs.empty())
+        continue;
       for (std::int64_t dp : dps) {
         const std::int64_t per_v = nmb * nz * nr;
         const std::int64_t all = static_cast<std::int64_t>(vs.size()) * per_v;
-        if (!tp_ok) { reject(Reject::tp_indivisible, all); continue; }
-        if (!cp_ok) { reject(Reject::cp_indivisible, all); continue; }
+        if (!tp_ok) {
+          reject(Reject::tp_indivisible, all);
+          continue;
+        }
+        if (!cp_ok) {
+          reject(Reject::cp_indivisible, all);
+          continue;
+        }
         if (m.is_moe() ? (m.num_experts % ep != 0 || dp % ep != 0) : ep != 1) {
           reject(Reject::expert_indivisible, all);
           continue;
@@ -133,9 +149,15 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
           }
           for (std::int64_t mi = 0; mi < nmb; ++mi) {
             const std::int64_t mb = c.mbs[static_cast<std::size_t>(mi)];
-            if (c.B % (mb * dp) != 0) { reject(Reject::batch_mismatch, nz * nr); continue; }
+            if (c.B % (mb * dp) != 0) {
+              reject(Reject::batch_mismatch, nz * nr);
+              continue;
+            }
             const std::int64_t micro_batches = c.B / (mb * dp);
-            if (v > 1 && micro_batches % pp != 0) { reject(Reject::interleave_batch, nz * nr); continue; }
+            if (v > 1 && micro_batches % pp != 0) {
+              reject(Reject::interleave_batch, nz * nr);
+              continue;
+            }
             model::ParallelPlan plan;
             plan.tp = tp;
             plan.cp = cp;
@@ -191,25 +213,40 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
   }
 }
 
-}  // namespace
+} // namespace
 
 PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& cluster,
                               const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
                               const model::TrainingSetup& setup, const PlanSearchOptions& o) {
-  Context c{m, cluster, gpu, profile, setup, o, cluster.num_gpus(), setup.global_batch_size,
-            {}, {}, {}, {}, {}, model::flops_per_token(m, setup.seq_len).total};
+  Context c{m,
+            cluster,
+            gpu,
+            profile,
+            setup,
+            o,
+            cluster.num_gpus(),
+            setup.global_batch_size,
+            {},
+            {},
+            {},
+            {},
+            {},
+            model::flops_per_token(m, setup.seq_len).total};
   c.pps = filtered(divisors(c.N), o.fix_pp);
   c.mbs = filtered(divisors(c.B), o.fix_micro_batch);
   for (std::int64_t z = 0; z <= 3; ++z)
-    if (o.fix_zero < 0 || o.fix_zero == z) c.zeros.push_back(z);
+    if (o.fix_zero < 0 || o.fix_zero == z)
+      c.zeros.push_back(z);
   for (std::int64_t rc = 0; rc <= 2; ++rc) {
     // With FlashAttention nothing quadratic is saved, so selective recompute is the same
     // plan as none: search it only when asked for explicitly.
     const bool same_as_none = rc == 1 && setup.attention == model::AttentionImpl::flash;
-    if (o.fix_recompute == rc || (o.fix_recompute < 0 && !same_as_none)) c.rcs.push_back(rc);
+    if (o.fix_recompute == rc || (o.fix_recompute < 0 && !same_as_none))
+      c.rcs.push_back(rc);
   }
   for (std::int64_t v = 1; v <= std::max<std::int64_t>(o.max_interleave, 1); ++v)
-    if (o.fix_interleave < 0 || o.fix_interleave == v) c.vs_pipelined.push_back(v);
+    if (o.fix_interleave < 0 || o.fix_interleave == v)
+      c.vs_pipelined.push_back(v);
 
   const std::int64_t max_tp = o.max_tp > 0 ? o.max_tp : cluster.gpus_per_node;
   const auto tps = filtered(divisors(c.N), o.fix_tp, o.fix_tp > 0 ? 0 : max_tp);
@@ -217,14 +254,17 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   std::vector<std::pair<std::int64_t, std::int64_t>> work;
   for (auto tp : tps)
     for (auto cp : cps)
-      if (c.N % (tp * cp) == 0) work.emplace_back(tp, cp);
+      if (c.N % (tp * cp) == 0)
+        work.emplace_back(tp, cp);
 
   const int threads = std::max(1, std::min<int>(o.threads, static_cast<int>(work.size())));
   std::vector<PlanSearchResult> partial(static_cast<std::size_t>(threads));
-  std::vector<TopK> tops(static_cast<std::size_t>(threads), TopK{static_cast<std::size_t>(std::max<std::int64_t>(o.top_k, 1)), {}});
+  std::vector<TopK> tops(static_cast<std::size_t>(threads),
+                         TopK{static_cast<std::size_t>(std::max<std::int64_t>(o.top_k, 1)), {}});
   auto worker = [&](int t) {
     // Interleaved assignment balances big and small (tp, cp) items.
-    for (std::size_t i = static_cast<std::size_t>(t); i < work.size(); i += static_cast<std::size_t>(threads))
+    for (std::size_t i = static_cast<std::size_t>(t); i < work.size();
+         i += static_cast<std::size_t>(threads))
       search_tp_cp(c, work[i].first, work[i].second, partial[static_cast<std::size_t>(t)],
                    tops[static_cast<std::size_t>(t)]);
   };
@@ -232,8 +272,10 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     worker(0);
   } else {
     std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
-    for (auto& th : pool) th.join();
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back(worker, t);
+    for (auto& th : pool)
+      th.join();
   }
   PlanSearchResult out;
   TopK merged{static_cast<std::size_t>(std::max<std::int64_t>(o.top_k, 1)), {}};
@@ -242,11 +284,13 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     out.evaluated += partial[t].evaluated;
     out.feasible += partial[t].feasible;
     out.phase1_builds += partial[t].phase1_builds;
-    for (std::size_t k = 0; k < out.rejected.size(); ++k) out.rejected[k] += partial[t].rejected[k];
-    for (const auto& cand : tops[t].items) merged.offer(cand);
+    for (std::size_t k = 0; k < out.rejected.size(); ++k)
+      out.rejected[k] += partial[t].rejected[k];
+    for (const auto& cand : tops[t].items)
+      merged.offer(cand);
   }
   out.plans = std::move(merged.items);
   return out;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -22,13 +22,13 @@ enum class Objective { time, cost, memory };
 
 /// Why a candidate was rejected (counted, never listed one by one).
 enum class Reject {
-  tp_indivisible,      // tp does not divide heads, kv heads or FFN size
-  pp_indivisible,      // pp x interleave does not divide the layers
-  cp_indivisible,      // cp (x tp with SP) does not divide the sequence
-  batch_mismatch,      // global batch not a multiple of micro-batch x dp
-  interleave_batch,    // interleaving needs micro-batches per step divisible by pp
-  expert_indivisible,  // ep does not divide experts or dp
-  does_not_fit,        // memory per GPU above capacity
+  tp_indivisible,     // tp does not divide heads, kv heads or FFN size
+  pp_indivisible,     // pp x interleave does not divide the layers
+  cp_indivisible,     // cp (x tp with SP) does not divide the sequence
+  batch_mismatch,     // global batch not a multiple of micro-batch x dp
+  interleave_batch,   // interleaving needs micro-batches per step divisible by pp
+  expert_indivisible, // ep does not divide experts or dp
+  does_not_fit,       // memory per GPU above capacity
   count_
 };
 [[nodiscard]] const char* to_string(Reject r);
@@ -36,7 +36,7 @@ enum class Reject {
 struct PlanSearchOptions {
   Objective objective = Objective::time;
   std::int64_t top_k = 10;
-  std::int64_t max_tp = 0;          // 0 = GPUs per node
+  std::int64_t max_tp = 0; // 0 = GPUs per node
   std::int64_t max_cp = 8;
   std::int64_t max_interleave = 8;
   // Fixed dimensions (-1 = searched). recompute: 0 none, 1 selective, 2 full.
@@ -44,32 +44,31 @@ struct PlanSearchOptions {
                fix_zero = -1, fix_interleave = -1, fix_recompute = -1, fix_sp = -1, fix_ep = -1;
   int threads = 1;
   StepOptions step;
-  double memory_bytes = 0;  // per-GPU capacity
+  double memory_bytes = 0; // per-GPU capacity
 };
 
 struct PlanCandidate {
   model::ParallelPlan plan;
   std::int64_t micro_batch_size = 0;
-  std::int64_t micro_batches = 0;  // gradient accumulation steps
+  std::int64_t micro_batches = 0; // gradient accumulation steps
   double step_time_s = 0;
   double per_gpu_bytes_total = 0;
   double mfu = 0;
-  double objective = 0;  // what was minimised
+  double objective = 0; // what was minimised
 };
 
 struct PlanSearchResult {
-  std::int64_t space_size = 0;  // candidates enumerated (== evaluated + every rejection)
-  std::int64_t evaluated = 0;   // reached the cost model (memory, then time)
+  std::int64_t space_size = 0; // candidates enumerated (== evaluated + every rejection)
+  std::int64_t evaluated = 0;  // reached the cost model (memory, then time)
   std::int64_t feasible = 0;
-  std::int64_t phase1_builds = 0;  // distinct (tp, cp, SP, micro-batch) op lists built
+  std::int64_t phase1_builds = 0; // distinct (tp, cp, SP, micro-batch) op lists built
   std::array<std::int64_t, static_cast<std::size_t>(Reject::count_)> rejected{};
-  std::vector<PlanCandidate> plans;  // best first, at most top_k
+  std::vector<PlanCandidate> plans; // best first, at most top_k
 };
 
 /// setup.global_batch_size must be > 0. num_gpus = cluster.num_gpus().
 [[nodiscard]] PlanSearchResult search_plans(const model::ModelSpec& model,
-                                            const hw::ClusterSpec& cluster,
-                                            const hw::GpuSpec& gpu,
+                                            const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
                                             const hw::HardwareProfile& profile,
                                             const model::TrainingSetup& setup,
                                             const PlanSearchOptions& options);
@@ -77,4 +76,4 @@ struct PlanSearchResult {
 /// Positive divisors of n in increasing order.
 [[nodiscard]] std::vector<std::int64_t> divisors(std::int64_t n);
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -26,7 +26,7 @@ struct Search {
   }
   PlanSearchResult run() const { return search_plans(m, cluster, gpu, prof, s, o); }
 };
-}  // namespace
+} // namespace
 
 TEST_CASE("divisors") {
   CHECK(divisors(12) == std::vector<std::int64_t>{1, 2, 3, 4, 6, 12});
@@ -57,7 +57,8 @@ TEST_CASE("every candidate is counted once; plans are sorted and agree with esti
   Search a;
   const auto r = a.run();
   std::int64_t rejected = 0;
-  for (auto n : r.rejected) rejected += n;
+  for (auto n : r.rejected)
+    rejected += n;
   CHECK(r.space_size == r.feasible + rejected);
   CHECK(r.evaluated == r.feasible + r.rejected[static_cast<std::size_t>(Reject::does_not_fit)]);
   REQUIRE(!r.plans.empty());
@@ -91,7 +92,7 @@ TEST_CASE("fixed dimensions are respected; memory objective minimises memory") {
 TEST_CASE("no feasible plan: everything rejected with reasons") {
   Search a;
   a.m = model::load_model("llama3-405b");
-  a.cluster.num_nodes = 1;  // 8 GPUs cannot hold 405B parameters
+  a.cluster.num_nodes = 1; // 8 GPUs cannot hold 405B parameters
   const auto r = a.run();
   CHECK(r.plans.empty());
   CHECK(r.feasible == 0);

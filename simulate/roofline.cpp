@@ -8,18 +8,21 @@ namespace trainsim::sim {
 
 double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype) {
   const double p = gpu.peak_flops_per_s[dtype];
-  if (p > 0) return p;
+  if (p > 0)
+    return p;
   if (dtype == Dtype::bf16 && gpu.peak_flops_per_s[Dtype::fp16] > 0 &&
       gpu.peak_flops_per_s[Dtype::bf16] == 0)
-    return gpu.peak_flops_per_s[Dtype::fp32];  // no bf16 units: emulated at fp32 speed
+    return gpu.peak_flops_per_s[Dtype::fp32]; // no bf16 units: emulated at fp32 speed
   return gpu.peak_flops_per_s[Dtype::fp32];
 }
 
 double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,
                        const hw::GpuSpec& gpu, const hw::HardwareProfile& profile) {
   double peak_fraction = profile.gemm_peak_fraction[dtype];
-  if (peak_fraction <= 0) peak_fraction = profile.gemm_peak_fraction[Dtype::fp32];
-  if (m <= 0 || n <= 0 || k <= 0) return peak_fraction;
+  if (peak_fraction <= 0)
+    peak_fraction = profile.gemm_peak_fraction[Dtype::fp32];
+  if (m <= 0 || n <= 0 || k <= 0)
+    return peak_fraction;
   // Wave quantization: output tiles run in waves of num_sms; a partial last wave idles SMs.
   const double tiles = std::ceil(m / profile.gemm_tile_m) * std::ceil(n / profile.gemm_tile_n) *
                        std::max(count, 1.0);
@@ -38,29 +41,31 @@ namespace {
 
 double bw_fraction(model::OpKind kind, Pass pass, const hw::HardwareProfile& p) {
   const bool bwd = pass == Pass::backward;
-  const double reduction_bwd = p.reduction_bwd_bw_fraction > 0 ? p.reduction_bwd_bw_fraction
-                                                               : p.reduction_bw_fraction;
+  const double reduction_bwd =
+      p.reduction_bwd_bw_fraction > 0 ? p.reduction_bwd_bw_fraction : p.reduction_bw_fraction;
   switch (kind) {
-    case model::OpKind::elementwise: return p.elementwise_bw_fraction;
-    case model::OpKind::reduction: return bwd ? reduction_bwd : p.reduction_bw_fraction;
-    case model::OpKind::norm:
-      if (bwd) return p.norm_bwd_bw_fraction > 0 ? p.norm_bwd_bw_fraction : reduction_bwd;
-      return p.norm_bw_fraction > 0 ? p.norm_bw_fraction : p.reduction_bw_fraction;
-    case model::OpKind::embedding: return p.elementwise_bw_fraction;
-    case model::OpKind::gemm:
-    case model::OpKind::attention_core: return p.copy_bw_fraction;
-    case model::OpKind::tp_comm: return 1.0;
+  case model::OpKind::elementwise: return p.elementwise_bw_fraction;
+  case model::OpKind::reduction: return bwd ? reduction_bwd : p.reduction_bw_fraction;
+  case model::OpKind::norm:
+    if (bwd)
+      return p.norm_bwd_bw_fraction > 0 ? p.norm_bwd_bw_fraction : reduction_bwd;
+    return p.norm_bw_fraction > 0 ? p.norm_bw_fraction : p.reduction_bw_fraction;
+  case model::OpKind::embedding: return p.elementwise_bw_fraction;
+  case model::OpKind::gemm:
+  case model::OpKind::attention_core: return p.copy_bw_fraction;
+  case model::OpKind::tp_comm: return 1.0;
   }
   return p.copy_bw_fraction;
 }
 
-}  // namespace
+} // namespace
 
 OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
                const hw::HardwareProfile& profile) {
   OpCost c;
   c.name = op.name + (pass == Pass::forward ? ".fwd" : ".bwd");
-  if (op.kind == model::OpKind::tp_comm) return c;
+  if (op.kind == model::OpKind::tp_comm)
+    return c;
   c.flops = pass == Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
   c.bytes = pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
   const double peak = effective_peak_flops_per_s(gpu, op.dtype);
@@ -80,14 +85,14 @@ OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
     c.efficiency = waves * (pass == Pass::forward ? profile.attention_fwd_peak_fraction
                                                   : profile.attention_bwd_peak_fraction);
   } else {
-    c.efficiency = profile.gemm_peak_fraction[Dtype::fp32];  // scalar math, never the limit
+    c.efficiency = profile.gemm_peak_fraction[Dtype::fp32]; // scalar math, never the limit
   }
   c.compute_s = c.flops > 0 ? c.flops / (peak * c.efficiency) : 0;
   double bandwidth = gpu.hbm_bandwidth_bytes_per_s * bw_fraction(op.kind, pass, profile);
   const bool memory_class = op.kind == model::OpKind::elementwise ||
                             op.kind == model::OpKind::reduction || op.kind == model::OpKind::norm;
   if (memory_class && profile.l2_resident_bw_fraction > 0 && c.bytes <= gpu.l2_bytes)
-    bandwidth = gpu.hbm_bandwidth_bytes_per_s * profile.l2_resident_bw_fraction;  // hot in L2
+    bandwidth = gpu.hbm_bandwidth_bytes_per_s * profile.l2_resident_bw_fraction; // hot in L2
   c.memory_s = c.bytes / bandwidth;
   // GEMM backward is two kernels (dgrad, wgrad); everything else one per pass.
   const double launches = op.kind == model::OpKind::gemm && pass == Pass::backward ? 2 : 1;
@@ -106,7 +111,8 @@ OpCost gemm_cost(std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
   op.m = m;
   op.n = n;
   op.k = k;
-  const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
+  const double md = static_cast<double>(m), nd = static_cast<double>(n),
+               kd = static_cast<double>(k);
   op.fwd_exec_flops = op.fwd_flops = 2 * md * nd * kd;
   op.fwd_bytes = dtype_bytes(dtype) * (md * kd + kd * nd + md * nd);
   OpCost c = op_cost(op, Pass::forward, gpu, profile);
@@ -114,4 +120,4 @@ OpCost gemm_cost(std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
   return c;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -14,15 +14,15 @@ namespace trainsim::sim {
 
 enum class Pass { forward, backward };
 
-struct OpCost {  // one operator, one GPU, one micro-batch, one pass
+struct OpCost { // one operator, one GPU, one micro-batch, one pass
   std::string name;
-  double flops = 0;          // executed FLOPs
-  double bytes = 0;          // HBM bytes read + written
-  double compute_s = 0;      // FLOPs / achieved FLOP/s
-  double memory_s = 0;       // bytes / achieved bandwidth
-  double launch_s = 0;       // fixed launch overhead
-  double time_s = 0;         // max(compute, memory) + launch
-  double efficiency = 0;     // achieved fraction of the dtype peak while computing
+  double flops = 0;      // executed FLOPs
+  double bytes = 0;      // HBM bytes read + written
+  double compute_s = 0;  // FLOPs / achieved FLOP/s
+  double memory_s = 0;   // bytes / achieved bandwidth
+  double launch_s = 0;   // fixed launch overhead
+  double time_s = 0;     // max(compute, memory) + launch
+  double efficiency = 0; // achieved fraction of the dtype peak while computing
   bool compute_bound = false;
 };
 
@@ -42,4 +42,4 @@ struct OpCost {  // one operator, one GPU, one micro-batch, one pass
 [[nodiscard]] OpCost gemm_cost(std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
                                const hw::GpuSpec& gpu, const hw::HardwareProfile& profile);
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

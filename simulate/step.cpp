@@ -13,18 +13,19 @@ namespace trainsim::sim {
 using model::Recompute;
 
 void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
-                  const model::ModelSpec& m, const hw::ClusterSpec& cluster,
-                  const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
-                  const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                  const StepOptions& options, double model_flops_per_token, StepEstimate& est,
-                  const MemoryBreakdown* memory) {
+                  const model::ModelSpec& m, const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
+                  const hw::HardwareProfile& profile, const model::ParallelPlan& plan,
+                  const model::TrainingSetup& setup, const StepOptions& options,
+                  double model_flops_per_token, StepEstimate& est, const MemoryBreakdown* memory) {
   est.placement = place_groups(plan, cluster);
   const Placement& pl = est.placement;
   const int rc = static_cast<int>(plan.recompute);
 
   // ---- one micro-batch through the slowest pipeline stage ----
-  double tp_layer = t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
-  if (options.tp_overlap) tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
+  double tp_layer =
+      t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
+  if (options.tp_overlap)
+    tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
   const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
   struct Stage {
     double fwd = 0, bwd = 0, rc = 0, tp = 0, cp = 0, ep = 0;
@@ -43,7 +44,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   Stage stage = make_stage(true, plan.pp == 1);
   if (plan.pp > 1) {
     const Stage last = make_stage(false, true);
-    if (last.total() > stage.total()) stage = last;
+    if (last.total() > stage.total())
+      stage = last;
   }
   est.micro_batch_stage_s = stage.total();
 
@@ -65,8 +67,9 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     // Activations forward and their gradients backward cross each stage boundary once per
     // micro-batch per model chunk.
     const Group pair{2, pl.pp_inter_node ? 1 : 2};
-    b.pp_comm = mb * 2 * v *
-                collective_cost(Collective::send_recv, a.pp_send_bytes, pair, cluster, profile).time_s;
+    b.pp_comm =
+        mb * 2 * v *
+        collective_cost(Collective::send_recv, a.pp_send_bytes, pair, cluster, profile).time_s;
   }
 
   // ---- data parallel gradient reduction + ZeRO traffic ----
@@ -79,23 +82,28 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   const double weight_bytes = stage_params * per_param.weights;
   est.dp_bytes = grad_bytes;
   est.dp_volume_bytes = 0;
-  const double window = stage.bwd + stage.rc;  // the last micro-batch's backward
+  const double window = stage.bwd + stage.rc; // the last micro-batch's backward
   if (plan.dp > 1) {
     const double half = busbw_factor(Collective::all_gather, plan.dp);
-    est.dp_volume_bytes = plan.zero_stage == 0   ? busbw_factor(Collective::all_reduce, plan.dp) * grad_bytes
+    est.dp_volume_bytes = plan.zero_stage == 0
+                              ? busbw_factor(Collective::all_reduce, plan.dp) * grad_bytes
                           : plan.zero_stage < 3 ? half * (grad_bytes + weight_bytes)
                                                 : half * (grad_bytes + 2 * mb * weight_bytes);
     const double nb = options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0;
-    const Collective reduce = plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+    const Collective reduce =
+        plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
     const double per_bucket =
-        collective_cost(reduce, grad_bytes / nb, pl.dp, cluster, profile, options.dp_algorithm).time_s;
+        collective_cost(reduce, grad_bytes / nb, pl.dp, cluster, profile, options.dp_algorithm)
+            .time_s;
     b.dp_comm = exposed_bucketed_s(nb, per_bucket, window, options.dp_overlap);
     if (plan.zero_stage >= 1 && plan.zero_stage < 3) {
       // All-gather the updated 16-bit weights after the optimizer step.
-      b.dp_comm += collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
+      b.dp_comm +=
+          collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
     } else if (plan.zero_stage == 3) {
       // Gather the weights before each forward and each backward, prefetched under compute.
-      const double ag = collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
+      const double ag =
+          collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
       b.dp_comm += mb * std::max(0.0, 2 * ag - (stage.fwd + stage.bwd));
     }
   }
@@ -140,11 +148,12 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
   compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
                model::flops_per_token(m, setup.seq_len).total, est);
   for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm) continue;
+    if (op.kind == model::OpKind::tp_comm)
+      continue;
     est.layer_forward.push_back(op_cost(op, Pass::forward, gpu, profile));
     est.layer_backward.push_back(op_cost(op, Pass::backward, gpu, profile));
   }
   return est;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

@@ -20,13 +20,13 @@
 namespace trainsim::sim {
 
 struct StepOptions {
-  double bucket_bytes = 25.0 * 1024 * 1024;  // DP gradient bucket (PyTorch DDP default)
-  bool dp_overlap = true;   // bucketed gradient reduction overlapped with backward
-  bool tp_overlap = false;  // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
+  double bucket_bytes = 25.0 * 1024 * 1024; // DP gradient bucket (PyTorch DDP default)
+  bool dp_overlap = true;                   // bucketed gradient reduction overlapped with backward
+  bool tp_overlap = false; // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
   Algorithm dp_algorithm = Algorithm::automatic;
 };
 
-struct StepBreakdown {  // seconds per step, on the critical path
+struct StepBreakdown { // seconds per step, on the critical path
   double forward = 0, backward = 0, recompute = 0;
   double tp_comm = 0, cp_comm = 0, ep_comm = 0, pp_comm = 0, dp_comm = 0;
   double bubble = 0, optimizer = 0;
@@ -42,15 +42,15 @@ struct StepEstimate {
   double mfu = 0, hfu = 0;
   double tokens_per_step = 0, tokens_per_s = 0;
   double model_flops_per_step = 0, hardware_flops_per_step = 0;
-  double achieved_flops_per_s_per_gpu = 0;  // model FLOPs / (step x GPUs)
+  double achieved_flops_per_s_per_gpu = 0; // model FLOPs / (step x GPUs)
   double peak_flops_per_s = 0;
-  std::int64_t micro_batches = 1;  // per step per pipeline (gradient accumulation)
+  std::int64_t micro_batches = 1; // per step per pipeline (gradient accumulation)
   std::int64_t global_batch_size = 0;
-  double micro_batch_stage_s = 0;  // one micro-batch through the slowest stage (fwd+bwd+...)
-  double dp_bytes = 0;             // gradient bytes reduced per step per GPU
-  double dp_volume_bytes = 0;      // bytes each GPU sends for DP/ZeRO per step (bus volume)
+  double micro_batch_stage_s = 0; // one micro-batch through the slowest stage (fwd+bwd+...)
+  double dp_bytes = 0;            // gradient bytes reduced per step per GPU
+  double dp_volume_bytes = 0;     // bytes each GPU sends for DP/ZeRO per step (bus volume)
   MemoryBreakdown memory;
-  std::vector<OpCost> layer_forward, layer_backward;  // one layer, for explanations
+  std::vector<OpCost> layer_forward, layer_backward; // one layer, for explanations
   Placement placement;
 };
 
@@ -65,11 +65,9 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const MemoryBreakdown* memory = nullptr);
 
 /// Requires validated inputs (plan.num_gpus() == cluster.num_gpus()).
-[[nodiscard]] StepEstimate estimate_step(const model::ModelSpec& model,
-                                         const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
-                                         const hw::HardwareProfile& profile,
-                                         const model::ParallelPlan& plan,
-                                         const model::TrainingSetup& setup,
-                                         const StepOptions& options = {});
+[[nodiscard]] StepEstimate
+estimate_step(const model::ModelSpec& model, const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
+              const hw::HardwareProfile& profile, const model::ParallelPlan& plan,
+              const model::TrainingSetup& setup, const StepOptions& options = {});
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

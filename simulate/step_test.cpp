@@ -17,10 +17,10 @@ hw::ClusterSpec node_of(const char* cluster, std::int64_t nodes) {
   c.num_nodes = nodes;
   return c;
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("nccl-tests bus-bandwidth factors") {
-  CHECK(busbw_factor(Collective::all_reduce, 8) == doctest::Approx(1.75));  // 2*7/8
+  CHECK(busbw_factor(Collective::all_reduce, 8) == doctest::Approx(1.75)); // 2*7/8
   CHECK(busbw_factor(Collective::all_gather, 8) == doctest::Approx(0.875));
   CHECK(busbw_factor(Collective::reduce_scatter, 4) == doctest::Approx(0.75));
   CHECK(busbw_factor(Collective::broadcast, 8) == 1.0);
@@ -41,9 +41,15 @@ TEST_CASE("ring all-reduce: 2(P-1) alpha + 2(P-1)/P n / B; P = 1 costs nothing")
   const auto ag = collective_cost(Collective::all_gather, n, {8, 8}, cluster, prof);
   CHECK(rs.bandwidth_s + ag.bandwidth_s == doctest::Approx(c.bandwidth_s));
   // The notes' ring check: going from 2 to 4 to 6 ranks scales bandwidth time 1 : 1.5 : 1.67.
-  const double t2 = collective_cost(Collective::all_reduce, n, {2, 2}, cluster, prof, Algorithm::ring).bandwidth_s;
-  const double t4 = collective_cost(Collective::all_reduce, n, {4, 4}, cluster, prof, Algorithm::ring).bandwidth_s;
-  const double t6 = collective_cost(Collective::all_reduce, n, {6, 6}, cluster, prof, Algorithm::ring).bandwidth_s;
+  const double t2 =
+      collective_cost(Collective::all_reduce, n, {2, 2}, cluster, prof, Algorithm::ring)
+          .bandwidth_s;
+  const double t4 =
+      collective_cost(Collective::all_reduce, n, {4, 4}, cluster, prof, Algorithm::ring)
+          .bandwidth_s;
+  const double t6 =
+      collective_cost(Collective::all_reduce, n, {6, 6}, cluster, prof, Algorithm::ring)
+          .bandwidth_s;
   CHECK(t4 / t2 == doctest::Approx(1.5));
   CHECK(t6 / t2 == doctest::Approx(5.0 / 3.0));
 }
@@ -57,8 +63,10 @@ TEST_CASE("a collective spanning nodes is bound by the network") {
   CHECK(across.busbw_bytes_per_s == doctest::Approx(50e9 * prof.inter_node_busbw_fraction));
   CHECK(across.time_s > inside.time_s);
   // Tree all-reduce: fewer latency steps, more bandwidth time than ring for large P.
-  const auto tree = collective_cost(Collective::all_reduce, 8, {32, 1}, cluster, prof, Algorithm::tree);
-  const auto ring = collective_cost(Collective::all_reduce, 8, {32, 1}, cluster, prof, Algorithm::ring);
+  const auto tree =
+      collective_cost(Collective::all_reduce, 8, {32, 1}, cluster, prof, Algorithm::tree);
+  const auto ring =
+      collective_cost(Collective::all_reduce, 8, {32, 1}, cluster, prof, Algorithm::ring);
   CHECK(tree.latency_s < ring.latency_s);
 }
 
@@ -74,7 +82,7 @@ TEST_CASE("roofline: ReLU is memory-bound, a big GEMM compute-bound") {
   relu.name = "relu";
   relu.kind = model::OpKind::elementwise;
   relu.fwd_exec_flops = 1 << 20;
-  relu.fwd_bytes = 4.0 * (1 << 20);  // bf16 in + out: intensity 0.25 FLOP/byte
+  relu.fwd_bytes = 4.0 * (1 << 20); // bf16 in + out: intensity 0.25 FLOP/byte
   const auto c = op_cost(relu, Pass::forward, gpu, prof);
   CHECK_FALSE(c.compute_bound);
 }
@@ -99,7 +107,7 @@ struct Job {
     return estimate_step(m, cluster, gpu, prof, plan, setup, o);
   }
 };
-}  // namespace
+} // namespace
 
 TEST_CASE("the breakdown sums to the step time; MFU <= HFU <= 1") {
   Job j;
@@ -118,7 +126,7 @@ TEST_CASE("pipeline bubble: (p-1)/m of the pipelined work, divided by v when int
   j.plan.tp = 1;
   j.plan.dp = 2;
   j.plan.pp = 8;
-  j.setup.global_batch_size = 32;  // m = 16 micro-batches
+  j.setup.global_batch_size = 32; // m = 16 micro-batches
   const auto e = j.run();
   REQUIRE(e.micro_batches == 16);
   const double work = e.breakdown_s.forward + e.breakdown_s.backward + e.breakdown_s.recompute +

@@ -24,4 +24,4 @@ TopDownTime estimate_time_top_down(double params, double tokens, double flops_pe
   return t;
 }
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

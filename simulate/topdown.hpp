@@ -9,9 +9,9 @@ namespace trainsim::sim {
 struct TopDownTime {
   double total_flops = 0;       // 6 N D
   double total_flops_exact = 0; // op-level model FLOPs per token x D (0 if no model given)
-  double seconds = 0, days = 0, gpu_hours = 0;  // from total_flops
+  double seconds = 0, days = 0, gpu_hours = 0; // from total_flops
   double seconds_exact = 0, days_exact = 0, gpu_hours_exact = 0;
-  double cost_usd = 0;  // gpu_hours x price (0 if no price)
+  double cost_usd = 0; // gpu_hours x price (0 if no price)
 };
 
 /// `flops_per_token_exact` <= 0 means "not known" (only --params given).
@@ -20,4 +20,4 @@ struct TopDownTime {
                                                  double peak_flops_per_s, std::int64_t num_gpus,
                                                  double mfu_fraction, double usd_per_gpu_hour);
 
-}  // namespace trainsim::sim
+} // namespace trainsim::sim

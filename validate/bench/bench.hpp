@@ -54,15 +54,15 @@ struct Measurement {
 };
 
 using ProgressFn =
-    std::function<void(std::size_t done, std::size_t total, const std::string &name)>;
+    std::function<void(std::size_t done, std::size_t total, const std::string& name)>;
 
 /// Describes the GPU `device`; throws DeviceError without CUDA or without a device.
 [[nodiscard]] DeviceInfo query_device(int device);
 
 /// Runs every case in opts.cases in order; throws DeviceError on CUDA failures. Failed checks
 /// do not throw here: they are marked in the measurement (the caller decides the exit code).
-[[nodiscard]] std::vector<Measurement> run_kernel_benchmarks(const BenchOptions &opts,
-                                                             const ProgressFn &progress);
+[[nodiscard]] std::vector<Measurement> run_kernel_benchmarks(const BenchOptions& opts,
+                                                             const ProgressFn& progress);
 
 /// Named case lists: "calibration", "held-out" (different shapes, for reporting calibration
 /// error), "perf" (the performance targets). Throws ConfigError on an unknown name.

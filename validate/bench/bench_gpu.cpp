@@ -37,8 +37,8 @@ struct Tensor {
   std::int64_t n = 0;
   Tensor(Dtype d, std::int64_t count)
       : buf(static_cast<std::size_t>(count) * storage_bytes(d)), dtype(d), n(count) {}
-  [[nodiscard]] void *ptr() const { return buf.get(); }
-  [[nodiscard]] float *f32() const { return buf.as<float>(); }
+  [[nodiscard]] void* ptr() const { return buf.get(); }
+  [[nodiscard]] float* f32() const { return buf.as<float>(); }
 };
 
 /// A host copy of a device tensor, read element by element as double.
@@ -51,12 +51,9 @@ struct HostTensor {
   }
   [[nodiscard]] double at(std::int64_t i) const {
     switch (dtype) {
-    case Dtype::fp16:
-      return half_bits_to_double(h[i]);
-    case Dtype::bf16:
-      return bf16_bits_to_double(h[i]);
-    default:
-      return f[i];
+    case Dtype::fp16: return half_bits_to_double(h[i]);
+    case Dtype::bf16: return bf16_bits_to_double(h[i]);
+    default: return f[i];
     }
   }
   [[nodiscard]] Vec slice(std::int64_t begin, std::int64_t count) const {
@@ -73,7 +70,7 @@ struct HostTensor {
   }
 };
 
-HostTensor fetch(const Tensor &t, cudaStream_t stream) {
+HostTensor fetch(const Tensor& t, cudaStream_t stream) {
   CUDA_CHECK(cudaStreamSynchronize(stream));
   HostTensor h;
   h.dtype = t.dtype;
@@ -88,7 +85,7 @@ HostTensor fetch(const Tensor &t, cudaStream_t stream) {
 }
 
 /// Rows [r0, r1, ...] of a [rows, cols] tensor, concatenated.
-Vec gather_rows(const HostTensor &t, std::int64_t cols, const std::vector<std::int64_t> &rows) {
+Vec gather_rows(const HostTensor& t, std::int64_t cols, const std::vector<std::int64_t>& rows) {
   Vec v;
   v.reserve(rows.size() * cols);
   for (std::int64_t r : rows)
@@ -114,7 +111,7 @@ struct CheckResult {
   ErrorStats worst;
   bool passed = true;
   std::string note;
-  void add(const std::string &what, const Vec &out, const Vec &ref, Dtype dtype,
+  void add(const std::string& what, const Vec& out, const Vec& ref, Dtype dtype,
            std::int64_t nonfinite = 0) {
     ErrorStats e = compare_to_reference(out, ref);
     e.num_nan += nonfinite;
@@ -142,13 +139,13 @@ struct Context {
 /// One prepared case: owned tensors, the outputs to poison, run and check functions.
 struct Prepared {
   std::deque<Tensor> tensors;
-  std::vector<Tensor *> outputs;
+  std::vector<Tensor*> outputs;
   std::function<void(cudaStream_t)> run;
   std::function<CheckResult(cudaStream_t)> check;
 
-  Tensor &add(Dtype d, std::int64_t n) { return tensors.emplace_back(d, n); }
-  Tensor &input(Context &ctx, Dtype d, std::int64_t n, float lo = -1.0f, float hi = 1.0f) {
-    Tensor &t = add(d, n);
+  Tensor& add(Dtype d, std::int64_t n) { return tensors.emplace_back(d, n); }
+  Tensor& input(Context& ctx, Dtype d, std::int64_t n, float lo = -1.0f, float hi = 1.0f) {
+    Tensor& t = add(d, n);
     kern::FillRandomArgs f;
     f.dtype = d == Dtype::tf32 ? Dtype::fp32 : d;
     f.out = t.ptr();
@@ -159,14 +156,14 @@ struct Prepared {
     kern::launch_fill_random(f, ctx.stream.get());
     return t;
   }
-  Tensor &output(Dtype d, std::int64_t n) {
-    Tensor &t = add(d, n);
+  Tensor& output(Dtype d, std::int64_t n) {
+    Tensor& t = add(d, n);
     outputs.push_back(&t);
     return t;
   }
   [[nodiscard]] double device_bytes() const {
     double b = 0;
-    for (const Tensor &t : tensors)
+    for (const Tensor& t : tensors)
       b += static_cast<double>(t.buf.bytes());
     return b;
   }
@@ -174,26 +171,18 @@ struct Prepared {
 
 kern::ElementwiseOp to_kern(BenchOp op) {
   switch (op) {
-  case BenchOp::relu:
-    return kern::ElementwiseOp::relu;
-  case BenchOp::gelu:
-    return kern::ElementwiseOp::gelu;
-  case BenchOp::add:
-    return kern::ElementwiseOp::add;
-  default:
-    return kern::ElementwiseOp::scale;
+  case BenchOp::relu: return kern::ElementwiseOp::relu;
+  case BenchOp::gelu: return kern::ElementwiseOp::gelu;
+  case BenchOp::add: return kern::ElementwiseOp::add;
+  default: return kern::ElementwiseOp::scale;
   }
 }
 ElementwiseKind to_ref(BenchOp op) {
   switch (op) {
-  case BenchOp::relu:
-    return ElementwiseKind::relu;
-  case BenchOp::gelu:
-    return ElementwiseKind::gelu;
-  case BenchOp::add:
-    return ElementwiseKind::add;
-  default:
-    return ElementwiseKind::scale;
+  case BenchOp::relu: return ElementwiseKind::relu;
+  case BenchOp::gelu: return ElementwiseKind::gelu;
+  case BenchOp::add: return ElementwiseKind::add;
+  default: return ElementwiseKind::scale;
   }
 }
 
@@ -201,10 +190,10 @@ constexpr float kScaleAlpha = 1.75f;
 constexpr std::int64_t kMaxCheckedRows = 256;
 constexpr std::int64_t kMaxCheckedElements = 1 << 21;
 
-void prepare_gemm(const KernelShape &s, Context &ctx, Prepared &p) {
-  Tensor &a = p.input(ctx, s.dtype, s.m * s.k);
-  Tensor &b = p.input(ctx, s.dtype, s.k * s.n);
-  Tensor &c = p.output(s.dtype, s.m * s.n);
+void prepare_gemm(const KernelShape& s, Context& ctx, Prepared& p) {
+  Tensor& a = p.input(ctx, s.dtype, s.m * s.k);
+  Tensor& b = p.input(ctx, s.dtype, s.k * s.n);
+  Tensor& c = p.output(s.dtype, s.m * s.n);
   kern::GemmArgs g;
   g.dtype = s.dtype;
   g.m = s.m;
@@ -238,10 +227,10 @@ void prepare_gemm(const KernelShape &s, Context &ctx, Prepared &p) {
   };
 }
 
-void prepare_elementwise(const KernelShape &s, Context &ctx, Prepared &p) {
-  Tensor &x = p.input(ctx, s.dtype, s.num_elements, -3.0f, 3.0f);
-  Tensor *y = s.op == BenchOp::add ? &p.input(ctx, s.dtype, s.num_elements) : nullptr;
-  Tensor &out = p.output(s.dtype, s.num_elements);
+void prepare_elementwise(const KernelShape& s, Context& ctx, Prepared& p) {
+  Tensor& x = p.input(ctx, s.dtype, s.num_elements, -3.0f, 3.0f);
+  Tensor* y = s.op == BenchOp::add ? &p.input(ctx, s.dtype, s.num_elements) : nullptr;
+  Tensor& out = p.output(s.dtype, s.num_elements);
   kern::ElementwiseArgs e;
   e.op = to_kern(s.op);
   e.dtype = s.dtype;
@@ -270,9 +259,9 @@ void prepare_elementwise(const KernelShape &s, Context &ctx, Prepared &p) {
   };
 }
 
-void prepare_copy(const KernelShape &s, Context &ctx, Prepared &p) {
-  Tensor &src = p.input(ctx, s.dtype, s.num_elements);
-  Tensor &dst = p.output(s.dtype, s.num_elements);
+void prepare_copy(const KernelShape& s, Context& ctx, Prepared& p) {
+  Tensor& src = p.input(ctx, s.dtype, s.num_elements);
+  Tensor& dst = p.output(s.dtype, s.num_elements);
   const std::size_t bytes = src.buf.bytes();
   p.run = [&src, &dst, bytes](cudaStream_t st) {
     CUDA_CHECK(cudaMemcpyAsync(dst.ptr(), src.ptr(), bytes, cudaMemcpyDeviceToDevice, st));
@@ -291,12 +280,12 @@ void prepare_copy(const KernelShape &s, Context &ctx, Prepared &p) {
   };
 }
 
-void prepare_softmax(const KernelShape &s, Context &ctx, Prepared &p) {
+void prepare_softmax(const KernelShape& s, Context& ctx, Prepared& p) {
   const std::int64_t n = s.rows * s.cols;
   const auto rows = sample_indices(s.rows, kMaxCheckedRows);
   if (!s.backward) {
-    Tensor &x = p.input(ctx, s.dtype, n, -4.0f, 4.0f);
-    Tensor &y = p.output(s.dtype, n);
+    Tensor& x = p.input(ctx, s.dtype, n, -4.0f, 4.0f);
+    Tensor& y = p.output(s.dtype, n);
     kern::SoftmaxArgs a;
     a.dtype = s.dtype;
     a.x = x.ptr();
@@ -314,9 +303,9 @@ void prepare_softmax(const KernelShape &s, Context &ctx, Prepared &p) {
       return r;
     };
   } else {
-    Tensor &y = p.input(ctx, s.dtype, n, 0.0f, 1.0f);
-    Tensor &dy = p.input(ctx, s.dtype, n);
-    Tensor &dx = p.output(s.dtype, n);
+    Tensor& y = p.input(ctx, s.dtype, n, 0.0f, 1.0f);
+    Tensor& dy = p.input(ctx, s.dtype, n);
+    Tensor& dx = p.output(s.dtype, n);
     kern::SoftmaxBackwardArgs a;
     a.dtype = s.dtype;
     a.y = y.ptr();
@@ -340,20 +329,20 @@ void prepare_softmax(const KernelShape &s, Context &ctx, Prepared &p) {
 
 constexpr float kLayerNormEps = 1e-5f, kRmsNormEps = 1e-6f;
 
-void prepare_norm(const KernelShape &s, Context &ctx, Prepared &p) {
+void prepare_norm(const KernelShape& s, Context& ctx, Prepared& p) {
   const bool ln = s.op == BenchOp::layernorm;
   const double eps = ln ? kLayerNormEps : kRmsNormEps;
   const std::int64_t n = s.rows * s.cols;
   const auto rows = sample_indices(s.rows, kMaxCheckedRows);
   const auto nr = static_cast<std::int64_t>(rows.size());
-  Tensor &x = p.input(ctx, s.dtype, n, -2.0f, 3.0f);
-  Tensor &gamma = p.input(ctx, s.dtype, s.cols, 0.5f, 1.5f);
-  Tensor *beta = ln ? &p.input(ctx, s.dtype, s.cols) : nullptr;
+  Tensor& x = p.input(ctx, s.dtype, n, -2.0f, 3.0f);
+  Tensor& gamma = p.input(ctx, s.dtype, s.cols, 0.5f, 1.5f);
+  Tensor* beta = ln ? &p.input(ctx, s.dtype, s.cols) : nullptr;
   const cudaStream_t st0 = ctx.stream.get();
   if (!s.backward) {
-    Tensor &y = p.output(s.dtype, n);
-    Tensor *mean = ln ? &p.output(Dtype::fp32, s.rows) : nullptr;
-    Tensor &rstd = p.output(Dtype::fp32, s.rows);
+    Tensor& y = p.output(s.dtype, n);
+    Tensor* mean = ln ? &p.output(Dtype::fp32, s.rows) : nullptr;
+    Tensor& rstd = p.output(Dtype::fp32, s.rows);
     if (ln) {
       kern::LayerNormArgs a;
       a.dtype = s.dtype;
@@ -399,12 +388,12 @@ void prepare_norm(const KernelShape &s, Context &ctx, Prepared &p) {
     return;
   }
   // Backward: the saved statistics come from one forward run in setup.
-  Tensor &dy = p.input(ctx, s.dtype, n);
-  Tensor *mean = ln ? &p.add(Dtype::fp32, s.rows) : nullptr;
-  Tensor &rstd = p.add(Dtype::fp32, s.rows);
-  Tensor &dx = p.output(s.dtype, n);
-  Tensor &dgamma = p.output(Dtype::fp32, s.cols);
-  Tensor *dbeta = ln ? &p.output(Dtype::fp32, s.cols) : nullptr;
+  Tensor& dy = p.input(ctx, s.dtype, n);
+  Tensor* mean = ln ? &p.add(Dtype::fp32, s.rows) : nullptr;
+  Tensor& rstd = p.add(Dtype::fp32, s.rows);
+  Tensor& dx = p.output(s.dtype, n);
+  Tensor& dgamma = p.output(Dtype::fp32, s.cols);
+  Tensor* dbeta = ln ? &p.output(Dtype::fp32, s.cols) : nullptr;
   {
     Tensor tmp(s.dtype, n);
     if (ln) {
@@ -482,13 +471,13 @@ void prepare_norm(const KernelShape &s, Context &ctx, Prepared &p) {
   };
 }
 
-void prepare_attention(const KernelShape &s, Context &ctx, Prepared &p) {
+void prepare_attention(const KernelShape& s, Context& ctx, Prepared& p) {
   const std::int64_t bh = s.batch_size * s.num_heads, sd = s.seq_len * s.head_dim;
   const std::int64_t n = bh * sd;
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-  Tensor &q = p.input(ctx, s.dtype, n, -2.0f, 2.0f);
-  Tensor &k = p.input(ctx, s.dtype, n, -2.0f, 2.0f);
-  Tensor &v = p.input(ctx, s.dtype, n);
+  Tensor& q = p.input(ctx, s.dtype, n, -2.0f, 2.0f);
+  Tensor& k = p.input(ctx, s.dtype, n, -2.0f, 2.0f);
+  Tensor& v = p.input(ctx, s.dtype, n);
   kern::AttentionArgs fa;
   fa.dtype = s.dtype;
   fa.q = q.ptr();
@@ -503,9 +492,9 @@ void prepare_attention(const KernelShape &s, Context &ctx, Prepared &p) {
   fa.cublas = ctx.cublas.get();
   const bool naive = s.impl == AttentionImpl::naive;
   if (!s.backward) {
-    Tensor &o = p.output(s.dtype, n);
-    Tensor *lse = naive ? nullptr : &p.output(Dtype::fp32, bh * s.seq_len);
-    Tensor *scores = naive ? &p.add(s.dtype, bh * s.seq_len * s.seq_len) : nullptr;
+    Tensor& o = p.output(s.dtype, n);
+    Tensor* lse = naive ? nullptr : &p.output(Dtype::fp32, bh * s.seq_len);
+    Tensor* scores = naive ? &p.add(s.dtype, bh * s.seq_len * s.seq_len) : nullptr;
     fa.o = o.ptr();
     fa.lse = lse ? lse->f32() : nullptr;
     fa.scores = scores ? scores->ptr() : nullptr;
@@ -544,14 +533,14 @@ void prepare_attention(const KernelShape &s, Context &ctx, Prepared &p) {
   }
   if (naive)
     throw ConfigError("attention --impl naive: only the forward pass is implemented");
-  Tensor &dout = p.input(ctx, s.dtype, n);
-  Tensor &o = p.add(s.dtype, n);
-  Tensor &lse = p.add(Dtype::fp32, bh * s.seq_len);
-  Tensor &dq_accum = p.add(Dtype::fp32, n);
-  Tensor &delta = p.add(Dtype::fp32, bh * s.seq_len);
-  Tensor &dq = p.output(s.dtype, n);
-  Tensor &dk = p.output(s.dtype, n);
-  Tensor &dv = p.output(s.dtype, n);
+  Tensor& dout = p.input(ctx, s.dtype, n);
+  Tensor& o = p.add(s.dtype, n);
+  Tensor& lse = p.add(Dtype::fp32, bh * s.seq_len);
+  Tensor& dq_accum = p.add(Dtype::fp32, n);
+  Tensor& delta = p.add(Dtype::fp32, bh * s.seq_len);
+  Tensor& dq = p.output(s.dtype, n);
+  Tensor& dk = p.output(s.dtype, n);
+  Tensor& dv = p.output(s.dtype, n);
   fa.o = o.ptr();
   fa.lse = lse.f32();
   kern::launch_flash_attention(fa, ctx.stream.get());
@@ -589,40 +578,26 @@ void prepare_attention(const KernelShape &s, Context &ctx, Prepared &p) {
   };
 }
 
-std::unique_ptr<Prepared> prepare(const KernelShape &s, Context &ctx) {
+std::unique_ptr<Prepared> prepare(const KernelShape& s, Context& ctx) {
   auto p = std::make_unique<Prepared>();
   switch (s.op) {
-  case BenchOp::gemm:
-    prepare_gemm(s, ctx, *p);
-    break;
+  case BenchOp::gemm: prepare_gemm(s, ctx, *p); break;
   case BenchOp::relu:
   case BenchOp::gelu:
   case BenchOp::add:
-  case BenchOp::scale:
-    prepare_elementwise(s, ctx, *p);
-    break;
-  case BenchOp::copy:
-    prepare_copy(s, ctx, *p);
-    break;
-  case BenchOp::empty:
-    p->run = [](cudaStream_t st) { kern::launch_empty(st); };
-    break;
-  case BenchOp::softmax:
-    prepare_softmax(s, ctx, *p);
-    break;
+  case BenchOp::scale: prepare_elementwise(s, ctx, *p); break;
+  case BenchOp::copy: prepare_copy(s, ctx, *p); break;
+  case BenchOp::empty: p->run = [](cudaStream_t st) { kern::launch_empty(st); }; break;
+  case BenchOp::softmax: prepare_softmax(s, ctx, *p); break;
   case BenchOp::layernorm:
-  case BenchOp::rmsnorm:
-    prepare_norm(s, ctx, *p);
-    break;
-  case BenchOp::attention:
-    prepare_attention(s, ctx, *p);
-    break;
+  case BenchOp::rmsnorm: prepare_norm(s, ctx, *p); break;
+  case BenchOp::attention: prepare_attention(s, ctx, *p); break;
   }
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream.get()));
   return p;
 }
 
-Measurement measure(const KernelShape &shape, Context &ctx, const BenchOptions &opts) {
+Measurement measure(const KernelShape& shape, Context& ctx, const BenchOptions& opts) {
   Measurement m;
   m.name = case_name(shape);
   m.shape = shape;
@@ -634,7 +609,7 @@ Measurement measure(const KernelShape &shape, Context &ctx, const BenchOptions &
   m.device_bytes = c->device_bytes();
 
   // Correctness first: poisoned outputs, one run, compare with the float64 reference.
-  for (Tensor *t : c->outputs)
+  for (Tensor* t : c->outputs)
     CUDA_CHECK(cudaMemsetAsync(t->ptr(), 0xff, t->buf.bytes(), st));
   CUDA_CHECK(cudaStreamSynchronize(st));
   std::size_t free_before = 0, free_after = 0, total = 0;
@@ -728,8 +703,8 @@ DeviceInfo query_device(int device) {
   return d;
 }
 
-std::vector<Measurement> run_kernel_benchmarks(const BenchOptions &opts,
-                                               const ProgressFn &progress) {
+std::vector<Measurement> run_kernel_benchmarks(const BenchOptions& opts,
+                                               const ProgressFn& progress) {
   const DeviceInfo dev = query_device(opts.device);
   CUDA_CHECK(cudaSetDevice(opts.device));
   Context ctx;

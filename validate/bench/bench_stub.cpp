@@ -13,7 +13,7 @@ namespace {
 
 DeviceInfo query_device(int) { no_cuda(); }
 
-std::vector<Measurement> run_kernel_benchmarks(const BenchOptions &, const ProgressFn &) {
+std::vector<Measurement> run_kernel_benchmarks(const BenchOptions&, const ProgressFn&) {
   no_cuda();
 }
 

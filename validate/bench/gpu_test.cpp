@@ -14,7 +14,7 @@ using namespace trainsim::val;
 
 namespace {
 
-Measurement run_one(const KernelShape &s) {
+Measurement run_one(const KernelShape& s) {
   BenchOptions o;
   o.cases = {s};
   o.warmup = 0;
@@ -24,7 +24,7 @@ Measurement run_one(const KernelShape &s) {
   return r.at(0);
 }
 
-void expect_pass(const KernelShape &s) {
+void expect_pass(const KernelShape& s) {
   const Measurement m = run_one(s);
   INFO(m.name << ": " << m.check_note);
   CHECK(m.checked);
@@ -115,7 +115,7 @@ TEST_CASE("empty kernel runs and is timed") {
   CHECK_FALSE(m.checked);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("SKIP: no CUDA device visible; GPU tests skipped\n");

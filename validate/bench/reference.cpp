@@ -62,31 +62,25 @@ std::uint16_t double_to_half_bits(double v) {
   return static_cast<std::uint16_t>(sign | (exp << 10) | static_cast<int>(mant));
 }
 
-Vec elementwise_reference(ElementwiseKind kind, const Vec &x, const Vec &y, double alpha) {
+Vec elementwise_reference(ElementwiseKind kind, const Vec& x, const Vec& y, double alpha) {
   Vec out(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
     switch (kind) {
-    case ElementwiseKind::relu:
-      out[i] = v > 0 ? v : 0.0;
-      break;
+    case ElementwiseKind::relu: out[i] = v > 0 ? v : 0.0; break;
     case ElementwiseKind::gelu: {
       const double c = std::sqrt(2.0 / M_PI);
       out[i] = 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v)));
       break;
     }
-    case ElementwiseKind::add:
-      out[i] = v + y.at(i);
-      break;
-    case ElementwiseKind::scale:
-      out[i] = alpha * v;
-      break;
+    case ElementwiseKind::add: out[i] = v + y.at(i); break;
+    case ElementwiseKind::scale: out[i] = alpha * v; break;
     }
   }
   return out;
 }
 
-double gemm_reference_entry(const Vec &a, const Vec &b, std::int64_t n, std::int64_t k,
+double gemm_reference_entry(const Vec& a, const Vec& b, std::int64_t n, std::int64_t k,
                             std::int64_t i, std::int64_t j) {
   double acc = 0;
   for (std::int64_t l = 0; l < k; ++l)
@@ -94,7 +88,7 @@ double gemm_reference_entry(const Vec &a, const Vec &b, std::int64_t n, std::int
   return acc;
 }
 
-Vec gemm_reference(const Vec &a, const Vec &b, std::int64_t m, std::int64_t n, std::int64_t k) {
+Vec gemm_reference(const Vec& a, const Vec& b, std::int64_t m, std::int64_t n, std::int64_t k) {
   Vec c(static_cast<std::size_t>(m * n), 0.0);
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t l = 0; l < k; ++l) {
@@ -105,7 +99,7 @@ Vec gemm_reference(const Vec &a, const Vec &b, std::int64_t m, std::int64_t n, s
   return c;
 }
 
-Vec softmax_reference(const Vec &x, std::int64_t rows, std::int64_t cols, double scale,
+Vec softmax_reference(const Vec& x, std::int64_t rows, std::int64_t cols, double scale,
                       bool causal) {
   Vec y(x.size(), 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -122,7 +116,7 @@ Vec softmax_reference(const Vec &x, std::int64_t rows, std::int64_t cols, double
   return y;
 }
 
-Vec softmax_backward_reference(const Vec &y, const Vec &dy, std::int64_t rows, std::int64_t cols) {
+Vec softmax_backward_reference(const Vec& y, const Vec& dy, std::int64_t rows, std::int64_t cols) {
   Vec dx(y.size());
   for (std::int64_t r = 0; r < rows; ++r) {
     double dot = 0;
@@ -136,7 +130,7 @@ Vec softmax_backward_reference(const Vec &y, const Vec &dy, std::int64_t rows, s
 
 namespace {
 
-NormForward norm_forward(const Vec &x, const Vec &gamma, const Vec *beta, std::int64_t rows,
+NormForward norm_forward(const Vec& x, const Vec& gamma, const Vec* beta, std::int64_t rows,
                          std::int64_t cols, double eps) {
   const bool ln = beta != nullptr;
   NormForward f;
@@ -165,7 +159,7 @@ NormForward norm_forward(const Vec &x, const Vec &gamma, const Vec *beta, std::i
   return f;
 }
 
-NormBackward norm_backward(const Vec &x, const Vec &gamma, const Vec &dy, std::int64_t rows,
+NormBackward norm_backward(const Vec& x, const Vec& gamma, const Vec& dy, std::int64_t rows,
                            std::int64_t cols, double eps, bool ln) {
   Vec beta(static_cast<std::size_t>(cols), 0.0);
   const NormForward f = norm_forward(x, gamma, ln ? &beta : nullptr, rows, cols, eps);
@@ -198,26 +192,26 @@ NormBackward norm_backward(const Vec &x, const Vec &gamma, const Vec &dy, std::i
 
 } // namespace
 
-NormForward layernorm_reference(const Vec &x, const Vec &gamma, const Vec &beta, std::int64_t rows,
+NormForward layernorm_reference(const Vec& x, const Vec& gamma, const Vec& beta, std::int64_t rows,
                                 std::int64_t cols, double eps) {
   return norm_forward(x, gamma, &beta, rows, cols, eps);
 }
-NormBackward layernorm_backward_reference(const Vec &x, const Vec &gamma, const Vec &dy,
+NormBackward layernorm_backward_reference(const Vec& x, const Vec& gamma, const Vec& dy,
                                           std::int64_t rows, std::int64_t cols, double eps) {
   return norm_backward(x, gamma, dy, rows, cols, eps, true);
 }
-NormForward rmsnorm_reference(const Vec &x, const Vec &gamma, std::int64_t rows, std::int64_t cols,
+NormForward rmsnorm_reference(const Vec& x, const Vec& gamma, std::int64_t rows, std::int64_t cols,
                               double eps) {
   return norm_forward(x, gamma, nullptr, rows, cols, eps);
 }
-NormBackward rmsnorm_backward_reference(const Vec &x, const Vec &gamma, const Vec &dy,
+NormBackward rmsnorm_backward_reference(const Vec& x, const Vec& gamma, const Vec& dy,
                                         std::int64_t rows, std::int64_t cols, double eps) {
   return norm_backward(x, gamma, dy, rows, cols, eps, false);
 }
 
-Vec attention_row_reference(const double *q, const double *k, const double *v, std::int64_t seq_len,
+Vec attention_row_reference(const double* q, const double* k, const double* v, std::int64_t seq_len,
                             std::int64_t head_dim, bool causal, double scale, std::int64_t i,
-                            double *lse) {
+                            double* lse) {
   const std::int64_t limit = causal ? i + 1 : seq_len;
   Vec s(static_cast<std::size_t>(limit));
   double mx = -std::numeric_limits<double>::infinity();
@@ -242,7 +236,7 @@ Vec attention_row_reference(const double *q, const double *k, const double *v, s
   return o;
 }
 
-AttentionForward attention_reference(const Vec &q, const Vec &k, const Vec &v,
+AttentionForward attention_reference(const Vec& q, const Vec& k, const Vec& v,
                                      std::int64_t batch_heads, std::int64_t seq_len,
                                      std::int64_t head_dim, bool causal, double scale) {
   AttentionForward f;
@@ -260,8 +254,8 @@ AttentionForward attention_reference(const Vec &q, const Vec &k, const Vec &v,
   return f;
 }
 
-AttentionBackward attention_backward_head_reference(const double *q, const double *k,
-                                                    const double *v, const double *dout,
+AttentionBackward attention_backward_head_reference(const double* q, const double* k,
+                                                    const double* v, const double* dout,
                                                     std::int64_t seq_len, std::int64_t head_dim,
                                                     bool causal, double scale) {
   const std::int64_t n = seq_len * head_dim;
@@ -295,7 +289,7 @@ AttentionBackward attention_backward_head_reference(const double *q, const doubl
   return g;
 }
 
-ErrorStats compare_to_reference(const Vec &out, const Vec &ref) {
+ErrorStats compare_to_reference(const Vec& out, const Vec& ref) {
   if (out.size() != ref.size())
     throw std::logic_error("compare_to_reference: size mismatch");
   ErrorStats e;
@@ -317,21 +311,16 @@ ErrorStats compare_to_reference(const Vec &out, const Vec &ref) {
 
 double relative_error_limit(Dtype dtype) {
   switch (dtype) {
-  case Dtype::fp32:
-    return 1e-5;
-  case Dtype::tf32:
-    return 2e-3;
-  case Dtype::fp16:
-    return 5e-3;
-  case Dtype::bf16:
-    return 2e-2;
-  case Dtype::fp8:
-    return 1e-1;
+  case Dtype::fp32: return 1e-5;
+  case Dtype::tf32: return 2e-3;
+  case Dtype::fp16: return 5e-3;
+  case Dtype::bf16: return 2e-2;
+  case Dtype::fp8: return 1e-1;
   }
   return 1e-5;
 }
 
-bool passes(const ErrorStats &e, Dtype dtype) {
+bool passes(const ErrorStats& e, Dtype dtype) {
   return e.num_nan == 0 && e.num_elements > 0 && e.rel_l2_err <= relative_error_limit(dtype);
 }
 

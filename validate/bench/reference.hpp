@@ -21,20 +21,20 @@ using Vec = std::vector<double>;
 
 /// Element-wise: out = relu(x) | gelu_tanh(x) | x + y | alpha x.
 enum class ElementwiseKind { relu, gelu, add, scale };
-[[nodiscard]] Vec elementwise_reference(ElementwiseKind kind, const Vec &x, const Vec &y,
+[[nodiscard]] Vec elementwise_reference(ElementwiseKind kind, const Vec& x, const Vec& y,
                                         double alpha);
 
 /// GEMM C[m,n] = A[m,k] B[k,n]; one entry, or all.
-[[nodiscard]] double gemm_reference_entry(const Vec &a, const Vec &b, std::int64_t n,
+[[nodiscard]] double gemm_reference_entry(const Vec& a, const Vec& b, std::int64_t n,
                                           std::int64_t k, std::int64_t i, std::int64_t j);
-[[nodiscard]] Vec gemm_reference(const Vec &a, const Vec &b, std::int64_t m, std::int64_t n,
+[[nodiscard]] Vec gemm_reference(const Vec& a, const Vec& b, std::int64_t m, std::int64_t n,
                                  std::int64_t k);
 
 /// Softmax over rows of x [rows, cols] of scale * x; causal masks col > row % cols.
-[[nodiscard]] Vec softmax_reference(const Vec &x, std::int64_t rows, std::int64_t cols,
+[[nodiscard]] Vec softmax_reference(const Vec& x, std::int64_t rows, std::int64_t cols,
                                     double scale, bool causal);
 /// dx = y * (dy - sum(y * dy)) per row.
-[[nodiscard]] Vec softmax_backward_reference(const Vec &y, const Vec &dy, std::int64_t rows,
+[[nodiscard]] Vec softmax_backward_reference(const Vec& y, const Vec& dy, std::int64_t rows,
                                              std::int64_t cols);
 
 struct NormForward {
@@ -45,28 +45,28 @@ struct NormBackward {
   Vec dx;            // [rows, cols]
   Vec dgamma, dbeta; // [cols] (dbeta empty for RMSNorm)
 };
-[[nodiscard]] NormForward layernorm_reference(const Vec &x, const Vec &gamma, const Vec &beta,
+[[nodiscard]] NormForward layernorm_reference(const Vec& x, const Vec& gamma, const Vec& beta,
                                               std::int64_t rows, std::int64_t cols, double eps);
-[[nodiscard]] NormBackward layernorm_backward_reference(const Vec &x, const Vec &gamma,
-                                                        const Vec &dy, std::int64_t rows,
+[[nodiscard]] NormBackward layernorm_backward_reference(const Vec& x, const Vec& gamma,
+                                                        const Vec& dy, std::int64_t rows,
                                                         std::int64_t cols, double eps);
-[[nodiscard]] NormForward rmsnorm_reference(const Vec &x, const Vec &gamma, std::int64_t rows,
+[[nodiscard]] NormForward rmsnorm_reference(const Vec& x, const Vec& gamma, std::int64_t rows,
                                             std::int64_t cols, double eps);
-[[nodiscard]] NormBackward rmsnorm_backward_reference(const Vec &x, const Vec &gamma, const Vec &dy,
+[[nodiscard]] NormBackward rmsnorm_backward_reference(const Vec& x, const Vec& gamma, const Vec& dy,
                                                       std::int64_t rows, std::int64_t cols,
                                                       double eps);
 
 /// Attention for ONE head: q, k, v [seq, head_dim]; scores scaled by `scale`.
 /// Returns O row i [head_dim] and writes the natural-log logsumexp of row i to *lse.
-[[nodiscard]] Vec attention_row_reference(const double *q, const double *k, const double *v,
+[[nodiscard]] Vec attention_row_reference(const double* q, const double* k, const double* v,
                                           std::int64_t seq_len, std::int64_t head_dim, bool causal,
-                                          double scale, std::int64_t i, double *lse);
+                                          double scale, std::int64_t i, double* lse);
 
 struct AttentionForward {
   Vec o;   // [batch, heads, seq, head_dim]
   Vec lse; // [batch, heads, seq]
 };
-[[nodiscard]] AttentionForward attention_reference(const Vec &q, const Vec &k, const Vec &v,
+[[nodiscard]] AttentionForward attention_reference(const Vec& q, const Vec& k, const Vec& v,
                                                    std::int64_t batch_heads, std::int64_t seq_len,
                                                    std::int64_t head_dim, bool causal,
                                                    double scale);
@@ -76,8 +76,8 @@ struct AttentionBackward {
 };
 /// Gradients for ONE head (pointers to [seq, head_dim]); row by row, O(seq * head_dim) memory.
 [[nodiscard]] AttentionBackward
-attention_backward_head_reference(const double *q, const double *k, const double *v,
-                                  const double *dout, std::int64_t seq_len, std::int64_t head_dim,
+attention_backward_head_reference(const double* q, const double* k, const double* v,
+                                  const double* dout, std::int64_t seq_len, std::int64_t head_dim,
                                   bool causal, double scale);
 
 /// Comparison of a measured output with its reference.
@@ -87,9 +87,9 @@ struct ErrorStats {
   std::int64_t num_nan = 0; // non-finite outputs (never pass)
   std::int64_t num_elements = 0;
 };
-[[nodiscard]] ErrorStats compare_to_reference(const Vec &out, const Vec &ref);
+[[nodiscard]] ErrorStats compare_to_reference(const Vec& out, const Vec& ref);
 /// Relative L2 error limit per dtype: fp32 1e-5, tf32 2e-3, fp16 5e-3, bf16 2e-2, fp8 1e-1.
 [[nodiscard]] double relative_error_limit(Dtype dtype);
-[[nodiscard]] bool passes(const ErrorStats &e, Dtype dtype);
+[[nodiscard]] bool passes(const ErrorStats& e, Dtype dtype);
 
 } // namespace trainsim::val

@@ -92,18 +92,18 @@ template <class Fwd, class Bwd> void check_norm_gradient(Fwd fwd, Bwd bwd) {
 
 TEST_CASE("norm backward matches finite differences (2 rows of 3)") {
   check_norm_gradient(
-      [](const Vec &x, const Vec &g) {
+      [](const Vec& x, const Vec& g) {
         Vec gg(g.begin(), g.begin() + 3);
         return layernorm_reference(x, gg, Vec(3, 0.0), 2, 3, 1e-5).y;
       },
-      [](const Vec &x, const Vec &g, const Vec &dy) {
+      [](const Vec& x, const Vec& g, const Vec& dy) {
         return layernorm_backward_reference(x, Vec(g.begin(), g.begin() + 3), dy, 2, 3, 1e-5);
       });
   check_norm_gradient(
-      [](const Vec &x, const Vec &g) {
+      [](const Vec& x, const Vec& g) {
         return rmsnorm_reference(x, Vec(g.begin(), g.begin() + 3), 2, 3, 1e-6).y;
       },
-      [](const Vec &x, const Vec &g, const Vec &dy) {
+      [](const Vec& x, const Vec& g, const Vec& dy) {
         return rmsnorm_backward_reference(x, Vec(g.begin(), g.begin() + 3), dy, 2, 3, 1e-6);
       });
 }
@@ -128,7 +128,7 @@ TEST_CASE("attention backward matches finite differences") {
   for (bool causal : {false, true}) {
     const AttentionBackward g = attention_backward_head_reference(q.data(), k.data(), v.data(),
                                                                   dout.data(), s, d, causal, 0.7);
-    auto loss = [&](const Vec &qq, const Vec &kk, const Vec &vv) {
+    auto loss = [&](const Vec& qq, const Vec& kk, const Vec& vv) {
       const Vec o = attention_reference(qq, kk, vv, 1, s, d, causal, 0.7).o;
       double l = 0;
       for (std::size_t i = 0; i < o.size(); ++i)

@@ -54,7 +54,7 @@ KernelShape attention(Dtype d, std::int64_t b, std::int64_t h, std::int64_t seq,
   return s;
 }
 
-void add_common(std::vector<KernelShape> &v) {
+void add_common(std::vector<KernelShape>& v) {
   KernelShape e;
   e.op = BenchOp::empty;
   v.push_back(e);

@@ -26,7 +26,7 @@ std::string_view impl_name(AttentionImpl impl) {
   return impl == AttentionImpl::flash ? "flash" : "naive";
 }
 
-KernelWork kernel_work(const KernelShape &s) {
+KernelWork kernel_work(const KernelShape& s) {
   const double e = dtype_bytes(s.dtype);
   KernelWork w;
   switch (s.op) {
@@ -54,8 +54,7 @@ KernelWork kernel_work(const KernelShape &s) {
     w.bytes_read = static_cast<double>(s.num_elements) * e;
     w.bytes_written = static_cast<double>(s.num_elements) * e;
     break;
-  case BenchOp::empty:
-    break;
+  case BenchOp::empty: break;
   case BenchOp::softmax: {
     const double n = static_cast<double>(s.rows) * s.cols;
     if (!s.backward) {
@@ -115,7 +114,7 @@ KernelWork kernel_work(const KernelShape &s) {
   return w;
 }
 
-std::string case_name(const KernelShape &s) {
+std::string case_name(const KernelShape& s) {
   const std::string dt{dtype_name(s.dtype)};
   const std::string dir = s.backward ? "bwd" : "fwd";
   switch (s.op) {
@@ -127,10 +126,8 @@ std::string case_name(const KernelShape &s) {
   case BenchOp::gelu:
   case BenchOp::add:
   case BenchOp::scale:
-  case BenchOp::copy:
-    return fmt::format("{}.{}.n{}", op_name(s.op), dt, s.num_elements);
-  case BenchOp::empty:
-    return "empty";
+  case BenchOp::copy: return fmt::format("{}.{}.n{}", op_name(s.op), dt, s.num_elements);
+  case BenchOp::empty: return "empty";
   case BenchOp::softmax:
   case BenchOp::layernorm:
   case BenchOp::rmsnorm:

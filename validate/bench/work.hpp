@@ -53,7 +53,7 @@ struct KernelWork {
 };
 
 /// Flops and the fewest bytes the op must move through device memory.
-[[nodiscard]] KernelWork kernel_work(const KernelShape &shape);
+[[nodiscard]] KernelWork kernel_work(const KernelShape& shape);
 
 [[nodiscard]] std::string_view op_name(BenchOp op);
 [[nodiscard]] std::optional<BenchOp> parse_op(std::string_view name);
@@ -61,6 +61,6 @@ struct KernelWork {
 
 /// A stable case name, e.g. "gemm.cublaslt.bf16.m4096.n4096.k4096" or
 /// "attention.flash.bwd.bf16.b2.h16.s4096.d128.causal".
-[[nodiscard]] std::string case_name(const KernelShape &shape);
+[[nodiscard]] std::string case_name(const KernelShape& shape);
 
 } // namespace trainsim::val

@@ -76,8 +76,8 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
   CHECK(cal.size() > 20);
   CHECK(held.size() > 20);
   int shared = 0;
-  for (const auto &a : cal)
-    for (const auto &b : held)
+  for (const auto& a : cal)
+    for (const auto& b : held)
       if (case_name(a) == case_name(b) && a.op != BenchOp::empty && a.op != BenchOp::copy)
         ++shared;
   CHECK(shared == 0);

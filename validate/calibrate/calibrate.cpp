@@ -36,13 +36,14 @@ bool get_bool(const nlohmann::json& j, const char* key) {
 }
 
 double median(std::vector<double> v) {
-  if (v.empty()) return 0;
+  if (v.empty())
+    return 0;
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-}  // namespace
+} // namespace
 
 MeasurementSet read_measurements(const nlohmann::json& doc, const std::string& source) {
   MeasurementSet ms;
@@ -50,58 +51,64 @@ MeasurementSet read_measurements(const nlohmann::json& doc, const std::string& s
   if (!doc.is_object() || !doc.contains("measurements") || !doc["measurements"].is_array())
     throw ConfigError(source + ": measurements: expected the JSON of `trainsim bench kernels "
                                "--format json`");
-  if (doc.contains("device")) ms.device = doc["device"];
+  if (doc.contains("device"))
+    ms.device = doc["device"];
   if (doc.contains("command_line") && doc["command_line"].is_string())
     ms.command_line = doc["command_line"].get<std::string>();
   std::size_t i = 0;
   for (const auto& m : doc["measurements"]) {
     const std::string where = fmt::format("{}: measurements[{}]", source, i++);
-    if (!m.is_object()) throw ConfigError(where + ": expected an object");
+    if (!m.is_object())
+      throw ConfigError(where + ": expected an object");
     KernelMeasurement k;
     k.name = m.value("name", std::string());
     const std::string op = m.value("op", std::string());
     const auto parsed = parse_op(op);
-    if (!parsed) throw ConfigError(fmt::format("{}: op = \"{}\": unknown op", where, op));
+    if (!parsed)
+      throw ConfigError(fmt::format("{}: op = \"{}\": unknown op", where, op));
     k.shape.op = *parsed;
     const auto dt = parse_dtype(m.value("dtype", std::string("bf16")));
-    if (!dt) throw ConfigError(where + ": dtype: unknown");
+    if (!dt)
+      throw ConfigError(where + ": dtype: unknown");
     k.shape.dtype = *dt;
     k.median_s = get_num(m, "median_s", where);
     k.min_s = m.contains("min_s") ? get_num(m, "min_s", where) : k.median_s;
     k.noise_pct = m.contains("noise_pct") ? get_num(m, "noise_pct", where) : 0;
-    if (!(k.median_s > 0)) throw ConfigError(where + ": median_s: must be positive");
+    if (!(k.median_s > 0))
+      throw ConfigError(where + ": median_s: must be positive");
     if (m.contains("check_passed") && !get_bool(m, "check_passed"))
       throw ConfigError(where + ": check_passed = false: a wrong result is not a measurement");
     k.shape.backward = get_bool(m, "backward");
     switch (k.shape.op) {
-      case BenchOp::gemm:
-        k.shape.m = get_int(m, "m", where);
-        k.shape.n = get_int(m, "n", where);
-        k.shape.k = get_int(m, "k", where);
-        k.shape.gemm_impl = m.value("impl", std::string("cublaslt")) == "cublas" ? GemmImpl::cublas
-                                                                                : GemmImpl::cublaslt;
-        break;
-      case BenchOp::softmax:
-      case BenchOp::layernorm:
-      case BenchOp::rmsnorm:
-        k.shape.rows = get_int(m, "rows", where);
-        k.shape.cols = get_int(m, "cols", where);
-        break;
-      case BenchOp::attention:
-        k.shape.batch_size = get_int(m, "batch_size", where);
-        k.shape.num_heads = get_int(m, "num_heads", where);
-        k.shape.seq_len = get_int(m, "seq_len", where);
-        k.shape.head_dim = get_int(m, "head_dim", where);
-        k.shape.causal = get_bool(m, "causal");
-        k.shape.impl = m.value("impl", std::string("flash")) == "naive" ? AttentionImpl::naive
-                                                                       : AttentionImpl::flash;
-        break;
-      case BenchOp::empty: break;
-      default: k.shape.num_elements = get_int(m, "num_elements", where); break;
+    case BenchOp::gemm:
+      k.shape.m = get_int(m, "m", where);
+      k.shape.n = get_int(m, "n", where);
+      k.shape.k = get_int(m, "k", where);
+      k.shape.gemm_impl = m.value("impl", std::string("cublaslt")) == "cublas" ? GemmImpl::cublas
+                                                                               : GemmImpl::cublaslt;
+      break;
+    case BenchOp::softmax:
+    case BenchOp::layernorm:
+    case BenchOp::rmsnorm:
+      k.shape.rows = get_int(m, "rows", where);
+      k.shape.cols = get_int(m, "cols", where);
+      break;
+    case BenchOp::attention:
+      k.shape.batch_size = get_int(m, "batch_size", where);
+      k.shape.num_heads = get_int(m, "num_heads", where);
+      k.shape.seq_len = get_int(m, "seq_len", where);
+      k.shape.head_dim = get_int(m, "head_dim", where);
+      k.shape.causal = get_bool(m, "causal");
+      k.shape.impl = m.value("impl", std::string("flash")) == "naive" ? AttentionImpl::naive
+                                                                      : AttentionImpl::flash;
+      break;
+    case BenchOp::empty: break;
+    default: k.shape.num_elements = get_int(m, "num_elements", where); break;
     }
     ms.items.push_back(k);
   }
-  if (ms.items.empty()) throw ConfigError(source + ": measurements: empty");
+  if (ms.items.empty())
+    throw ConfigError(source + ": measurements: empty");
   return ms;
 }
 
@@ -116,39 +123,62 @@ std::vector<std::pair<Op, Pass>> kernel_ops(const KernelShape& s) {
   const double n = static_cast<double>(s.num_elements);
   const double rows = static_cast<double>(s.rows), cols = static_cast<double>(s.cols);
   switch (s.op) {
-    case BenchOp::gemm:
-      ops.emplace_back(model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
-                                      static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e),
-                       Pass::forward);
-      break;
-    case BenchOp::relu: ops.emplace_back(model::memory_op("relu", OpKind::elementwise, s.dtype, n, n, e, 1), pass); break;
-    case BenchOp::gelu: ops.emplace_back(model::memory_op("gelu", OpKind::elementwise, s.dtype, n, n, e, 8), pass); break;
-    case BenchOp::scale: ops.emplace_back(model::memory_op("scale", OpKind::elementwise, s.dtype, n, n, e, 1), pass); break;
-    case BenchOp::add: ops.emplace_back(model::memory_op("add", OpKind::elementwise, s.dtype, 2 * n, n, e, 1), pass); break;
-    case BenchOp::copy: ops.emplace_back(model::memory_op("copy", OpKind::elementwise, s.dtype, n, n, e, 0), pass); break;
-    case BenchOp::softmax: ops.emplace_back(model::memory_op("softmax", OpKind::reduction, s.dtype, rows * cols, rows * cols, e, 5), pass); break;
-    case BenchOp::layernorm: ops.emplace_back(model::memory_op("layernorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 8), pass); break;
-    case BenchOp::rmsnorm: ops.emplace_back(model::memory_op("rmsnorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 5), pass); break;
-    case BenchOp::attention: {
-      const double b = static_cast<double>(s.batch_size), h = static_cast<double>(s.num_heads);
-      const double seq = static_cast<double>(s.seq_len), d = static_cast<double>(s.head_dim);
-      if (s.impl == AttentionImpl::flash) {
-        ops.emplace_back(model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), pass);
-      } else {  // GEMM (scores), softmax, GEMM (with V): the op list's naive path
-        ops.emplace_back(model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), pass);
-        ops.emplace_back(model::memory_op("softmax", OpKind::reduction, s.dtype, b * h * seq * seq, b * h * seq * seq, e, 5), pass);
-        ops.emplace_back(model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), pass);
-      }
-      break;
+  case BenchOp::gemm:
+    ops.emplace_back(model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
+                                    static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e),
+                     Pass::forward);
+    break;
+  case BenchOp::relu:
+    ops.emplace_back(model::memory_op("relu", OpKind::elementwise, s.dtype, n, n, e, 1), pass);
+    break;
+  case BenchOp::gelu:
+    ops.emplace_back(model::memory_op("gelu", OpKind::elementwise, s.dtype, n, n, e, 8), pass);
+    break;
+  case BenchOp::scale:
+    ops.emplace_back(model::memory_op("scale", OpKind::elementwise, s.dtype, n, n, e, 1), pass);
+    break;
+  case BenchOp::add:
+    ops.emplace_back(model::memory_op("add", OpKind::elementwise, s.dtype, 2 * n, n, e, 1), pass);
+    break;
+  case BenchOp::copy:
+    ops.emplace_back(model::memory_op("copy", OpKind::elementwise, s.dtype, n, n, e, 0), pass);
+    break;
+  case BenchOp::softmax:
+    ops.emplace_back(
+        model::memory_op("softmax", OpKind::reduction, s.dtype, rows * cols, rows * cols, e, 5),
+        pass);
+    break;
+  case BenchOp::layernorm:
+    ops.emplace_back(
+        model::memory_op("layernorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 8), pass);
+    break;
+  case BenchOp::rmsnorm:
+    ops.emplace_back(
+        model::memory_op("rmsnorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 5), pass);
+    break;
+  case BenchOp::attention: {
+    const double b = static_cast<double>(s.batch_size), h = static_cast<double>(s.num_heads);
+    const double seq = static_cast<double>(s.seq_len), d = static_cast<double>(s.head_dim);
+    if (s.impl == AttentionImpl::flash) {
+      ops.emplace_back(
+          model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), pass);
+    } else { // GEMM (scores), softmax, GEMM (with V): the op list's naive path
+      ops.emplace_back(model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), pass);
+      ops.emplace_back(model::memory_op("softmax", OpKind::reduction, s.dtype, b * h * seq * seq,
+                                        b * h * seq * seq, e, 5),
+                       pass);
+      ops.emplace_back(model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), pass);
     }
-    case BenchOp::empty: {
-      Op op;
-      op.name = "empty";
-      op.kind = OpKind::elementwise;
-      op.dtype = s.dtype;
-      ops.emplace_back(op, Pass::forward);
-      break;
-    }
+    break;
+  }
+  case BenchOp::empty: {
+    Op op;
+    op.name = "empty";
+    op.kind = OpKind::elementwise;
+    op.dtype = s.dtype;
+    ops.emplace_back(op, Pass::forward);
+    break;
+  }
   }
   return ops;
 }
@@ -156,7 +186,8 @@ std::vector<std::pair<Op, Pass>> kernel_ops(const KernelShape& s) {
 double predict_kernel_s(const KernelShape& shape, const hw::GpuSpec& gpu,
                         const hw::HardwareProfile& profile) {
   double t = 0;
-  for (const auto& [op, pass] : kernel_ops(shape)) t += sim::op_cost(op, pass, gpu, profile).time_s;
+  for (const auto& [op, pass] : kernel_ops(shape))
+    t += sim::op_cost(op, pass, gpu, profile).time_s;
   return t;
 }
 
@@ -184,7 +215,7 @@ double case_bytes(const KernelMeasurement& m) {
   return bytes;
 }
 
-}  // namespace
+} // namespace
 
 hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu,
                                 const hw::HardwareProfile& base, FitReport& report) {
@@ -195,7 +226,8 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
   for (const auto& m : ms.items)
     if (m.shape.op == BenchOp::empty) {
       p.launch_overhead_s = m.median_s;
-      note(fmt::format("launch_overhead_us = {:.2f} (median of the empty kernel)", m.median_s * 1e6));
+      note(fmt::format("launch_overhead_us = {:.2f} (median of the empty kernel)",
+                       m.median_s * 1e6));
     }
   const double launch = p.launch_overhead_s;
 
@@ -210,23 +242,25 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
       l2.push_back(bw_fraction_of(m, gpu, launch));
       continue;
     }
-    if (bytes < kMinBytesForBandwidth) continue;
+    if (bytes < kMinBytesForBandwidth)
+      continue;
     const double f = bw_fraction_of(m, gpu, launch);
     switch (m.shape.op) {
-      case BenchOp::copy: copy.push_back(f); break;
-      case BenchOp::relu:
-      case BenchOp::gelu:
-      case BenchOp::add:
-      case BenchOp::scale: elem.push_back(f); break;
-      case BenchOp::softmax: (m.shape.backward ? red_bwd : red_fwd).push_back(f); break;
-      case BenchOp::layernorm:
-      case BenchOp::rmsnorm: (m.shape.backward ? norm_bwd : norm_fwd).push_back(f); break;
-      default: break;
+    case BenchOp::copy: copy.push_back(f); break;
+    case BenchOp::relu:
+    case BenchOp::gelu:
+    case BenchOp::add:
+    case BenchOp::scale: elem.push_back(f); break;
+    case BenchOp::softmax: (m.shape.backward ? red_bwd : red_fwd).push_back(f); break;
+    case BenchOp::layernorm:
+    case BenchOp::rmsnorm: (m.shape.backward ? norm_bwd : norm_fwd).push_back(f); break;
+    default: break;
     }
   }
   auto set_fraction = [&](const char* field, double& out, const std::vector<double>& v,
                           double cap = 1.0) {
-    if (v.empty()) return;
+    if (v.empty())
+      return;
     out = std::min(cap, median(v));
     note(fmt::format("{} = {:.3f} (median of {} cases)", field, out, v.size()));
   };
@@ -247,7 +281,8 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
   // roofline applies it again): median over the flash cases.
   std::vector<double> fwd, bwd;
   for (const auto& m : ms.items) {
-    if (m.shape.op != BenchOp::attention || m.shape.impl != AttentionImpl::flash) continue;
+    if (m.shape.op != BenchOp::attention || m.shape.impl != AttentionImpl::flash)
+      continue;
     for (const auto& [op, pass] : kernel_ops(m.shape)) {
       hw::HardwareProfile unit = p;
       unit.attention_fwd_peak_fraction = unit.attention_bwd_peak_fraction = 1.0;
@@ -285,13 +320,15 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
           for (Dtype dt : kAllDtypes) {
             const bool any = std::any_of(gemms.begin(), gemms.end(),
                                          [&](const auto* m) { return m->shape.dtype == dt; });
-            if (!any) continue;  // keep the base profile's value
+            if (!any)
+              continue; // keep the base profile's value
             double best_dt = 1e300, best_f = 0;
             for (double f = 0.2; f <= 1.0; f += 0.005) {
               trial.gemm_peak_fraction[dt] = f;
               double err = 0;
               for (const auto* m : gemms) {
-                if (m->shape.dtype != dt) continue;
+                if (m->shape.dtype != dt)
+                  continue;
                 const double r = std::log(predict_kernel_s(m->shape, gpu, trial) / m->median_s);
                 err += r * r;
               }
@@ -311,7 +348,8 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
     p = best;
     std::string per_dtype;
     for (Dtype dt : kAllDtypes)
-      if (std::any_of(gemms.begin(), gemms.end(), [&](const auto* m) { return m->shape.dtype == dt; }))
+      if (std::any_of(gemms.begin(), gemms.end(),
+                      [&](const auto* m) { return m->shape.dtype == dt; }))
         per_dtype += fmt::format(" {} {:.3f}", dtype_name(dt), p.gemm_peak_fraction[dt]);
     note(fmt::format("gemm tile {}x{}, k_half {}, peak fraction{} (least squares on log time over "
                      "{} cuBLASLt cases of >= 20 us)",
@@ -337,10 +375,12 @@ std::vector<Comparison> compare_kernels(const MeasurementSet& ms, const hw::GpuS
 }
 
 double mape(const std::vector<Comparison>& cs, bool calibrated) {
-  if (cs.empty()) return 0;
+  if (cs.empty())
+    return 0;
   double s = 0;
-  for (const auto& c : cs) s += std::fabs(calibrated ? c.error_calibrated_pct() : c.error_base_pct());
+  for (const auto& c : cs)
+    s += std::fabs(calibrated ? c.error_calibrated_pct() : c.error_base_pct());
   return s / static_cast<double>(cs.size());
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

@@ -27,14 +27,15 @@ struct KernelMeasurement {
 };
 
 struct MeasurementSet {
-  std::string source;        // file it came from
-  nlohmann::json device;     // the bench's device block (GPU, driver, CUDA, cuBLAS versions)
-  std::string command_line;  // of the bench run
+  std::string source;       // file it came from
+  nlohmann::json device;    // the bench's device block (GPU, driver, CUDA, cuBLAS versions)
+  std::string command_line; // of the bench run
   std::vector<KernelMeasurement> items;
 };
 
 /// Reads a `bench kernels --format json` document; throws ConfigError naming file and field.
-[[nodiscard]] MeasurementSet read_measurements(const nlohmann::json& doc, const std::string& source);
+[[nodiscard]] MeasurementSet read_measurements(const nlohmann::json& doc,
+                                               const std::string& source);
 [[nodiscard]] MeasurementSet load_measurements(const std::string& path);
 
 /// The ops (and passes) a benchmark case runs, built with the model's op factories.
@@ -45,7 +46,7 @@ struct MeasurementSet {
                                       const hw::HardwareProfile& profile);
 
 struct FitReport {
-  std::vector<std::string> lines;  // what was fitted from which cases, human readable
+  std::vector<std::string> lines; // what was fitted from which cases, human readable
 };
 
 /// Fits the profile's kernel efficiencies (GEMM fraction per dtype, tile size and k_half;
@@ -58,8 +59,8 @@ struct Comparison {
   std::string name;
   std::string op;
   double measured_s = 0;
-  double predicted_base_s = 0;        // with the datasheet/default profile
-  double predicted_calibrated_s = 0;  // with the calibrated profile
+  double predicted_base_s = 0;       // with the datasheet/default profile
+  double predicted_calibrated_s = 0; // with the calibrated profile
   [[nodiscard]] double error_base_pct() const { return 100 * (predicted_base_s / measured_s - 1); }
   [[nodiscard]] double error_calibrated_pct() const {
     return 100 * (predicted_calibrated_s / measured_s - 1);
@@ -74,4 +75,4 @@ struct Comparison {
 /// Mean absolute percentage error of a list (calibrated or base).
 [[nodiscard]] double mape(const std::vector<Comparison>& c, bool calibrated);
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

@@ -28,7 +28,8 @@ MeasurementSet synthetic(const hw::GpuSpec& gpu, const hw::HardwareProfile& trut
   std::normal_distribution<double> eps(0.0, noise);
   std::vector<KernelShape> shapes;
   for (Dtype dt : {Dtype::bf16, Dtype::fp32})
-    for (std::int64_t n : {512, 1024, 2048, 4096, 8192}) shapes.push_back(gemm(n, n, n, dt));
+    for (std::int64_t n : {512, 1024, 2048, 4096, 8192})
+      shapes.push_back(gemm(n, n, n, dt));
   shapes.push_back(gemm(32768, 256, 4096, Dtype::bf16));
   shapes.push_back(gemm(8192, 8192, 512, Dtype::bf16));
   for (BenchOp op : {BenchOp::relu, BenchOp::add, BenchOp::copy}) {
@@ -67,7 +68,7 @@ MeasurementSet synthetic(const hw::GpuSpec& gpu, const hw::HardwareProfile& trut
   return ms;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("the fit recovers a known profile from synthetic measurements") {
   const auto gpu = hw::load_gpu("h200");
@@ -95,7 +96,8 @@ TEST_CASE("the fit recovers a known profile from synthetic measurements") {
   CHECK(fit.attention_bwd_peak_fraction == doctest::Approx(0.07).epsilon(0.03));
   CHECK(fit.launch_overhead_s == doctest::Approx(4e-6).epsilon(0.05));
   // Unmeasured dtypes keep the base profile's value.
-  CHECK(fit.gemm_peak_fraction[Dtype::fp8] == hw::load_profile("default").gemm_peak_fraction[Dtype::fp8]);
+  CHECK(fit.gemm_peak_fraction[Dtype::fp8] ==
+        hw::load_profile("default").gemm_peak_fraction[Dtype::fp8]);
   CHECK(report.lines.size() >= 6);
   // Predictions with the fitted profile reproduce the measurements closely.
   const auto cmp = compare_kernels(ms, gpu, hw::load_profile("default"), fit);
@@ -109,7 +111,8 @@ TEST_CASE("predictions come from the op factories (GEMM 2mnk at the profile's ef
   const auto ops = kernel_ops(s);
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].first.fwd_exec_flops == 2.0 * 8192 * 8192 * 8192);
-  CHECK(predict_kernel_s(s, gpu, prof) == doctest::Approx(sim::gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof).time_s));
+  CHECK(predict_kernel_s(s, gpu, prof) ==
+        doctest::Approx(sim::gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof).time_s));
   KernelShape naive;
   naive.op = BenchOp::attention;
   naive.impl = AttentionImpl::naive;
@@ -123,17 +126,22 @@ TEST_CASE("predictions come from the op factories (GEMM 2mnk at the profile's ef
 TEST_CASE("malformed measurement files name the field") {
   auto doc = nlohmann::json::parse(R"({"measurements": [{"name": "x", "op": "gemm", "dtype": "bf16",
     "median_s": 1e-3, "m": 64, "n": 64}]})");
-  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("k: missing"), ConfigError);
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("k: missing"),
+                       ConfigError);
   doc = nlohmann::json::parse(R"({"measurements": [{"name": "x", "op": "conv", "median_s": 1}]})");
-  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("op = \"conv\""), ConfigError);
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("op = \"conv\""),
+                       ConfigError);
   doc = nlohmann::json::parse(R"({"results": []})");
-  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("measurements"), ConfigError);
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("measurements"),
+                       ConfigError);
   doc = nlohmann::json::parse(R"({"measurements": [{"name": "x", "op": "relu", "median_s": 1e-3,
     "num_elements": 10, "check_passed": false}]})");
-  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("check_passed = false"), ConfigError);
+  CHECK_THROWS_WITH_AS(read_measurements(doc, "m.json"), doctest::Contains("check_passed = false"),
+                       ConfigError);
 }
 
 TEST_CASE("the recorded H200 measurements load") {
-  const auto ms = load_measurements(std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/h200-calibration.json");
+  const auto ms = load_measurements(std::string(TRAINSIM_SOURCE_DIR) +
+                                    "/validate/results/h200-calibration.json");
   CHECK(ms.items.size() > 50);
 }

@@ -27,7 +27,7 @@ struct CollectiveBenchFlags {
   bool bootstrap_only = false;
 };
 
-inline void add_bench_flags(CLI::App &cmd, CollectiveBenchFlags &f) {
+inline void add_bench_flags(CLI::App& cmd, CollectiveBenchFlags& f) {
   cmd.add_option("--ops", f.ops,
                  "Comma-separated collectives: all, all-reduce, all-gather, reduce-scatter, "
                  "broadcast, all-to-all, send-recv")
@@ -58,7 +58,7 @@ inline void add_bench_flags(CLI::App &cmd, CollectiveBenchFlags &f) {
 }
 
 /// Converts and validates the flags (ConfigError naming the flag on bad input).
-[[nodiscard]] inline CollectiveBenchOptions resolve_bench_flags(const CollectiveBenchFlags &f) {
+[[nodiscard]] inline CollectiveBenchOptions resolve_bench_flags(const CollectiveBenchFlags& f) {
   CollectiveBenchOptions o;
   o.ops = parse_collective_list(f.ops, "--ops");
   o.min_bytes = parse_bytes(f.min_bytes, "--min-bytes");
@@ -80,4 +80,4 @@ inline void add_bench_flags(CLI::App &cmd, CollectiveBenchFlags &f) {
   return o;
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

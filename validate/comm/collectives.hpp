@@ -59,33 +59,33 @@ struct CollectiveBenchOptions {
   double max_bytes = 128.0 * 1024 * 1024;
   double factor = 2;
   Dtype dtype = Dtype::fp32;
-  std::int64_t num_gpus = 0;    // single-process: GPUs to drive (0 = all visible)
-  std::int64_t iters = 20;      // timed iterations per size
-  std::int64_t warmup = 5;      // untimed iterations per size
-  double timeout_s = 300;       // a wait on NCCL longer than this aborts the communicator
-  bool check = true;            // verify results after timing
-  bool mpi = false;             // force the MPI path (otherwise detected from the environment)
-  bool bootstrap_only = false;  // test aid: MPI init + id broadcast, no GPU work
-  std::string command_line;     // recorded in the report
+  std::int64_t num_gpus = 0;   // single-process: GPUs to drive (0 = all visible)
+  std::int64_t iters = 20;     // timed iterations per size
+  std::int64_t warmup = 5;     // untimed iterations per size
+  double timeout_s = 300;      // a wait on NCCL longer than this aborts the communicator
+  bool check = true;           // verify results after timing
+  bool mpi = false;            // force the MPI path (otherwise detected from the environment)
+  bool bootstrap_only = false; // test aid: MPI init + id broadcast, no GPU work
+  std::string command_line;    // recorded in the report
 };
 
 /// Throws ConfigError listing every bad field (iters >= 1, warmup >= 0, dtype fp32/bf16/fp16...).
-void validate(const CollectiveBenchOptions &options);
+void validate(const CollectiveBenchOptions& options);
 
 /// One size of one op: nccl-tests' columns. Times are the max over ranks of the mean per
 /// iteration; NaN in-place values mean "not applicable" (all-to-all, send-recv).
 struct CollectiveRow {
   std::string op;
-  double bytes = 0;        // nccl-tests "size": total bytes per rank of the larger buffer
-  std::int64_t count = 0;  // elements (nccl-tests "count")
+  double bytes = 0;       // nccl-tests "size": total bytes per rank of the larger buffer
+  std::int64_t count = 0; // elements (nccl-tests "count")
   std::string dtype;
-  std::string redop;       // "sum" or "none"
-  std::int64_t root = -1;  // broadcast root, -1 = none
+  std::string redop;      // "sum" or "none"
+  std::int64_t root = -1; // broadcast root, -1 = none
   std::int64_t num_ranks = 0;
-  double time_s = 0;  // out-of-place
+  double time_s = 0; // out-of-place
   double algbw_bytes_per_s = 0;
   double busbw_bytes_per_s = 0;
-  std::int64_t wrong = 0;  // mismatching elements summed over ranks (-1 = not checked)
+  std::int64_t wrong = 0; // mismatching elements summed over ranks (-1 = not checked)
   double in_place_time_s = 0;
   double in_place_algbw_bytes_per_s = 0;
   double in_place_busbw_bytes_per_s = 0;
@@ -94,35 +94,35 @@ struct CollectiveRow {
 
 /// What ran where: recorded with every measurement.
 struct CollectiveDeviceInfo {
-  std::string launcher;  // "single-process" or "mpi"
+  std::string launcher; // "single-process" or "mpi"
   std::int64_t num_ranks = 0;
-  std::vector<std::string> gpu_names;  // one per rank, in rank order
+  std::vector<std::string> gpu_names; // one per rank, in rank order
   std::string hostname;
-  std::string nccl_version;  // "2.28.9"
+  std::string nccl_version; // "2.28.9"
   std::string cuda_runtime_version;
-  std::string cuda_driver_version;  // what cudaDriverGetVersion reports, e.g. "13.0"
-  std::string nccl_algo;            // NCCL_ALGO as set in the environment ("" = NCCL's choice)
-  std::string nccl_proto;           // NCCL_PROTO
-  std::string nccl_nvls_enable;     // NCCL_NVLS_ENABLE as seen at init
+  std::string cuda_driver_version; // what cudaDriverGetVersion reports, e.g. "13.0"
+  std::string nccl_algo;           // NCCL_ALGO as set in the environment ("" = NCCL's choice)
+  std::string nccl_proto;          // NCCL_PROTO
+  std::string nccl_nvls_enable;    // NCCL_NVLS_ENABLE as seen at init
   std::string command_line;
 };
 
 struct CollectiveReport {
   CollectiveDeviceInfo device;
   std::vector<CollectiveRow> rows;
-  std::vector<std::string> notes;  // printed as "# note" lines ("P=1: no communication ...")
-  bool is_root = true;             // false on MPI ranks other than 0 (they print nothing)
+  std::vector<std::string> notes; // printed as "# note" lines ("P=1: no communication ...")
+  bool is_root = true;            // false on MPI ranks other than 0 (they print nothing)
 };
 
 /// The JSON document: {"device": {...}, "notes": [...], "results": [rows with raw base units]}.
 /// In-place fields are null where not applicable.
-[[nodiscard]] nlohmann::json to_json(const CollectiveReport &report);
+[[nodiscard]] nlohmann::json to_json(const CollectiveReport& report);
 
 /// "# key: value" lines for the device block and notes (no trailing table).
-[[nodiscard]] std::string format_collective_header(const CollectiveReport &report);
+[[nodiscard]] std::string format_collective_header(const CollectiveReport& report);
 /// nccl-tests' text table, one block per op: size (B), count (elements), type, redop, root,
 /// out-of-place time (us), algbw (GB/s), busbw (GB/s), #wrong, then the same in-place.
-[[nodiscard]] std::string format_collective_table(const CollectiveReport &report);
+[[nodiscard]] std::string format_collective_table(const CollectiveReport& report);
 
 /// This process's command line from /proc/self/cmdline ("" where unavailable).
 [[nodiscard]] std::string current_command_line();
@@ -157,6 +157,6 @@ class NoDeviceError : public DeviceError {
 /// Runs every op over the size sweep (single process over local GPUs, or one rank per MPI
 /// process) and verifies results. Throws ConfigError, DeviceError, NoDeviceError.
 /// Under MPI only rank 0's report has is_root = true.
-[[nodiscard]] CollectiveReport run_collectives(const CollectiveBenchOptions &options);
+[[nodiscard]] CollectiveReport run_collectives(const CollectiveBenchOptions& options);
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

@@ -9,7 +9,7 @@
 #include "common/errors.hpp"
 #include "validate/comm/bench_flags.hpp"
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   using namespace trainsim;
   CLI::App app{
       "comm_bench: NCCL collective benchmarks (test driver of trainsim bench collectives)"};
@@ -27,30 +27,32 @@ int main(int argc, char **argv) {
       return b.ids_match ? 0 : 3;
     }
     const val::CollectiveReport report = val::run_collectives(options);
-    if (!report.is_root) return 0;
+    if (!report.is_root)
+      return 0;
     fmt::print("{}{}", val::format_collective_header(report), val::format_collective_table(report));
     if (!json_path.empty()) {
       std::ofstream out(json_path);
-      if (!out) throw ConfigError(fmt::format("--json {}: cannot open for writing", json_path));
+      if (!out)
+        throw ConfigError(fmt::format("--json {}: cannot open for writing", json_path));
       out << val::to_json(report).dump(2) << "\n";
     }
-    for (const val::CollectiveRow &r : report.rows)
+    for (const val::CollectiveRow& r : report.rows)
       if (r.wrong > 0 || r.in_place_wrong > 0)
         throw CheckFailed(fmt::format("{} at {} bytes: {} wrong out-of-place, {} in-place", r.op,
                                       r.bytes, r.wrong, r.in_place_wrong));
     return 0;
-  } catch (const CLI::ParseError &e) {
+  } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
-  } catch (const ConfigError &e) {
+  } catch (const ConfigError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
-  } catch (const val::NoDeviceError &e) {
+  } catch (const val::NoDeviceError& e) {
     fmt::print("# SKIP: {}\n", e.what());
     return 77;
-  } catch (const DeviceError &e) {
+  } catch (const DeviceError& e) {
     fmt::print(stderr, "device error: {}\n", e.what());
     return 2;
-  } catch (const CheckFailed &e) {
+  } catch (const CheckFailed& e) {
     fmt::print(stderr, "check failed: {}\n", e.what());
     return 3;
   }

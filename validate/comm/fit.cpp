@@ -19,20 +19,20 @@
 namespace trainsim::val {
 namespace {
 
-constexpr double kLargeBytes = 1024.0 * 1024.0;  // quality: "large" sizes, >= 1 MiB
-constexpr double kSmallBytes = 64.0 * 1024.0;    // quality: "small" sizes, <= 64 KiB
-constexpr double kHuberK = 1.345;                // 95% efficiency under Gaussian noise
+constexpr double kLargeBytes = 1024.0 * 1024.0; // quality: "large" sizes, >= 1 MiB
+constexpr double kSmallBytes = 64.0 * 1024.0;   // quality: "small" sizes, <= 64 KiB
+constexpr double kHuberK = 1.345;               // 95% efficiency under Gaussian noise
 constexpr int kIrlsIterations = 20;
 
 struct Line {
   double alpha_s = 0;
-  double beta_s_per_byte = 0;  // 1 / busbw
+  double beta_s_per_byte = 0; // 1 / busbw
 };
 
 // Weighted least squares of t = a + b x with weights w / t^2 (relative error). If the free fit
 // gives a < 0, refits through the origin (a = 0), the constrained optimum.
-Line solve(const std::vector<double> &x, const std::vector<double> &t,
-           const std::vector<double> &w) {
+Line solve(const std::vector<double>& x, const std::vector<double>& t,
+           const std::vector<double>& w) {
   double s = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double wi = w[i] / (t[i] * t[i]);
@@ -61,19 +61,20 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-}  // namespace
+} // namespace
 
-CollectiveFitResult fit_collective(const CollectiveSeries &series) {
+CollectiveFitResult fit_collective(const CollectiveSeries& series) {
   const std::string src =
       fmt::format("collective fit '{}' at {} ranks", series.op, series.num_ranks);
   if (series.num_ranks < 1)
     throw ConfigError(fmt::format("{}: num_ranks = {}: must be >= 1", src, series.num_ranks));
-  double factor = busbw_factor(series.op, series.num_ranks);  // throws on unknown op
-  if (factor == 0) factor = 1;  // P = 1: fit the local rate bytes / time (algbw) instead
+  double factor = busbw_factor(series.op, series.num_ranks); // throws on unknown op
+  if (factor == 0)
+    factor = 1; // P = 1: fit the local rate bytes / time (algbw) instead
 
   std::set<double> sizes;
   for (std::size_t i = 0; i < series.points.size(); ++i) {
-    const CollectivePoint &p = series.points[i];
+    const CollectivePoint& p = series.points[i];
     if (!(p.bytes > 0) || !std::isfinite(p.bytes))
       throw ConfigError(fmt::format("{}: points[{}].bytes = {}: must be > 0", src, i, p.bytes));
     if (!(p.time_s > 0) || !std::isfinite(p.time_s))
@@ -86,7 +87,7 @@ CollectiveFitResult fit_collective(const CollectiveSeries &series) {
                     src, sizes.size()));
 
   std::vector<double> x, t;
-  for (const CollectivePoint &p : series.points) {
+  for (const CollectivePoint& p : series.points) {
     x.push_back(p.bytes * factor);
     t.push_back(p.time_s);
   }
@@ -107,7 +108,8 @@ CollectiveFitResult fit_collective(const CollectiveSeries &series) {
                            std::abs(next.beta_s_per_byte - line.beta_s_per_byte) <=
                                1e-9 * std::abs(line.beta_s_per_byte);
     line = next;
-    if (converged) break;
+    if (converged)
+      break;
   }
   if (!(line.beta_s_per_byte > 0))
     throw ConfigError(fmt::format(
@@ -122,7 +124,7 @@ CollectiveFitResult fit_collective(const CollectiveSeries &series) {
   result.fit.busbw_bytes_per_s = 1.0 / line.beta_s_per_byte;
   result.fit.num_ranks = series.num_ranks;
 
-  CollectiveFitQuality &q = result.quality;
+  CollectiveFitQuality& q = result.quality;
   q.num_points = static_cast<std::int64_t>(x.size());
   q.bandwidth_factor = factor;
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -151,19 +153,19 @@ CollectiveFitResult fit_collective(const CollectiveSeries &series) {
   return result;
 }
 
-std::vector<CollectiveSeries> read_collective_series(const nlohmann::json &document,
-                                                     const std::string &source,
-                                                     const std::string &level) {
+std::vector<CollectiveSeries> read_collective_series(const nlohmann::json& document,
+                                                     const std::string& source,
+                                                     const std::string& level) {
   if (!document.is_object() || !document.contains("results") || !document["results"].is_array())
     throw ConfigError(fmt::format("{}: results: missing or not a list (expected the JSON of "
                                   "`trainsim bench collectives --format json`)",
                                   source));
   std::map<std::pair<std::string, std::int64_t>, CollectiveSeries> groups;
-  const nlohmann::json &results = document["results"];
+  const nlohmann::json& results = document["results"];
   for (std::size_t i = 0; i < results.size(); ++i) {
-    const nlohmann::json &row = results[i];
+    const nlohmann::json& row = results[i];
     const std::string where = fmt::format("{}: results[{}]", source, i);
-    auto need = [&](const char *key) -> const nlohmann::json & {
+    auto need = [&](const char* key) -> const nlohmann::json& {
       if (!row.is_object() || !row.contains(key) || row[key].is_null())
         throw ConfigError(fmt::format("{}.{}: missing", where, key));
       return row[key];
@@ -178,27 +180,28 @@ std::vector<CollectiveSeries> read_collective_series(const nlohmann::json &docum
         throw ConfigError(fmt::format("{}.wrong = {}: the result failed its check; not a valid "
                                       "measurement",
                                       where, wrong));
-      CollectiveSeries &s = groups[{op, num_ranks}];
+      CollectiveSeries& s = groups[{op, num_ranks}];
       s.op = op;
       s.level = level;
       s.num_ranks = num_ranks;
       s.points.push_back({bytes, time_s});
-    } catch (const nlohmann::json::exception &e) {
+    } catch (const nlohmann::json::exception& e) {
       throw ConfigError(fmt::format("{}: wrong type: {}", where, e.what()));
     }
   }
   std::vector<CollectiveSeries> out;
-  for (auto &[key, series] : groups) out.push_back(std::move(series));
+  for (auto& [key, series] : groups)
+    out.push_back(std::move(series));
   return out;
 }
 
-std::vector<CollectiveFitResult> fit_collectives_file(const std::string &path,
-                                                      const std::string &level) {
+std::vector<CollectiveFitResult> fit_collectives_file(const std::string& path,
+                                                      const std::string& level) {
   const nlohmann::json document = load_json_file(path);
   std::vector<CollectiveFitResult> fits;
-  for (const CollectiveSeries &s : read_collective_series(document, path, level))
+  for (const CollectiveSeries& s : read_collective_series(document, path, level))
     fits.push_back(fit_collective(s));
   return fits;
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

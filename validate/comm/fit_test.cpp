@@ -15,12 +15,13 @@ using namespace trainsim::val;
 namespace {
 
 // Synthetic series: t = alpha + bytes * factor(P) / busbw, times (1 + noise), 8 B .. 1 GiB.
-CollectiveSeries synthetic(const std::string &op, std::int64_t num_ranks, double alpha_s,
+CollectiveSeries synthetic(const std::string& op, std::int64_t num_ranks, double alpha_s,
                            double busbw_bytes_per_s, double noise_fraction, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, noise_fraction);
   double factor = busbw_factor(op, num_ranks);
-  if (factor == 0) factor = 1;
+  if (factor == 0)
+    factor = 1;
   CollectiveSeries s{op, "intra-node", num_ranks, {}};
   for (double bytes = 8; bytes <= 1024.0 * 1024 * 1024; bytes *= 2) {
     const double t = alpha_s + bytes * factor / busbw_bytes_per_s;
@@ -29,7 +30,7 @@ CollectiveSeries synthetic(const std::string &op, std::int64_t num_ranks, double
   return s;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("busbw factors follow nccl-tests") {
   // all-reduce at 8 ranks: 2 * 7 / 8 = 1.75; all-gather at 4 ranks: 3 / 4 = 0.75.
@@ -39,7 +40,7 @@ TEST_CASE("busbw factors follow nccl-tests") {
   CHECK(busbw_factor(CollectiveOp::all_to_all, 8) == doctest::Approx(0.875).epsilon(1e-12));
   CHECK(busbw_factor(CollectiveOp::broadcast, 8) == 1.0);
   CHECK(busbw_factor(CollectiveOp::send_recv, 2) == 1.0);
-  CHECK(busbw_factor(CollectiveOp::all_reduce, 1) == 0.0);  // P = 1: nothing crosses a link
+  CHECK(busbw_factor(CollectiveOp::all_reduce, 1) == 0.0); // P = 1: nothing crosses a link
   CHECK_THROWS_AS((void)busbw_factor("allreduce", 2), ConfigError);
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("options are validated together") {
 
 TEST_CASE("fit recovers alpha and busbw from data with 3% noise") {
   // 8 ranks of H100-like NVLink: alpha 20 us, busbw 360 GB/s.
-  for (const char *op : {"all-reduce", "all-gather", "broadcast"}) {
+  for (const char* op : {"all-reduce", "all-gather", "broadcast"}) {
     const CollectiveSeries s = synthetic(op, 8, 20e-6, 360e9, 0.03, 12345);
     const CollectiveFitResult r = fit_collective(s);
     CAPTURE(op);
@@ -90,7 +91,7 @@ TEST_CASE("fit recovers alpha and busbw from data with 3% noise") {
 
 TEST_CASE("fit resists an outlier") {
   CollectiveSeries s = synthetic("all-reduce", 4, 10e-6, 200e9, 0.0, 1);
-  s.points[5].time_s *= 10;  // one 10x spike (e.g. a preempted iteration)
+  s.points[5].time_s *= 10; // one 10x spike (e.g. a preempted iteration)
   const CollectiveFitResult r = fit_collective(s);
   CHECK(r.fit.alpha_s == doctest::Approx(10e-6).epsilon(0.05));
   CHECK(r.fit.busbw_bytes_per_s == doctest::Approx(200e9).epsilon(0.05));

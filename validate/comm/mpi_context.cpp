@@ -52,26 +52,29 @@ MpiContext::MpiContext() : uncaught_at_start_(std::uncaught_exceptions()) {
 }
 
 MpiContext::~MpiContext() {
-  if (std::uncaught_exceptions() > uncaught_at_start_) return;  // see header
+  if (std::uncaught_exceptions() > uncaught_at_start_)
+    return; // see header
   finalize();
 }
 
 void MpiContext::finalize() {
-  if (!finalize_) return;
+  if (!finalize_)
+    return;
   finalize_ = false;
   MPI_Finalize();
 }
 
-void MpiContext::broadcast(std::vector<unsigned char> &bytes) const {
+void MpiContext::broadcast(std::vector<unsigned char>& bytes) const {
   MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD));
 }
 
-bool MpiContext::all_equal(const std::vector<unsigned char> &bytes) const {
+bool MpiContext::all_equal(const std::vector<unsigned char>& bytes) const {
   const auto n = static_cast<int>(bytes.size());
   std::vector<unsigned char> all(bytes.size() * static_cast<std::size_t>(size_));
   MPI_CHECK(MPI_Allgather(bytes.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, MPI_COMM_WORLD));
   for (std::int64_t r = 1; r < size_; ++r)
-    if (!std::equal(all.begin(), all.begin() + n, all.begin() + r * n)) return false;
+    if (!std::equal(all.begin(), all.begin() + n, all.begin() + r * n))
+      return false;
   return true;
 }
 
@@ -93,7 +96,7 @@ std::int64_t MpiContext::min(std::int64_t value) const {
   return out;
 }
 
-std::vector<std::string> MpiContext::gather(const std::string &value) const {
+std::vector<std::string> MpiContext::gather(const std::string& value) const {
   constexpr int kWidth = 256;
   std::vector<char> mine(kWidth, '\0');
   std::copy_n(value.begin(), std::min<std::size_t>(value.size(), kWidth - 1), mine.begin());
@@ -102,13 +105,14 @@ std::vector<std::string> MpiContext::gather(const std::string &value) const {
       MPI_Gather(mine.data(), kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, 0, MPI_COMM_WORLD));
   std::vector<std::string> out;
   if (rank_ == 0)
-    for (std::int64_t r = 0; r < size_; ++r) out.emplace_back(all.data() + r * kWidth);
+    for (std::int64_t r = 0; r < size_; ++r)
+      out.emplace_back(all.data() + r * kWidth);
   return out;
 }
 
 void MpiContext::barrier() const { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
-}  // namespace detail
+} // namespace detail
 
 BootstrapResult bootstrap_check() {
   detail::MpiContext mpi;
@@ -117,7 +121,8 @@ BootstrapResult bootstrap_check() {
   std::vector<unsigned char> id(128, 0);
   if (mpi.rank() == 0) {
     std::random_device rd;
-    for (auto &b : id) b = static_cast<unsigned char>(rd());
+    for (auto& b : id)
+      b = static_cast<unsigned char>(rd());
   }
   mpi.broadcast(id);
   BootstrapResult result;
@@ -129,4 +134,4 @@ BootstrapResult bootstrap_check() {
   return result;
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

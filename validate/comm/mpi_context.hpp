@@ -16,8 +16,8 @@ class MpiContext {
  public:
   MpiContext();
   ~MpiContext();
-  MpiContext(const MpiContext &) = delete;
-  MpiContext &operator=(const MpiContext &) = delete;
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
 
   [[nodiscard]] std::int64_t rank() const { return rank_; }
   [[nodiscard]] std::int64_t size() const { return size_; }
@@ -27,14 +27,14 @@ class MpiContext {
   [[nodiscard]] std::int64_t local_size() const { return local_size_; }
 
   /// Broadcasts `bytes` from rank 0 (MPI_Bcast of MPI_BYTE).
-  void broadcast(std::vector<unsigned char> &bytes) const;
+  void broadcast(std::vector<unsigned char>& bytes) const;
   /// True on every rank iff every rank holds the same bytes as rank 0 (MPI_Allgather).
-  [[nodiscard]] bool all_equal(const std::vector<unsigned char> &bytes) const;
+  [[nodiscard]] bool all_equal(const std::vector<unsigned char>& bytes) const;
   [[nodiscard]] double max(double value) const;
   [[nodiscard]] std::int64_t sum(std::int64_t value) const;
   [[nodiscard]] std::int64_t min(std::int64_t value) const;
   /// Each rank's string, in rank order, on rank 0 (other ranks get an empty list).
-  [[nodiscard]] std::vector<std::string> gather(const std::string &value) const;
+  [[nodiscard]] std::vector<std::string> gather(const std::string& value) const;
   void barrier() const;
   /// Finalizes now (idempotent); used before throwing an error every rank agreed on.
   void finalize();
@@ -45,4 +45,4 @@ class MpiContext {
   int uncaught_at_start_ = 0;
 };
 
-}  // namespace trainsim::val::detail
+} // namespace trainsim::val::detail

@@ -34,9 +34,9 @@ class DeviceBuffer {
     CUDA_CHECK(cudaMalloc(&ptr_, bytes));
     CUDA_CHECK(cudaMemset(ptr_, 0, bytes));
   }
-  DeviceBuffer(DeviceBuffer &&o) noexcept
+  DeviceBuffer(DeviceBuffer&& o) noexcept
       : device_(o.device_), bytes_(o.bytes_), ptr_(std::exchange(o.ptr_, nullptr)) {}
-  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(device_, o.device_);
     std::swap(bytes_, o.bytes_);
     std::swap(ptr_, o.ptr_);
@@ -48,12 +48,12 @@ class DeviceBuffer {
       cudaFree(ptr_);
     }
   }
-  [[nodiscard]] unsigned char *data() const { return static_cast<unsigned char *>(ptr_); }
+  [[nodiscard]] unsigned char* data() const { return static_cast<unsigned char*>(ptr_); }
 
  private:
   int device_ = 0;
   std::size_t bytes_ = 0;
-  void *ptr_ = nullptr;
+  void* ptr_ = nullptr;
 };
 
 class Stream {
@@ -63,8 +63,8 @@ class Stream {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
-  Stream(Stream &&o) noexcept : device_(o.device_), stream_(std::exchange(o.stream_, nullptr)) {}
-  Stream &operator=(Stream &&o) noexcept {
+  Stream(Stream&& o) noexcept : device_(o.device_), stream_(std::exchange(o.stream_, nullptr)) {}
+  Stream& operator=(Stream&& o) noexcept {
     std::swap(device_, o.device_);
     std::swap(stream_, o.stream_);
     return *this;
@@ -88,15 +88,16 @@ class Communicator {
  public:
   Communicator() = default;
   explicit Communicator(ncclComm_t comm) : comm_(comm), uncaught_(std::uncaught_exceptions()) {}
-  Communicator(Communicator &&o) noexcept
+  Communicator(Communicator&& o) noexcept
       : comm_(std::exchange(o.comm_, nullptr)), uncaught_(o.uncaught_) {}
-  Communicator &operator=(Communicator &&o) noexcept {
+  Communicator& operator=(Communicator&& o) noexcept {
     std::swap(comm_, o.comm_);
     std::swap(uncaught_, o.uncaught_);
     return *this;
   }
   ~Communicator() {
-    if (!comm_) return;
+    if (!comm_)
+      return;
     if (std::uncaught_exceptions() > uncaught_)
       ncclCommAbort(comm_);
     else
@@ -114,7 +115,7 @@ struct LocalRank {
   int device = 0;
   std::int64_t rank = 0;
   Stream stream;
-  DeviceBuffer send, recv;  // each max_bytes
+  DeviceBuffer send, recv; // each max_bytes
   Communicator comm;
 };
 
@@ -125,7 +126,7 @@ double pattern(std::int64_t rank, std::int64_t i) {
 }
 
 // Encodes an integer-valued double (|v| <= 2048) in the dtype; exact for such values.
-void encode(double v, Dtype dtype, unsigned char *out) {
+void encode(double v, Dtype dtype, unsigned char* out) {
   const auto f = static_cast<float>(v);
   std::uint32_t bits = 0;
   std::memcpy(&bits, &f, 4);
@@ -136,7 +137,7 @@ void encode(double v, Dtype dtype, unsigned char *out) {
   std::uint16_t h = 0;
   if (dtype == Dtype::bf16) {
     h = static_cast<std::uint16_t>(bits >> 16);
-  } else {  // fp16: sign, 5-bit exponent (bias 15), 10-bit mantissa; no subnormals needed here
+  } else { // fp16: sign, 5-bit exponent (bias 15), 10-bit mantissa; no subnormals needed here
     const std::uint32_t sign = (bits >> 16) & 0x8000u;
     if ((bits & 0x7fffffffu) != 0) {
       const std::uint32_t exponent = ((bits >> 23) & 0xffu) - 127u + 15u;
@@ -158,16 +159,16 @@ ncclDataType_t nccl_type(Dtype d) {
 
 // Where one op reads and writes, for one rank, one size, out-of-place or in-place.
 struct Layout {
-  unsigned char *input = nullptr;   // this rank's input region
-  std::int64_t input_count = 0;     // elements in it
-  unsigned char *output = nullptr;  // this rank's output region
+  unsigned char* input = nullptr;  // this rank's input region
+  std::int64_t input_count = 0;    // elements in it
+  unsigned char* output = nullptr; // this rank's output region
   std::int64_t output_count = 0;
 };
 
-Layout layout(CollectiveOp op, const LocalRank &r, std::int64_t nranks, std::int64_t count,
+Layout layout(CollectiveOp op, const LocalRank& r, std::int64_t nranks, std::int64_t count,
               std::size_t el, bool in_place) {
-  unsigned char *send = in_place ? r.recv.data() : r.send.data();
-  unsigned char *recv = r.recv.data();
+  unsigned char* send = in_place ? r.recv.data() : r.send.data();
+  unsigned char* recv = r.recv.data();
   const std::int64_t part = count / nranks;
   switch (op) {
   case CollectiveOp::all_gather:
@@ -185,13 +186,15 @@ double expected(CollectiveOp op, std::int64_t rank, std::int64_t nranks, std::in
   switch (op) {
   case CollectiveOp::all_reduce: {
     double s = 0;
-    for (std::int64_t q = 0; q < nranks; ++q) s += pattern(q, j);
+    for (std::int64_t q = 0; q < nranks; ++q)
+      s += pattern(q, j);
     return s;
   }
   case CollectiveOp::all_gather: return pattern(j / part, j % part);
   case CollectiveOp::reduce_scatter: {
     double s = 0;
-    for (std::int64_t q = 0; q < nranks; ++q) s += pattern(q, rank * part + j);
+    for (std::int64_t q = 0; q < nranks; ++q)
+      s += pattern(q, rank * part + j);
     return s;
   }
   case CollectiveOp::broadcast: return pattern(0, j);
@@ -201,7 +204,7 @@ double expected(CollectiveOp op, std::int64_t rank, std::int64_t nranks, std::in
   return 0;
 }
 
-void launch(CollectiveOp op, const LocalRank &r, std::int64_t nranks, std::int64_t count,
+void launch(CollectiveOp op, const LocalRank& r, std::int64_t nranks, std::int64_t count,
             Dtype dtype, bool in_place) {
   const std::size_t el = static_cast<std::size_t>(dtype_bytes(dtype));
   const Layout l = layout(op, r, nranks, count, el, in_place);
@@ -238,22 +241,25 @@ void launch(CollectiveOp op, const LocalRank &r, std::int64_t nranks, std::int64
 
 // Launches the op on every local rank inside one group (required when one thread drives
 // several GPUs of one communicator clique).
-void launch_all(CollectiveOp op, std::vector<LocalRank> &ranks, std::int64_t nranks,
+void launch_all(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t nranks,
                 std::int64_t count, Dtype dtype, bool in_place) {
   NCCL_CHECK(ncclGroupStart());
-  for (const LocalRank &r : ranks) launch(op, r, nranks, count, dtype, in_place);
+  for (const LocalRank& r : ranks)
+    launch(op, r, nranks, count, dtype, in_place);
   NCCL_CHECK(ncclGroupEnd());
 }
 
 // Waits for every local stream, polling NCCL's async error and the timeout (nccl-tests'
 // testStreamSynchronize).
-void wait_all(std::vector<LocalRank> &ranks, double timeout_s) {
+void wait_all(std::vector<LocalRank>& ranks, double timeout_s) {
   const auto start = std::chrono::steady_clock::now();
-  for (LocalRank &r : ranks) {
+  for (LocalRank& r : ranks) {
     while (true) {
       const cudaError_t e = cudaStreamQuery(r.stream.get());
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) CUDA_CHECK(e);
+      if (e == cudaSuccess)
+        break;
+      if (e != cudaErrorNotReady)
+        CUDA_CHECK(e);
       ncclResult_t async = ncclSuccess;
       NCCL_CHECK(ncclCommGetAsyncError(r.comm.get(), &async));
       if (async != ncclSuccess && async != ncclInProgress)
@@ -269,7 +275,7 @@ void wait_all(std::vector<LocalRank> &ranks, double timeout_s) {
   }
 }
 
-void fill(const Layout &l, std::int64_t rank, Dtype dtype) {
+void fill(const Layout& l, std::int64_t rank, Dtype dtype) {
   const auto el = static_cast<std::size_t>(dtype_bytes(dtype));
   std::vector<unsigned char> host(static_cast<std::size_t>(l.input_count) * el);
   for (std::int64_t i = 0; i < l.input_count; ++i)
@@ -279,17 +285,17 @@ void fill(const Layout &l, std::int64_t rank, Dtype dtype) {
 
 // Runs the op once on fresh inputs and counts output elements that differ bit-for-bit from the
 // expected value (all values are small integers, so every dtype and reduction order is exact).
-std::int64_t check(CollectiveOp op, std::vector<LocalRank> &ranks, std::int64_t nranks,
+std::int64_t check(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t nranks,
                    std::int64_t count, Dtype dtype, bool in_place, double timeout_s) {
   const auto el = static_cast<std::size_t>(dtype_bytes(dtype));
-  for (LocalRank &r : ranks) {
+  for (LocalRank& r : ranks) {
     CUDA_CHECK(cudaSetDevice(r.device));
     const Layout l = layout(op, r, nranks, count, el, in_place);
     // Poison the output (0xff: NaN in every float format) so a no-op cannot pass.
     CUDA_CHECK(cudaMemset(r.recv.data(), 0xff, static_cast<std::size_t>(count) * el));
     fill(l, r.rank, dtype);
   }
-  for (LocalRank &r : ranks) {
+  for (LocalRank& r : ranks) {
     CUDA_CHECK(cudaSetDevice(r.device));
     CUDA_CHECK(cudaDeviceSynchronize());
   }
@@ -297,27 +303,29 @@ std::int64_t check(CollectiveOp op, std::vector<LocalRank> &ranks, std::int64_t 
   wait_all(ranks, timeout_s);
   std::int64_t wrong = 0;
   std::vector<unsigned char> got, want(el);
-  for (LocalRank &r : ranks) {
+  for (LocalRank& r : ranks) {
     CUDA_CHECK(cudaSetDevice(r.device));
     const Layout l = layout(op, r, nranks, count, el, in_place);
     got.resize(static_cast<std::size_t>(l.output_count) * el);
     CUDA_CHECK(cudaMemcpy(got.data(), l.output, got.size(), cudaMemcpyDeviceToHost));
     for (std::int64_t j = 0; j < l.output_count; ++j) {
       encode(expected(op, r.rank, nranks, count, j), dtype, want.data());
-      if (std::memcmp(got.data() + j * el, want.data(), el) != 0) ++wrong;
+      if (std::memcmp(got.data() + j * el, want.data(), el) != 0)
+        ++wrong;
     }
   }
   return wrong;
 }
 
 // Mean seconds per call over `iters` back-to-back launches (nccl-tests: one wait at the end).
-double time_op(CollectiveOp op, std::vector<LocalRank> &ranks, std::int64_t nranks,
-               std::int64_t count, const CollectiveBenchOptions &o, bool in_place,
-               const detail::MpiContext *mpi) {
+double time_op(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t nranks,
+               std::int64_t count, const CollectiveBenchOptions& o, bool in_place,
+               const detail::MpiContext* mpi) {
   for (std::int64_t i = 0; i < o.warmup; ++i)
     launch_all(op, ranks, nranks, count, o.dtype, in_place);
   wait_all(ranks, o.timeout_s);
-  if (mpi) mpi->barrier();
+  if (mpi)
+    mpi->barrier();
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < o.iters; ++i)
     launch_all(op, ranks, nranks, count, o.dtype, in_place);
@@ -327,18 +335,19 @@ double time_op(CollectiveOp op, std::vector<LocalRank> &ranks, std::int64_t nran
   return mpi ? mpi->max(time_s) : time_s;
 }
 
-std::string version_string(int v) {  // CUDA style: 13000 -> "13.0"
+std::string version_string(int v) { // CUDA style: 13000 -> "13.0"
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
-std::string getenv_or_empty(const char *name) {
-  const char *v = std::getenv(name);
+std::string getenv_or_empty(const char* name) {
+  const char* v = std::getenv(name);
   return v ? v : "";
 }
 
 std::string hostname() {
   char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  if (gethostname(name, sizeof(name) - 1) != 0)
+    return "";
   return name;
 }
 
@@ -346,15 +355,15 @@ int visible_device_count() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error of the failed query
+    cudaGetLastError(); // clear the sticky error of the failed query
     return 0;
   }
   return count;
 }
 
-}  // namespace
+} // namespace
 
-CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
+CollectiveReport run_collectives(const CollectiveBenchOptions& options) {
   validate(options);
   // The lent machines require NVLink multicast (NVLS) off; an explicit user setting wins.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
@@ -374,7 +383,7 @@ CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
       static_cast<std::size_t>(dtype_bytes(options.dtype));
 
   CollectiveReport report;
-  CollectiveDeviceInfo &info = report.device;
+  CollectiveDeviceInfo& info = report.device;
 
   if (use_mpi) {
     mpi.emplace();
@@ -409,7 +418,7 @@ CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
           "at most {} ranks per host",
           mpi->local_size(), count, count));
     }
-    LocalRank &r = ranks.emplace_back();
+    LocalRank& r = ranks.emplace_back();
     r.device = static_cast<int>(mpi->local_rank() % count);
     r.rank = mpi->rank();
     CUDA_CHECK(cudaSetDevice(r.device));
@@ -421,25 +430,27 @@ CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
     info.launcher = "mpi";
   } else {
     const int count = visible_device_count();
-    if (count == 0) throw NoDeviceError("no CUDA device visible (cudaGetDeviceCount)");
+    if (count == 0)
+      throw NoDeviceError("no CUDA device visible (cudaGetDeviceCount)");
     if (options.num_gpus > count)
       throw ConfigError(
           fmt::format("gpus = {}: only {} CUDA device(s) visible", options.num_gpus, count));
     nranks = options.num_gpus > 0 ? options.num_gpus : count;
     std::vector<int> devices(static_cast<std::size_t>(nranks));
-    for (int d = 0; d < nranks; ++d) devices[static_cast<std::size_t>(d)] = d;
+    for (int d = 0; d < nranks; ++d)
+      devices[static_cast<std::size_t>(d)] = d;
     std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks), nullptr);
     NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(nranks), devices.data()));
     ranks.resize(static_cast<std::size_t>(nranks));
     for (std::int64_t i = 0; i < nranks; ++i) {
-      auto &r = ranks[static_cast<std::size_t>(i)];
+      auto& r = ranks[static_cast<std::size_t>(i)];
       r.comm = Communicator(comms[static_cast<std::size_t>(i)]);
       r.device = devices[static_cast<std::size_t>(i)];
       r.rank = i;
     }
     info.launcher = "single-process";
   }
-  for (LocalRank &r : ranks) {
+  for (LocalRank& r : ranks) {
     r.stream = Stream(r.device);
     r.send = DeviceBuffer(r.device, alloc_bytes);
     r.recv = DeviceBuffer(r.device, alloc_bytes);
@@ -448,7 +459,7 @@ CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
   // ---- what ran where ----
   info.num_ranks = nranks;
   std::vector<std::string> names;
-  for (const LocalRank &r : ranks) {
+  for (const LocalRank& r : ranks) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, r.device));
     names.emplace_back(prop.name);
@@ -485,13 +496,14 @@ CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
                          "(host clock, one wait at the end, as nccl-tests)");
 
   // ---- measure ----
-  const detail::MpiContext *mpi_ptr = mpi ? &*mpi : nullptr;
+  const detail::MpiContext* mpi_ptr = mpi ? &*mpi : nullptr;
   for (CollectiveOp op : options.ops) {
     const bool has_in_place = op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv;
     const bool reduces = op == CollectiveOp::all_reduce || op == CollectiveOp::reduce_scatter;
     for (double size : size_sweep(options.min_bytes, options.max_bytes, options.factor)) {
       const std::int64_t count = collective_count(op, size, options.dtype, nranks);
-      if (count == 0) continue;
+      if (count == 0)
+        continue;
       CollectiveRow row;
       row.op = std::string(collective_name(op));
       row.bytes = static_cast<double>(count) * dtype_bytes(options.dtype);
@@ -530,4 +542,4 @@ CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
   return report;
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

@@ -6,9 +6,9 @@ namespace trainsim::val {
 
 bool built_with_nccl() { return false; }
 
-CollectiveReport run_collectives(const CollectiveBenchOptions &options) {
+CollectiveReport run_collectives(const CollectiveBenchOptions& options) {
   validate(options);
   throw DeviceError("built without CUDA/NCCL; install the CUDA toolkit and NCCL and rebuild");
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

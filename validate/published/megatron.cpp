@@ -16,10 +16,10 @@ const std::vector<PublishedRun>& megatron_table1() {
       {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 16, 1, true, 142},
       {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 8, 1, true, 135},
       {"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 4, 1, false, 138},
-      {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 2, 3, false, 140},   // 15 layers/stage, 5 per chunk
-      {"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 2, false, 148},  // 10 / 5
+      {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 2, 3, false, 140},  // 15 layers/stage, 5 per chunk
+      {"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 2, false, 148}, // 10 / 5
       {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 1, 2, false, 155},  // 6 / 3
-      {"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 3, false, 163},  // 3 / 1
+      {"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 3, false, 163}, // 3 / 1
       {"1008.0B", 160, 25600, 128, 8, 64, 3072, 3072, 1, 1, false, 163},
   };
   return rows;
@@ -58,7 +58,7 @@ PublishedPrediction predict_megatron(const PublishedRun& run, const std::string&
   s.micro_batch_size = run.micro_batch;
   s.global_batch_size = run.global_batch;
   s.precision = model::Precision::fp16_mixed;
-  s.attention = model::AttentionImpl::naive;  // 2021: fused softmax, no FlashAttention
+  s.attention = model::AttentionImpl::naive; // 2021: fused softmax, no FlashAttention
 
   model::ParallelPlan p;
   p.tp = run.tp;
@@ -75,7 +75,7 @@ PublishedPrediction predict_megatron(const PublishedRun& run, const std::string&
       profile_name.empty() ? hw::default_profile(gpu.name) : hw::load_profile(profile_name);
 
   sim::StepOptions opt;
-  opt.dp_overlap = run.torch_ddp;  // Megatron's local DDP all-reduced after backward
+  opt.dp_overlap = run.torch_ddp; // Megatron's local DDP all-reduced after backward
 
   PublishedPrediction out;
   out.run = run;
@@ -93,4 +93,4 @@ PublishedPrediction predict_megatron(const PublishedRun& run, const std::string&
   return out;
 }
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

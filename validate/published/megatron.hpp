@@ -13,11 +13,11 @@
 namespace trainsim::val {
 
 struct PublishedRun {
-  std::string name;  // "1.7B"
+  std::string name; // "1.7B"
   std::int64_t num_heads = 0, hidden_size = 0, num_layers = 0;
   std::int64_t tp = 1, pp = 1, num_gpus = 0, global_batch = 0, micro_batch = 1;
-  std::int64_t interleave = 1;  // virtual stages per pipeline stage
-  bool torch_ddp = true;        // PyTorch DDP (bucketed, overlapped) vs Megatron "local" DDP
+  std::int64_t interleave = 1; // virtual stages per pipeline stage
+  bool torch_ddp = true;       // PyTorch DDP (bucketed, overlapped) vs Megatron "local" DDP
   double published_tflops_per_gpu = 0;
 };
 
@@ -26,12 +26,12 @@ struct PublishedRun {
 
 struct PublishedPrediction {
   PublishedRun run;
-  model::ModelSpec model;       // the row's GPT model
-  model::TrainingSetup setup;   // its batch, sequence and precision
-  model::ParallelPlan plan;     // its published layout
+  model::ModelSpec model;     // the row's GPT model
+  model::TrainingSetup setup; // its batch, sequence and precision
+  model::ParallelPlan plan;   // its published layout
   sim::StepEstimate step;
-  double predicted_tflops_per_gpu = 0;  // the paper's count (Eq. 3) / predicted step time
-  double error_pct = 0;                 // (predicted - published) / published
+  double predicted_tflops_per_gpu = 0; // the paper's count (Eq. 3) / predicted step time
+  double error_pct = 0;                // (predicted - published) / published
 };
 
 /// Predicts one row on `cluster_name` GPUs with the given profile (preset or file; empty =
@@ -48,4 +48,4 @@ struct PublishedPrediction {
 [[nodiscard]] double megatron_eq4_seconds(double tokens, double params, double num_gpus,
                                           double flops_per_s_per_gpu);
 
-}  // namespace trainsim::val
+} // namespace trainsim::val

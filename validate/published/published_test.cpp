@@ -24,8 +24,10 @@ TEST_CASE("Megatron-LM Table 1: every row within 10%, mean absolute error <= 5%"
 
 TEST_CASE("Megatron-LM Eq. 4 worked examples") {
   // GPT-3 175B, 1024 GPUs, 300B tokens at 140 TFLOP/s: ~34 days; 1T, 3072 GPUs, 450B at 163: ~84.
-  CHECK(val::megatron_eq4_seconds(300e9, 175e9, 1024, 140e12) / 86400 == doctest::Approx(33.9).epsilon(0.01));
-  CHECK(val::megatron_eq4_seconds(450e9, 1008e9, 3072, 163e12) / 86400 == doctest::Approx(84.0).epsilon(0.01));
+  CHECK(val::megatron_eq4_seconds(300e9, 175e9, 1024, 140e12) / 86400 ==
+        doctest::Approx(33.9).epsilon(0.01));
+  CHECK(val::megatron_eq4_seconds(450e9, 1008e9, 3072, 163e12) / 86400 ==
+        doctest::Approx(84.0).epsilon(0.01));
 }
 
 TEST_CASE("the planner finds the published layout feasible and picks one at least as fast") {
@@ -56,6 +58,7 @@ TEST_CASE("the planner finds the published layout feasible and picks one at leas
     o.fix_cp = 1;
     const auto pinned = sim::search_plans(m, cluster, gpu, prof, published.setup, o);
     REQUIRE(pinned.feasible == 1);
-    CHECK(pinned.plans.front().step_time_s == doctest::Approx(published.step.step_time_s).epsilon(1e-12));
+    CHECK(pinned.plans.front().step_time_s ==
+          doctest::Approx(published.step.step_time_s).epsilon(1e-12));
   }
 }
