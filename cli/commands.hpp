@@ -21,5 +21,6 @@ void add_bench_kernels(CLI::App& bench);
 void add_bench_collectives(CLI::App& bench);
 void add_calibrate(CLI::App& app);
 void add_compare(CLI::App& app);
+void add_train_step(CLI::App& app);
 
 } // namespace trainsim::cli

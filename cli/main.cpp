@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   trainsim::cli::add_bench(app);
   trainsim::cli::add_calibrate(app);
   trainsim::cli::add_compare(app);
+  trainsim::cli::add_train_step(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -20,7 +20,7 @@ std::string terminal_for(const std::string& file) {
   throw ConfigError(fmt::format("--plot {}: the file must end in .png or .svg", file));
 }
 
-std::string quote(const std::string& s) {
+[[maybe_unused]] std::string quote(const std::string& s) {
   std::string out = "'";
   for (char c : s)
     out += c == '\'' ? std::string("''") : std::string(1, c);

@@ -37,18 +37,11 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
   tail -15 "$OUT/gpu-tests.log" | tee -a "$log"
 fi
 
-if [ "$mode" = all ] || [ "$mode" = kernels ]; then
-  say "kernel suites"
-  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
-  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
-  step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
-  # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
-  PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
-  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
-  "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
-  tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
+if { [ "$mode" = all ] || [ "$mode" = train ]; } && [ -x scripts/train-step-bench.sh ]; then
+  say "training step"
+  step "${TRAIN_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" scripts/train-step-bench.sh >>"$log" 2>&1
+  grep -E "step .* ms \(pred|FAILED|peer" "$OUT/train-step.log" | tee -a "$log" | head -40
 fi
-
 if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   n=$(nvidia-smi -L | wc -l)
   say "collectives on $n GPU(s), single process: timing 8 B .. 4 GiB (no check), then 8 B .. 256 MiB checked"
@@ -65,8 +58,16 @@ if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   tail -1 "$OUT/collectives-x$n-compare.txt" | tee -a "$log"
 fi
 
-if { [ "$mode" = all ] || [ "$mode" = train ]; } && [ -x scripts/train-step-bench.sh ]; then
-  say "training step"
-  step "${TRAIN_LIMIT_S:-240}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" scripts/train-step-bench.sh >>"$log" 2>&1
+if [ "$mode" = all ] || [ "$mode" = kernels ]; then
+  say "kernel suites"
+  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
+  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
+  step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
+  # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
+  PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
+  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
+  "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
+  tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
 fi
+
 say "done"

@@ -1,0 +1,301 @@
+// Training-step kernels (see train_kernels.cuh). Simple grid-stride or block-per-row kernels:
+// all are memory-bound and small next to the GEMMs and attention.
+#include <cmath>
+#include <cuda_bf16.h>
+
+#include "kernels/check.hpp"
+#include "kernels/dtype_cuda.cuh"
+#include "validate/train/train_kernels.cuh"
+
+namespace trainsim::val::train {
+namespace {
+
+using kern::from_float;
+using kern::to_float;
+using Index = std::int64_t;
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(Index n) {
+  const Index b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+#define GRID_STRIDE(i, n)                                                                          \
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < (n);               \
+       i += static_cast<Index>(gridDim.x) * blockDim.x)
+
+template <class T>
+__global__ void embedding_kernel(const std::int32_t* tok, const T* table, T* out, Index rows,
+                                 Index cols) {
+  GRID_STRIDE(i, rows * cols) {
+    const Index r = i / cols, c = i % cols;
+    out[i] = table[static_cast<Index>(tok[r]) * cols + c];
+  }
+}
+
+template <class T>
+__global__ void embedding_backward_kernel(const std::int32_t* tok, const T* dout, float* dtable,
+                                          Index rows, Index cols) {
+  GRID_STRIDE(i, rows * cols) {
+    const Index r = i / cols, c = i % cols;
+    atomicAdd(dtable + static_cast<Index>(tok[r]) * cols + c, to_float(dout[i]));
+  }
+}
+
+template <class T> __global__ void cast_kernel(const float* src, T* dst, Index n, bool acc) {
+  GRID_STRIDE(i, n) { dst[i] = from_float<T>(acc ? to_float(dst[i]) + src[i] : src[i]); }
+}
+
+__global__ void fill_kernel(float* out, Index n, float value) {
+  GRID_STRIDE(i, n) { out[i] = value; }
+}
+
+// One thread per rotation pair (or v pair): i over [batch, seq, 3, heads, head_dim / 2].
+template <class T, bool kBackward>
+__global__ void rope_kernel(const T* qkv_in, T* q, T* k, T* v, T* qkv_out, Index batch, Index seq,
+                            Index heads, Index d, float log2_theta) {
+  const Index half = d / 2;
+  GRID_STRIDE(i, batch * seq * 3 * heads * half) {
+    const Index p = i % half;
+    const Index h = (i / half) % heads;
+    const Index which = (i / (half * heads)) % 3;
+    const Index t = (i / (half * heads * 3)) % seq;
+    const Index b = i / (half * heads * 3 * seq);
+    const Index fused = ((b * seq + t) * 3 + which) * heads * d + h * d + 2 * p;
+    const Index split = ((b * heads + h) * seq + t) * d + 2 * p;
+    T* dst = which == 0 ? q : which == 1 ? k : v;
+    float x0, x1;
+    if (kBackward) {
+      x0 = to_float(dst[split]);
+      x1 = to_float(dst[split + 1]);
+    } else {
+      x0 = to_float(qkv_in[fused]);
+      x1 = to_float(qkv_in[fused + 1]);
+    }
+    float y0 = x0, y1 = x1;
+    if (which < 2) {
+      const float freq = exp2f(-2.0f * static_cast<float>(p) / static_cast<float>(d) * log2_theta);
+      float s, c;
+      sincosf(static_cast<float>(t) * freq, &s, &c);
+      if (kBackward)
+        s = -s;
+      y0 = x0 * c - x1 * s;
+      y1 = x0 * s + x1 * c;
+    }
+    if (kBackward) {
+      qkv_out[fused] = from_float<T>(y0);
+      qkv_out[fused + 1] = from_float<T>(y1);
+    } else {
+      dst[split] = from_float<T>(y0);
+      dst[split + 1] = from_float<T>(y1);
+    }
+  }
+}
+
+template <class T>
+__global__ void permute_kernel(const T* in, T* out, Index batch, Index seq, Index heads, Index d,
+                               bool to_tokens) {
+  GRID_STRIDE(i, batch * seq * heads * d) { // i over [b, h, t, d]
+    const Index e = i % d, t = (i / d) % seq, h = (i / (d * seq)) % heads,
+                b = i / (d * seq * heads);
+    const Index tok = ((b * seq + t) * heads + h) * d + e;
+    if (to_tokens)
+      out[tok] = in[i];
+    else
+      out[i] = in[tok];
+  }
+}
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+template <class T> __global__ void swiglu_kernel(const T* ab, T* g, Index rows, Index f) {
+  GRID_STRIDE(i, rows * f) {
+    const Index r = i / f, e = i % f;
+    const float a = to_float(ab[r * 2 * f + e]), b = to_float(ab[r * 2 * f + f + e]);
+    g[i] = from_float<T>(a * sigmoidf(a) * b);
+  }
+}
+
+template <class T>
+__global__ void swiglu_backward_kernel(const T* ab, const T* dg, T* dab, Index rows, Index f) {
+  GRID_STRIDE(i, rows * f) {
+    const Index r = i / f, e = i % f;
+    const float a = to_float(ab[r * 2 * f + e]), b = to_float(ab[r * 2 * f + f + e]);
+    const float s = sigmoidf(a), go = to_float(dg[i]);
+    dab[r * 2 * f + e] = from_float<T>(go * b * s * (1.0f + a * (1.0f - s)));
+    dab[r * 2 * f + f + e] = from_float<T>(go * a * s);
+  }
+}
+
+template <bool kMax> __device__ float block_reduce(float x, float* sh) {
+  for (int o = 16; o > 0; o /= 2) {
+    const float y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = kMax ? fmaxf(x, y) : x + y;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0)
+    sh[warp] = x;
+  __syncthreads();
+  const int nw = blockDim.x / 32;
+  x = lane < nw ? sh[lane] : (kMax ? -INFINITY : 0.0f);
+  for (int o = 16; o > 0; o /= 2) {
+    const float y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = kMax ? fmaxf(x, y) : x + y;
+  }
+  return x;
+}
+
+template <class T>
+__global__ void cross_entropy_kernel(T* logits, const std::int32_t* targets, float* losses,
+                                     Index vocab, float grad_scale) {
+  __shared__ float sh[32];
+  const Index row = blockIdx.x;
+  T* x = logits + row * vocab;
+  float m = -INFINITY;
+  for (Index c = threadIdx.x; c < vocab; c += blockDim.x)
+    m = fmaxf(m, to_float(x[c]));
+  m = block_reduce<true>(m, sh);
+  float s = 0.0f;
+  for (Index c = threadIdx.x; c < vocab; c += blockDim.x)
+    s += expf(to_float(x[c]) - m);
+  s = block_reduce<false>(s, sh);
+  const float lse = m + logf(s);
+  const Index target = targets[row];
+  if (threadIdx.x == 0)
+    losses[row] = lse - to_float(x[target]);
+  __syncthreads(); // the loss read x[target] before it is overwritten
+  for (Index c = threadIdx.x; c < vocab; c += blockDim.x) {
+    const float p = expf(to_float(x[c]) - lse);
+    x[c] = from_float<T>((p - (c == target ? 1.0f : 0.0f)) * grad_scale);
+  }
+}
+
+template <class T> __global__ void adamw_kernel(AdamWArgs a) {
+  const T* grad = static_cast<const T*>(a.grad);
+  T* weight = static_cast<T*>(a.weight);
+  GRID_STRIDE(i, a.n) {
+    const float g = to_float(grad[i]);
+    const float m = a.beta1 * a.m[i] + (1.0f - a.beta1) * g;
+    const float v = a.beta2 * a.v[i] + (1.0f - a.beta2) * g * g;
+    a.m[i] = m;
+    a.v[i] = v;
+    float p = a.master[i];
+    p -= a.lr * a.weight_decay * p;
+    p -= a.lr * (m / a.bias_correction1) / (sqrtf(v / a.bias_correction2) + a.eps);
+    a.master[i] = p;
+    if (weight != nullptr)
+      weight[i] = from_float<T>(p);
+  }
+}
+
+} // namespace
+
+void launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "embedding", [&](auto tag) {
+    using T = decltype(tag);
+    embedding_kernel<T><<<blocks_for(a.rows * a.cols), kThreads, 0, stream>>>(
+        a.tokens, static_cast<const T*>(a.table), static_cast<T*>(a.out), a.rows, a.cols);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_embedding_backward(const EmbeddingBackwardArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "embedding backward", [&](auto tag) {
+    using T = decltype(tag);
+    embedding_backward_kernel<T><<<blocks_for(a.rows * a.cols), kThreads, 0, stream>>>(
+        a.tokens, static_cast<const T*>(a.dout), a.dtable, a.rows, a.cols);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_cast(const CastArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "cast", [&](auto tag) {
+    using T = decltype(tag);
+    cast_kernel<T><<<blocks_for(a.n), kThreads, 0, stream>>>(a.src, static_cast<T*>(a.dst), a.n,
+                                                             a.accumulate);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_fill(const FillArgs& a, cudaStream_t stream) {
+  fill_kernel<<<blocks_for(a.n), kThreads, 0, stream>>>(a.out, a.n, a.value);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_rope_split(const RopeArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "rope", [&](auto tag) {
+    using T = decltype(tag);
+    rope_kernel<T, false>
+        <<<blocks_for(a.batch * a.seq_len * 3 * a.heads * a.head_dim / 2), kThreads, 0, stream>>>(
+            static_cast<const T*>(a.qkv), static_cast<T*>(a.q), static_cast<T*>(a.k),
+            static_cast<T*>(a.v), nullptr, a.batch, a.seq_len, a.heads, a.head_dim, log2f(a.theta));
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_rope_split_backward(const RopeBackwardArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "rope backward", [&](auto tag) {
+    using T = decltype(tag);
+    // The backward reads dq/dk/dv through the (non-const) split pointers; it never writes them.
+    rope_kernel<T, true>
+        <<<blocks_for(a.batch * a.seq_len * 3 * a.heads * a.head_dim / 2), kThreads, 0, stream>>>(
+            nullptr, const_cast<T*>(static_cast<const T*>(a.dq)),
+            const_cast<T*>(static_cast<const T*>(a.dk)),
+            const_cast<T*>(static_cast<const T*>(a.dv)), static_cast<T*>(a.dqkv), a.batch,
+            a.seq_len, a.heads, a.head_dim, log2f(a.theta));
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_permute(const PermuteArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "permute", [&](auto tag) {
+    using T = decltype(tag);
+    permute_kernel<T>
+        <<<blocks_for(a.batch * a.seq_len * a.heads * a.head_dim), kThreads, 0, stream>>>(
+            static_cast<const T*>(a.in), static_cast<T*>(a.out), a.batch, a.seq_len, a.heads,
+            a.head_dim, a.to_tokens);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_swiglu(const SwigluArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "swiglu", [&](auto tag) {
+    using T = decltype(tag);
+    swiglu_kernel<T><<<blocks_for(a.rows * a.ffn), kThreads, 0, stream>>>(
+        static_cast<const T*>(a.ab), static_cast<T*>(a.g), a.rows, a.ffn);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_swiglu_backward(const SwigluBackwardArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "swiglu backward", [&](auto tag) {
+    using T = decltype(tag);
+    swiglu_backward_kernel<T><<<blocks_for(a.rows * a.ffn), kThreads, 0, stream>>>(
+        static_cast<const T*>(a.ab), static_cast<const T*>(a.dg), static_cast<T*>(a.dab), a.rows,
+        a.ffn);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_cross_entropy(const CrossEntropyArgs& a, cudaStream_t stream) {
+  if (a.rows <= 0)
+    return;
+  kern::dispatch_float_dtype(a.dtype, "cross-entropy", [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_kernel<T><<<static_cast<unsigned>(a.rows), 512, 0, stream>>>(
+        static_cast<T*>(a.logits), a.targets, a.losses, a.vocab, a.grad_scale);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_adamw(const AdamWArgs& a, cudaStream_t stream) {
+  kern::dispatch_float_dtype(a.dtype, "adamw", [&](auto tag) {
+    using T = decltype(tag);
+    adamw_kernel<T><<<blocks_for(a.n), kThreads, 0, stream>>>(a);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+} // namespace trainsim::val::train
