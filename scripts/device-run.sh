@@ -5,7 +5,9 @@
 # the PyTorch SDPA peer for attention and, when the training workload is built, the
 # training-step benchmark with its PyTorch peer. Everything lands in
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
-# Usage: scripts/device-run.sh [all|build|tests|kernels|collectives|train]
+# Usage: scripts/device-run.sh [all|build|tests|train|collectives|kernels]
+# Knobs: PERF=0 skips the perf suite and SDPA peer; TESTS_LIMIT_S, TRAIN_LIMIT_S time-box steps;
+# MODELS, DP_MODELS, TABLES, STEPS, WARMUP pass to scripts/train-step-bench.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -33,7 +35,7 @@ T="$BUILD/cli/trainsim"
 
 if [ "$mode" = all ] || [ "$mode" = tests ]; then
   say "GPU tests"
-  (cd "$BUILD" && step 300 ctest -L gpu --output-on-failure) >"$OUT/gpu-tests.log" 2>&1
+  (cd "$BUILD" && step "${TESTS_LIMIT_S:-300}" ctest -L gpu --output-on-failure) >"$OUT/gpu-tests.log" 2>&1
   tail -15 "$OUT/gpu-tests.log" | tee -a "$log"
 fi
 
@@ -62,9 +64,11 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   say "kernel suites"
   step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
   step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
-  step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
-  # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
-  PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
+  if [ "${PERF:-1}" = 1 ]; then
+    step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
+    # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
+    PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
+  fi
   "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
   tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
