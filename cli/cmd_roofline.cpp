@@ -148,14 +148,14 @@ int run_roofline(const RooflineOptions& o) {
 void add_roofline(CLI::App& app) {
   auto o = std::make_shared<RooflineOptions>();
   auto* cmd = app.add_subcommand("roofline", "Roofline of one GEMM or of a model's operators");
-  add_machine_options(*cmd, o->machine, false);
+  add_machine_options(*cmd, o->machine, false, false);
   cmd->add_option("--op", o->op, "gemm (with --m --n --k --dtype)");
   cmd->add_option("--m", o->m, "GEMM rows of A and C");
   cmd->add_option("--n", o->n, "GEMM columns of B and C");
   cmd->add_option("--k", o->k, "GEMM inner dimension");
   cmd->add_option("--dtype", o->dtype, "GEMM dtype: fp32, tf32, fp16, bf16, fp8")
       ->capture_default_str();
-  add_model_options(*cmd, o->model, false);
+  add_model_options(*cmd, o->model, false, false);
   add_setup_options(*cmd, o->setup);
   add_plan_options(*cmd, o->plan);
   cmd->add_option("--plot", o->plot, "Write the roofline chart (.png or .svg)");

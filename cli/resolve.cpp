@@ -14,8 +14,8 @@ using model::Optimizer;
 using model::Precision;
 using model::Recompute;
 
-void add_model_options(CLI::App& cmd, ModelOptions& o, bool required) {
-  auto* opt = cmd.add_option("--model,-m", o.model,
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool required, bool short_alias) {
+  auto* opt = cmd.add_option(short_alias ? "--model,-m" : "--model", o.model,
                              "Model: a preset name (`trainsim presets list models`), a preset "
                              "JSON file, or a Hugging Face config.json");
   if (required)
@@ -165,12 +165,14 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   return p;
 }
 
-void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster) {
+void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster,
+                         bool with_num_gpus) {
   cmd.add_option("--gpu,-g", o.gpu, "GPU preset or JSON file (`trainsim presets list gpus`)");
   if (with_cluster)
     cmd.add_option("--cluster,-c", o.cluster,
                    "Cluster preset or JSON file (nodes of GPUs with NVLink + InfiniBand)");
-  cmd.add_option("--num-gpus,-n", o.num_gpus,
+  if (with_num_gpus)
+    cmd.add_option("--num-gpus,-n", o.num_gpus,
                  "GPUs in total (default: one node of the cluster, or 1 GPU)");
   cmd.add_option("--calibration", o.calibration,
                  "Hardware profile JSON (from `trainsim calibrate`, or a preset in "

@@ -18,7 +18,8 @@ struct ModelOptions {
   std::optional<std::int64_t> num_layers, hidden_size, num_heads, num_kv_heads, head_dim,
       ffn_hidden_size, vocab_size, num_experts, top_k;
 };
-void add_model_options(CLI::App& cmd, ModelOptions& o, bool required);
+/// short_alias = false leaves out -m (roofline, whose --m is a GEMM size).
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool required, bool short_alias = true);
 /// Loads the preset/file, applies overrides, validates again.
 [[nodiscard]] model::ModelSpec resolve_model(const ModelOptions& o);
 
@@ -51,7 +52,10 @@ struct MachineOptions {
   std::string calibration;
   std::optional<double> gpu_memory_gb;
 };
-void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster);
+/// with_num_gpus = false leaves out --num-gpus/-n (roofline, whose --n is a GEMM size: newer
+/// CLI11 treats "-n" and "--n" as one name).
+void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster,
+                         bool with_num_gpus = true);
 
 struct Machine {
   hw::GpuSpec gpu;

@@ -74,8 +74,9 @@ PY
   fi
 }
 
-# peer ARGS...: the PyTorch eager peer of the same configuration.
+# peer ARGS...: the PyTorch eager peer of the same configuration (PEERS=0 skips it).
 peer() {
+  [ "${PEERS:-1}" = 1 ] || return 0
   if python3 scripts/peer_train_step.py "$@" --steps "$STEPS" --warmup "$WARMUP" \
     --output "$TMP/peer.json" >/dev/null 2>"$TMP/err"; then
     python3 - "$TMP/peer.json" "$JSONL" <<'PY' | tee -a "$LOG"
