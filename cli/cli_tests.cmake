@@ -107,3 +107,8 @@ add_test(NAME cli.compare_heldout
 set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profile)
 trainsim_cli_error(calibrate_bad_file "measurements" calibrate --from ${CMAKE_CURRENT_SOURCE_DIR}/testdata/unknown_field.json --out x.json)
 trainsim_cli_error(plot_extension "must end in .png or .svg" memory --model gpt2 --gpu h100-sxm --plot out.pdf)
+# Every model field can be overridden by a flag (GPT-2 untied: 124,439,808 + 50257 x 768).
+trainsim_cli_test(model_override_untied "\"total\": 163037184"
+  model --model gpt2 --tied-embeddings false --format json)
+trainsim_cli_error(model_override_norm "--norm = batchnorm: must be layernorm or rmsnorm"
+  model --model gpt2 --norm batchnorm)

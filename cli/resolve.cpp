@@ -28,8 +28,19 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool required, bool short
   g->add_option("--head-dim", o.head_dim, "Head dimension");
   g->add_option("--ffn-hidden-size", o.ffn_hidden_size, "FFN hidden size (d_ff)");
   g->add_option("--vocab-size", o.vocab_size, "Vocabulary size");
+  g->add_option("--max-seq-len", o.max_seq_len, "Positions the model was built for");
   g->add_option("--num-experts", o.num_experts, "MoE experts (0 = dense)");
   g->add_option("--top-k", o.top_k, "MoE experts per token");
+  g->add_option("--expert-ffn-hidden-size", o.expert_ffn_hidden_size, "MoE expert FFN size");
+  g->add_option("--num-shared-experts", o.num_shared_experts, "MoE shared experts");
+  g->add_option("--ffn", o.ffn, "gated (SwiGLU, 3 matrices) | plain (GELU, 2)");
+  g->add_option("--norm", o.norm, "layernorm | rmsnorm");
+  g->add_option("--position", o.position, "learned | rotary");
+  g->add_option("--tied-embeddings", o.tied_embeddings, "true | false");
+  g->add_option("--qkv-bias", o.qkv_bias, "true | false");
+  g->add_option("--out-bias", o.out_bias, "true | false");
+  g->add_option("--mlp-bias", o.mlp_bias, "true | false");
+  g->add_option("--dropout", o.dropout, "true | false (dropout layers in training)");
 }
 
 model::ModelSpec resolve_model(const ModelOptions& o) {
@@ -48,8 +59,40 @@ model::ModelSpec resolve_model(const ModelOptions& o) {
   set(o.head_dim, m.head_dim);
   set(o.ffn_hidden_size, m.ffn_hidden_size);
   set(o.vocab_size, m.vocab_size);
+  set(o.max_seq_len, m.max_seq_len);
   set(o.num_experts, m.num_experts);
   set(o.top_k, m.top_k);
+  set(o.expert_ffn_hidden_size, m.expert_ffn_hidden_size);
+  set(o.num_shared_experts, m.num_shared_experts);
+  auto flag = [&](const std::optional<bool>& v, bool& field) {
+    if (v) {
+      field = *v;
+      changed = true;
+    }
+  };
+  flag(o.tied_embeddings, m.tied_embeddings);
+  flag(o.qkv_bias, m.qkv_bias);
+  flag(o.out_bias, m.out_bias);
+  flag(o.mlp_bias, m.mlp_bias);
+  flag(o.dropout, m.dropout);
+  if (o.ffn) {
+    changed = true;
+    if (*o.ffn == "gated") m.ffn = model::FfnKind::gated;
+    else if (*o.ffn == "plain") m.ffn = model::FfnKind::plain;
+    else throw ConfigError(fmt::format("--ffn = {}: must be gated or plain", *o.ffn));
+  }
+  if (o.norm) {
+    changed = true;
+    if (*o.norm == "layernorm") m.norm = model::NormKind::layernorm;
+    else if (*o.norm == "rmsnorm") m.norm = model::NormKind::rmsnorm;
+    else throw ConfigError(fmt::format("--norm = {}: must be layernorm or rmsnorm", *o.norm));
+  }
+  if (o.position) {
+    changed = true;
+    if (*o.position == "learned") m.position = model::PositionKind::learned;
+    else if (*o.position == "rotary") m.position = model::PositionKind::rotary;
+    else throw ConfigError(fmt::format("--position = {}: must be learned or rotary", *o.position));
+  }
   if (changed)
     model::validate(m, "flags (model overrides)");
   return m;

@@ -16,7 +16,10 @@ namespace trainsim::cli {
 struct ModelOptions {
   std::string model;
   std::optional<std::int64_t> num_layers, hidden_size, num_heads, num_kv_heads, head_dim,
-      ffn_hidden_size, vocab_size, num_experts, top_k;
+      ffn_hidden_size, vocab_size, max_seq_len, num_experts, top_k, expert_ffn_hidden_size,
+      num_shared_experts;
+  std::optional<std::string> ffn, norm, position;
+  std::optional<bool> tied_embeddings, qkv_bias, out_bias, mlp_bias, dropout;
 };
 /// short_alias = false leaves out -m (roofline, whose --m is a GEMM size).
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool required, bool short_alias = true);
