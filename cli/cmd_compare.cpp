@@ -198,10 +198,9 @@ int run_compare(const CompareOptions& o) {
       Series pts{"measured", {}, "points pt 7", {}};
       for (const auto& item : ms.items) {
         double flops = 0, bytes = 0;
-        for (const auto& [op, pass] : val::kernel_ops(item.shape)) {
-          flops += pass == sim::Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
-          bytes += pass == sim::Pass::forward ? op.fwd_bytes : op.bwd_bytes;
-        }
+        const auto w = val::kernel_work(item.shape);
+        flops = w.flops;
+        bytes = w.bytes_read + w.bytes_written;
         if (flops > 0 && bytes > 0)
           pts.points.emplace_back(flops / bytes, flops / item.median_s / 1e12);
       }

@@ -35,9 +35,11 @@ Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double c
   op.bwd_flops = 2.0 * op.fwd_flops;      // dgrad + wgrad
   op.fwd_exec_flops = op.fwd_flops;
   op.bwd_exec_flops = op.bwd_flops;
-  op.fwd_bytes = e * (m * k + k * n + m * n) * count;
+  op.fwd_bytes = e * (m * k + k * n + m * n) * count;  // read A, B; write C (beta = 0)
+  op.fwd_bytes_written = e * m * n * count;
   // dgrad reads dy and W, writes dx; wgrad reads x and dy, writes dW.
   op.bwd_bytes = e * (2 * m * n + 2 * k * n + 2 * m * k) * count;
+  op.bwd_bytes_written = e * (m * k + k * n) * count;
   return op;
 }
 
@@ -48,8 +50,10 @@ Op memory_op(std::string name, OpKind kind, Dtype dtype, double elements_in, dou
   op.kind = kind;
   op.dtype = dtype;
   op.fwd_bytes = e * (elements_in + elements_out);
+  op.fwd_bytes_written = e * elements_out;
   // Backward reads the saved input(s) and the output gradient, writes the input gradient.
   op.bwd_bytes = e * (2 * elements_in + elements_out);
+  op.bwd_bytes_written = e * elements_in;
   op.fwd_exec_flops = flops_per_element * elements_out;
   op.bwd_exec_flops = 2 * flops_per_element * elements_out;
   return op;
@@ -78,8 +82,12 @@ Op flash_attention_op(std::string name, Dtype dtype, double b, double heads, dou
   core.bwd_exec_flops = 2.5 * core.fwd_exec_flops;
   const double q_bytes = b * seq_q * heads * head_dim * e;
   const double kv_bytes = b * seq_kv * kv_heads * head_dim * e;
-  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + b * heads * seq_q * 4; // Q, O, K, V, lse
-  core.bwd_bytes = 2 * core.fwd_bytes + q_bytes + 2 * kv_bytes;        // + dO, dQ, dK, dV
+  const double lse_bytes = b * heads * seq_q * 4;
+  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + lse_bytes;  // read Q, K, V; write O, lse
+  core.fwd_bytes_written = q_bytes + lse_bytes;
+  // Backward reads Q, K, V, O, dO and lse, writes dQ, dK, dV.
+  core.bwd_bytes_written = q_bytes + 2 * kv_bytes;
+  core.bwd_bytes = 3 * q_bytes + 2 * kv_bytes + lse_bytes + core.bwd_bytes_written;
   core.saved = {{"attn.q", q_bytes, false},
                 {"attn.k", kv_bytes, false},
                 {"attn.v", kv_bytes, false},

@@ -26,90 +26,65 @@ std::string_view impl_name(AttentionImpl impl) {
   return impl == AttentionImpl::flash ? "flash" : "naive";
 }
 
-KernelWork kernel_work(const KernelShape& s) {
+std::vector<KernelOp> kernel_ops(const KernelShape& s) {
+  using model::OpKind;
   const double e = dtype_bytes(s.dtype);
-  KernelWork w;
+  const bool bwd = s.backward;
+  const double n = static_cast<double>(s.num_elements);
+  const double rows_cols = static_cast<double>(s.rows) * static_cast<double>(s.cols);
+  std::vector<KernelOp> ops;
+  auto memory = [&](const char* name, OpKind kind, double in, double out, double flops) {
+    ops.push_back({model::memory_op(name, kind, s.dtype, in, out, e, flops), bwd});
+  };
   switch (s.op) {
-  case BenchOp::gemm: {
-    const double m = s.m, n = s.n, k = s.k;
-    w.flops = 2.0 * m * n * k; // one multiply and one add per (i, j, l)
-    w.bytes_read = (m * k + k * n) * e;
-    w.bytes_written = m * n * e; // beta = 0: C is not read
+  case BenchOp::gemm:
+    ops.push_back({model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
+                                  static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e),
+                   false});
     break;
-  }
-  case BenchOp::relu:
-  case BenchOp::scale:
-  case BenchOp::gelu:
-  case BenchOp::add: {
-    const double n = s.num_elements;
-    // relu: 1 compare; scale: 1 multiply; add: 1 add; gelu (tanh form): x^3 (2), fma (2),
-    // multiply by sqrt(2/pi) (1), tanh (1), 1 + t (1), 0.5 x * (.) (2) = 9.
-    const double per = s.op == BenchOp::gelu ? 9.0 : 1.0;
-    w.flops = per * n;
-    w.bytes_read = (s.op == BenchOp::add ? 2.0 : 1.0) * n * e;
-    w.bytes_written = n * e;
-    break;
-  }
-  case BenchOp::copy:
-    w.bytes_read = static_cast<double>(s.num_elements) * e;
-    w.bytes_written = static_cast<double>(s.num_elements) * e;
-    break;
-  case BenchOp::empty: break;
-  case BenchOp::softmax: {
-    const double n = static_cast<double>(s.rows) * s.cols;
-    if (!s.backward) {
-      w.flops = 5.0 * n; // scale, max, exp, sum, normalise
-      w.bytes_read = n * e;
-      w.bytes_written = n * e;
-    } else {
-      w.flops = 4.0 * n;          // y*dy, sum, dy - dot, y * (.)
-      w.bytes_read = 2.0 * n * e; // y, dy
-      w.bytes_written = n * e;    // dx
-    }
-    break;
-  }
-  case BenchOp::layernorm:
-  case BenchOp::rmsnorm: {
-    const bool ln = s.op == BenchOp::layernorm;
-    const double rows = s.rows, cols = s.cols, n = rows * cols;
-    const double params = (ln ? 2.0 : 1.0) * cols;      // gamma (+ beta)
-    const double stats = (ln ? 2.0 : 1.0) * rows * 4.0; // fp32 mean (+ rstd)
-    if (!s.backward) {
-      w.flops = (ln ? 8.0 : 6.0) * n; // sums, centre, scale, affine
-      w.bytes_read = n * e + params * e;
-      w.bytes_written = n * e + stats;
-    } else {
-      w.flops = (ln ? 12.0 : 10.0) * n;
-      w.bytes_read = 2.0 * n * e + cols * e + stats; // x, dy, gamma, saved stats
-      w.bytes_written = n * e + params * 4.0;        // dx, fp32 dgamma (+ dbeta)
-    }
-    break;
-  }
+  // Flops per element: relu 1 compare; scale 1 multiply; add 1 add; gelu (tanh form) 9.
+  case BenchOp::relu: memory("relu", OpKind::elementwise, n, n, 1); break;
+  case BenchOp::scale: memory("scale", OpKind::elementwise, n, n, 1); break;
+  case BenchOp::gelu: memory("gelu", OpKind::elementwise, n, n, 9); break;
+  case BenchOp::add: memory("add", OpKind::elementwise, 2 * n, n, 1); break;
+  case BenchOp::copy: memory("copy", OpKind::elementwise, n, n, 0); break;
+  // Softmax: scale, max, exp, sum, normalise; norms: sums, centre, scale, affine.
+  case BenchOp::softmax: memory("softmax", OpKind::reduction, rows_cols, rows_cols, 5); break;
+  case BenchOp::layernorm: memory("layernorm", OpKind::norm, rows_cols, rows_cols, 8); break;
+  case BenchOp::rmsnorm: memory("rmsnorm", OpKind::norm, rows_cols, rows_cols, 6); break;
   case BenchOp::attention: {
-    const double bh = static_cast<double>(s.batch_size) * s.num_heads;
-    const double sd = static_cast<double>(s.seq_len) * s.head_dim;
-    const double ss = static_cast<double>(s.seq_len) * s.seq_len;
-    // Two GEMMs of 2 s^2 d each per head; causal halves the useful work (FlashAttention-2
-    // convention). Naive attention computes the full square even when causal.
-    const bool half = s.causal && s.impl == AttentionImpl::flash;
-    const double fwd = 4.0 * bh * ss * s.head_dim * (half ? 0.5 : 1.0);
-    const double lse = bh * s.seq_len * 4.0;
-    if (!s.backward) {
-      w.flops = fwd;
-      w.bytes_read = 3.0 * bh * sd * e; // q, k, v
-      w.bytes_written = bh * sd * e + (s.impl == AttentionImpl::flash ? lse : 0.0);
-      if (s.impl == AttentionImpl::naive) {
-        // scores written by GEMM 1, read + written by softmax, read by GEMM 2.
-        w.bytes_read += 2.0 * bh * ss * e;
-        w.bytes_written += 2.0 * bh * ss * e;
-      }
-    } else {
-      w.flops = 2.5 * fwd;                    // 5 GEMMs instead of 2 (recompute S, dV, dP, dQ, dK)
-      w.bytes_read = 5.0 * bh * sd * e + lse; // q, k, v, o, dO, lse
-      w.bytes_written = 3.0 * bh * sd * e;    // dq, dk, dv
+    const double b = static_cast<double>(s.batch_size), h = static_cast<double>(s.num_heads);
+    const double seq = static_cast<double>(s.seq_len), d = static_cast<double>(s.head_dim);
+    if (s.impl == AttentionImpl::flash) {
+      ops.push_back(
+          {model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), bwd});
+    } else {  // the op list's naive path: scores GEMM, softmax, GEMM with V (full square)
+      ops.push_back({model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), bwd});
+      memory("softmax", OpKind::reduction, b * h * seq * seq, b * h * seq * seq, 5);
+      ops.push_back({model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), bwd});
     }
     break;
   }
+  case BenchOp::empty: {
+    model::Op op;
+    op.name = "empty";
+    op.kind = OpKind::elementwise;
+    op.dtype = s.dtype;
+    ops.push_back({op, false});
+    break;
+  }
+  }
+  return ops;
+}
+
+KernelWork kernel_work(const KernelShape& s) {
+  KernelWork w;
+  for (const auto& k : kernel_ops(s)) {
+    const double total = k.backward ? k.op.bwd_bytes : k.op.fwd_bytes;
+    const double written = k.backward ? k.op.bwd_bytes_written : k.op.fwd_bytes_written;
+    w.flops += k.backward ? k.op.bwd_exec_flops : k.op.fwd_exec_flops;
+    w.bytes_written += written;
+    w.bytes_read += total - written;
   }
   return w;
 }

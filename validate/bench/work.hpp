@@ -1,7 +1,7 @@
-// The work one benchmark case does, in flops and bytes (read once, written once), computed from
-// the case's shape: the single place these counts live for kernels/ cases (no CUDA here).
-// Conventions: GEMM 2mnk; attention forward 4 b h s^2 d (halved when causal, FlashAttention-2
-// paper convention), backward 2.5x forward; element-wise and row ops count DRAM traffic only.
+// The work one benchmark case does, in flops and bytes, derived from the model's op factories
+// (model/ops.hpp), the same description the simulator times (no CUDA here). Conventions: GEMM
+// 2mnk; attention forward 4 b h s^2 d (halved when causal, FlashAttention-2 convention),
+// backward 2.5x forward; memory-bound ops count each tensor read or written once.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include <vector>
+
 #include "common/dtype.hpp"
+#include "model/ops.hpp"
 
 namespace trainsim::val {
 
@@ -52,7 +55,17 @@ struct KernelWork {
   double flops = 0, bytes_read = 0, bytes_written = 0;
 };
 
-/// Flops and the fewest bytes the op must move through device memory.
+/// One op a case runs, described by the model's op factories (model/ops.hpp), so that the
+/// benchmark's work and the simulator's prediction come from one description.
+struct KernelOp {
+  model::Op op;
+  bool backward = false;  // which pass of the op the case runs
+};
+
+/// The ops of a case: one for most; naive attention is GEMM + softmax + GEMM.
+[[nodiscard]] std::vector<KernelOp> kernel_ops(const KernelShape& shape);
+
+/// Executed flops and bytes moved through device memory: sums over kernel_ops().
 [[nodiscard]] KernelWork kernel_work(const KernelShape& shape);
 
 [[nodiscard]] std::string_view op_name(BenchOp op);

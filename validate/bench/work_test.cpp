@@ -53,19 +53,24 @@ TEST_CASE("attention work: FlashAttention-2 convention") {
   s.backward = false;
   CHECK(kernel_work(s).bytes_read == 100663296.0);
   s.impl = AttentionImpl::naive; // computes the full square even when causal
-  CHECK(kernel_work(s).flops == 274877906944.0);
+  // Two GEMMs (2^38) plus the softmax's 5 flops per score: 5 * 2 * 16 * 4096^2 = 2,684,354,560.
+  CHECK(kernel_work(s).flops == 274877906944.0 + 2684354560.0);
   CHECK(case_name(s) == "attention.naive.fwd.bf16.b2.h16.s4096.d128.causal");
 }
 
-TEST_CASE("norm work counts parameters and saved statistics") {
+TEST_CASE("norm work: the activation read and written (gamma and statistics not counted)") {
   KernelShape s;
   s.op = BenchOp::layernorm;
   s.dtype = Dtype::bf16;
   s.rows = 10;
   s.cols = 100;
   const KernelWork w = kernel_work(s);
-  CHECK(w.bytes_read == 10 * 100 * 2 + 2 * 100 * 2);   // x + gamma + beta = 2,400
-  CHECK(w.bytes_written == 10 * 100 * 2 + 2 * 10 * 4); // y + mean + rstd = 2,080
+  CHECK(w.bytes_read == 10 * 100 * 2);    // x = 2,000 (gamma, beta: 400 more, not counted)
+  CHECK(w.bytes_written == 10 * 100 * 2); // y = 2,000 (fp32 mean, rstd: 80 more, not counted)
+  s.backward = true;
+  const KernelWork b = kernel_work(s);
+  CHECK(b.bytes_read == 2 * 10 * 100 * 2); // x and dy
+  CHECK(b.bytes_written == 10 * 100 * 2);  // dx
 }
 
 TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") {

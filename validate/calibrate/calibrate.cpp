@@ -116,78 +116,11 @@ MeasurementSet load_measurements(const std::string& path) {
   return read_measurements(load_json_file(path), path);
 }
 
-std::vector<std::pair<Op, Pass>> kernel_ops(const KernelShape& s) {
-  const double e = dtype_bytes(s.dtype);
-  const Pass pass = s.backward ? Pass::backward : Pass::forward;
-  std::vector<std::pair<Op, Pass>> ops;
-  const double n = static_cast<double>(s.num_elements);
-  const double rows = static_cast<double>(s.rows), cols = static_cast<double>(s.cols);
-  switch (s.op) {
-  case BenchOp::gemm:
-    ops.emplace_back(model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
-                                    static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e),
-                     Pass::forward);
-    break;
-  case BenchOp::relu:
-    ops.emplace_back(model::memory_op("relu", OpKind::elementwise, s.dtype, n, n, e, 1), pass);
-    break;
-  case BenchOp::gelu:
-    ops.emplace_back(model::memory_op("gelu", OpKind::elementwise, s.dtype, n, n, e, 8), pass);
-    break;
-  case BenchOp::scale:
-    ops.emplace_back(model::memory_op("scale", OpKind::elementwise, s.dtype, n, n, e, 1), pass);
-    break;
-  case BenchOp::add:
-    ops.emplace_back(model::memory_op("add", OpKind::elementwise, s.dtype, 2 * n, n, e, 1), pass);
-    break;
-  case BenchOp::copy:
-    ops.emplace_back(model::memory_op("copy", OpKind::elementwise, s.dtype, n, n, e, 0), pass);
-    break;
-  case BenchOp::softmax:
-    ops.emplace_back(
-        model::memory_op("softmax", OpKind::reduction, s.dtype, rows * cols, rows * cols, e, 5),
-        pass);
-    break;
-  case BenchOp::layernorm:
-    ops.emplace_back(
-        model::memory_op("layernorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 8), pass);
-    break;
-  case BenchOp::rmsnorm:
-    ops.emplace_back(
-        model::memory_op("rmsnorm", OpKind::norm, s.dtype, rows * cols, rows * cols, e, 5), pass);
-    break;
-  case BenchOp::attention: {
-    const double b = static_cast<double>(s.batch_size), h = static_cast<double>(s.num_heads);
-    const double seq = static_cast<double>(s.seq_len), d = static_cast<double>(s.head_dim);
-    if (s.impl == AttentionImpl::flash) {
-      ops.emplace_back(
-          model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), pass);
-    } else { // GEMM (scores), softmax, GEMM (with V): the op list's naive path
-      ops.emplace_back(model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), pass);
-      ops.emplace_back(model::memory_op("softmax", OpKind::reduction, s.dtype, b * h * seq * seq,
-                                        b * h * seq * seq, e, 5),
-                       pass);
-      ops.emplace_back(model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), pass);
-    }
-    break;
-  }
-  case BenchOp::empty: {
-    Op op;
-    op.name = "empty";
-    op.kind = OpKind::elementwise;
-    op.dtype = s.dtype;
-    ops.emplace_back(op, Pass::forward);
-    break;
-  }
-  }
-  return ops;
-}
-
 double predict_kernel_s(const KernelShape& shape, const hw::GpuSpec& gpu,
                         const hw::HardwareProfile& profile) {
   double t = 0;
-  for (const auto& [op, pass] : kernel_ops(shape))
-    t += sim::op_cost(op, pass, gpu, profile).time_s;
+  for (const auto& [op, backward] : kernel_ops(shape))
+    t += sim::op_cost(op, backward ? Pass::backward : Pass::forward, gpu, profile).time_s;
   return t;
 }
 
@@ -197,8 +130,8 @@ namespace {
 // measured time less the launch overhead.
 double bw_fraction_of(const KernelMeasurement& m, const hw::GpuSpec& gpu, double launch_s) {
   double bytes = 0;
-  for (const auto& [op, pass] : kernel_ops(m.shape))
-    bytes += pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
+  for (const auto& [op, backward] : kernel_ops(m.shape))
+    bytes += backward ? op.bwd_bytes : op.fwd_bytes;
   return bytes / (std::max(m.median_s - launch_s, 1e-9) * gpu.hbm_bandwidth_bytes_per_s);
 }
 
@@ -210,8 +143,8 @@ constexpr double kMinBytesForL2 = 4e6;
 
 double case_bytes(const KernelMeasurement& m) {
   double bytes = 0;
-  for (const auto& [op, pass] : kernel_ops(m.shape))
-    bytes += pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
+  for (const auto& [op, backward] : kernel_ops(m.shape))
+    bytes += backward ? op.bwd_bytes : op.fwd_bytes;
   return bytes;
 }
 
@@ -283,14 +216,14 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
   for (const auto& m : ms.items) {
     if (m.shape.op != BenchOp::attention || m.shape.impl != AttentionImpl::flash)
       continue;
-    for (const auto& [op, pass] : kernel_ops(m.shape)) {
+    for (const auto& [op, backward] : kernel_ops(m.shape)) {
       hw::HardwareProfile unit = p;
       unit.attention_fwd_peak_fraction = unit.attention_bwd_peak_fraction = 1.0;
-      const auto c = sim::op_cost(op, pass, gpu, unit);
-      const double flops = pass == Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
+      const auto c = sim::op_cost(op, backward ? Pass::backward : Pass::forward, gpu, unit);
+      const double flops = backward ? op.bwd_exec_flops : op.fwd_exec_flops;
       const double peak = sim::effective_peak_flops_per_s(gpu, m.shape.dtype);
       const double f = flops / (std::max(m.median_s - launch, 1e-9) * peak * c.efficiency);
-      (pass == Pass::forward ? fwd : bwd).push_back(f);
+      (backward ? bwd : fwd).push_back(f);
     }
   }
   set_fraction("attention_fwd_peak_fraction", p.attention_fwd_peak_fraction, fwd);

@@ -38,9 +38,6 @@ struct MeasurementSet {
                                                const std::string& source);
 [[nodiscard]] MeasurementSet load_measurements(const std::string& path);
 
-/// The ops (and passes) a benchmark case runs, built with the model's op factories.
-[[nodiscard]] std::vector<std::pair<model::Op, sim::Pass>> kernel_ops(const KernelShape& shape);
-
 /// Predicted time of a case: sum of its ops' roofline times.
 [[nodiscard]] double predict_kernel_s(const KernelShape& shape, const hw::GpuSpec& gpu,
                                       const hw::HardwareProfile& profile);

@@ -110,7 +110,7 @@ TEST_CASE("predictions come from the op factories (GEMM 2mnk at the profile's ef
   const auto s = gemm(8192, 8192, 8192, Dtype::bf16);
   const auto ops = kernel_ops(s);
   REQUIRE(ops.size() == 1);
-  CHECK(ops[0].first.fwd_exec_flops == 2.0 * 8192 * 8192 * 8192);
+  CHECK(ops[0].op.fwd_exec_flops == 2.0 * 8192 * 8192 * 8192);
   CHECK(predict_kernel_s(s, gpu, prof) ==
         doctest::Approx(sim::gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof).time_s));
   KernelShape naive;
