@@ -98,8 +98,6 @@ std::string plan_label(const sim::PlanCandidate& c) {
                      p.interleave > 1 ? fmt::format(" v{}", p.interleave) : "");
 }
 
-model::ParallelPlan with(const model::ParallelPlan& p) { return p; }
-
 // Why does `best` win? Re-estimate it and its one-step neighbours with the full model.
 void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
              const model::TrainingSetup& s, const sim::StepOptions& so,
@@ -145,7 +143,7 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   };
   std::vector<N> ns;
   auto add = [&](std::string what, auto mutate, std::int64_t mb) {
-    model::ParallelPlan p = with(b);
+    model::ParallelPlan p = b;
     mutate(p);
     ns.push_back({std::move(what), p, mb});
   };
@@ -402,8 +400,7 @@ int run_plan(const PlanOptionsCli& o) {
       if (o.explain > static_cast<std::int64_t>(r.plans.size()))
         throw ConfigError(
             fmt::format("--explain {}: only {} plans were found", o.explain, r.plans.size()));
-      auto so_step = so.step;
-      explain(sink, m, mc, s, so_step, r.plans[static_cast<std::size_t>(o.explain - 1)], o.explain);
+      explain(sink, m, mc, s, so.step, r.plans[static_cast<std::size_t>(o.explain - 1)], o.explain);
     }
   }
   if (!o.plot.empty()) {

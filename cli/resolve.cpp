@@ -77,21 +77,30 @@ model::ModelSpec resolve_model(const ModelOptions& o) {
   flag(o.dropout, m.dropout);
   if (o.ffn) {
     changed = true;
-    if (*o.ffn == "gated") m.ffn = model::FfnKind::gated;
-    else if (*o.ffn == "plain") m.ffn = model::FfnKind::plain;
-    else throw ConfigError(fmt::format("--ffn = {}: must be gated or plain", *o.ffn));
+    if (*o.ffn == "gated")
+      m.ffn = model::FfnKind::gated;
+    else if (*o.ffn == "plain")
+      m.ffn = model::FfnKind::plain;
+    else
+      throw ConfigError(fmt::format("--ffn = {}: must be gated or plain", *o.ffn));
   }
   if (o.norm) {
     changed = true;
-    if (*o.norm == "layernorm") m.norm = model::NormKind::layernorm;
-    else if (*o.norm == "rmsnorm") m.norm = model::NormKind::rmsnorm;
-    else throw ConfigError(fmt::format("--norm = {}: must be layernorm or rmsnorm", *o.norm));
+    if (*o.norm == "layernorm")
+      m.norm = model::NormKind::layernorm;
+    else if (*o.norm == "rmsnorm")
+      m.norm = model::NormKind::rmsnorm;
+    else
+      throw ConfigError(fmt::format("--norm = {}: must be layernorm or rmsnorm", *o.norm));
   }
   if (o.position) {
     changed = true;
-    if (*o.position == "learned") m.position = model::PositionKind::learned;
-    else if (*o.position == "rotary") m.position = model::PositionKind::rotary;
-    else throw ConfigError(fmt::format("--position = {}: must be learned or rotary", *o.position));
+    if (*o.position == "learned")
+      m.position = model::PositionKind::learned;
+    else if (*o.position == "rotary")
+      m.position = model::PositionKind::rotary;
+    else
+      throw ConfigError(fmt::format("--position = {}: must be learned or rotary", *o.position));
   }
   if (changed)
     model::validate(m, "flags (model overrides)");
@@ -208,15 +217,14 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   return p;
 }
 
-void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster,
-                         bool with_num_gpus) {
+void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster, bool with_num_gpus) {
   cmd.add_option("--gpu,-g", o.gpu, "GPU preset or JSON file (`trainsim presets list gpus`)");
   if (with_cluster)
     cmd.add_option("--cluster,-c", o.cluster,
                    "Cluster preset or JSON file (nodes of GPUs with NVLink + InfiniBand)");
   if (with_num_gpus)
     cmd.add_option("--num-gpus,-n", o.num_gpus,
-                 "GPUs in total (default: one node of the cluster, or 1 GPU)");
+                   "GPUs in total (default: one node of the cluster, or 1 GPU)");
   cmd.add_option("--calibration", o.calibration,
                  "Hardware profile JSON (from `trainsim calibrate`, or a preset in "
                  "presets/profiles); default: the GPU's datasheet profile");

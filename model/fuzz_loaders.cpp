@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const auto m = trainsim::model::model_from_json(j, "fuzz.json");
     const auto c = trainsim::model::count_params(m);
-    if (!std::isfinite(c.total) || c.total <= 0) __builtin_trap();
+    if (!std::isfinite(c.total) || c.total <= 0)
+      __builtin_trap();
   } catch (const trainsim::ConfigError&) {
   }
   try {

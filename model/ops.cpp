@@ -35,7 +35,7 @@ Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double c
   op.bwd_flops = 2.0 * op.fwd_flops;      // dgrad + wgrad
   op.fwd_exec_flops = op.fwd_flops;
   op.bwd_exec_flops = op.bwd_flops;
-  op.fwd_bytes = e * (m * k + k * n + m * n) * count;  // read A, B; write C (beta = 0)
+  op.fwd_bytes = e * (m * k + k * n + m * n) * count; // read A, B; write C (beta = 0)
   op.fwd_bytes_written = e * m * n * count;
   // dgrad reads dy and W, writes dx; wgrad reads x and dy, writes dW.
   op.bwd_bytes = e * (2 * m * n + 2 * k * n + 2 * m * k) * count;
@@ -83,7 +83,7 @@ Op flash_attention_op(std::string name, Dtype dtype, double b, double heads, dou
   const double q_bytes = b * seq_q * heads * head_dim * e;
   const double kv_bytes = b * seq_kv * kv_heads * head_dim * e;
   const double lse_bytes = b * heads * seq_q * 4;
-  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + lse_bytes;  // read Q, K, V; write O, lse
+  core.fwd_bytes = 2 * q_bytes + 2 * kv_bytes + lse_bytes; // read Q, K, V; write O, lse
   core.fwd_bytes_written = q_bytes + lse_bytes;
   // Backward reads Q, K, V, O, dO and lse, writes dQ, dK, dV.
   core.bwd_bytes_written = q_bytes + 2 * kv_bytes;

@@ -51,8 +51,8 @@ struct Op {
   // GEMM is 2x forward). Executed FLOPs may differ (causal tiles skipped, flash recompute).
   double fwd_flops = 0, bwd_flops = 0;
   double fwd_exec_flops = 0, bwd_exec_flops = 0;
-  double fwd_bytes = 0, bwd_bytes = 0;                  // HBM traffic (read + written)
-  double fwd_bytes_written = 0, bwd_bytes_written = 0;  // the written part of it
+  double fwd_bytes = 0, bwd_bytes = 0;                 // HBM traffic (read + written)
+  double fwd_bytes_written = 0, bwd_bytes_written = 0; // the written part of it
   // Tensor-parallel traffic of a tp_comm op, per direction.
   CommKind fwd_comm = CommKind::none, bwd_comm = CommKind::none;
   double comm_bytes = 0; // payload bytes of each collective (full tensor size)

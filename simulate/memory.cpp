@@ -35,21 +35,6 @@ MemoryBreakdown model_state_bytes(double params, Precision precision, Optimizer 
   return m;
 }
 
-double layer_activation_bytes(const model::OpList& ops, Recompute r) {
-  switch (r) {
-  case Recompute::none: return model::saved_bytes(ops.layer, true);
-  case Recompute::selective: return model::saved_bytes(ops.layer, false);
-  case Recompute::full:
-    // Only the layer input is kept (the first saved tensor of the first norm).
-    for (const auto& op : ops.layer)
-      for (const auto& t : op.saved)
-        if (t.id == "layer.in")
-          return t.bytes;
-    return 0;
-  }
-  return 0;
-}
-
 MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::ModelSpec& model,
                                const model::ParallelPlan& plan, const model::TrainingSetup& setup,
                                const hw::HardwareProfile& profile, const MemoryOptions& options,

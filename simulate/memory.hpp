@@ -65,10 +65,6 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
                                               const hw::HardwareProfile& profile,
                                               const MemoryOptions& options = {});
 
-/// Activation bytes of one transformer layer for one micro-batch under a recompute policy
-/// (what stays allocated between the layer's forward and its backward).
-[[nodiscard]] double layer_activation_bytes(const model::OpList& ops, model::Recompute r);
-
 /// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does).
 [[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,
                                            const model::ParallelPlan& plan,

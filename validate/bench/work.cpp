@@ -58,7 +58,7 @@ std::vector<KernelOp> kernel_ops(const KernelShape& s) {
     if (s.impl == AttentionImpl::flash) {
       ops.push_back(
           {model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), bwd});
-    } else {  // the op list's naive path: scores GEMM, softmax, GEMM with V (full square)
+    } else { // the op list's naive path: scores GEMM, softmax, GEMM with V (full square)
       ops.push_back({model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), bwd});
       memory("softmax", OpKind::reduction, b * h * seq * seq, b * h * seq * seq, 5);
       ops.push_back({model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), bwd});

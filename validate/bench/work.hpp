@@ -59,7 +59,7 @@ struct KernelWork {
 /// benchmark's work and the simulator's prediction come from one description.
 struct KernelOp {
   model::Op op;
-  bool backward = false;  // which pass of the op the case runs
+  bool backward = false; // which pass of the op the case runs
 };
 
 /// The ops of a case: one for most; naive attention is GEMM + softmax + GEMM.
