@@ -112,3 +112,5 @@ trainsim_cli_test(model_override_untied "\"total\": 163037184"
   model --model gpt2 --tied-embeddings false --format json)
 trainsim_cli_error(model_override_norm "--norm = batchnorm: must be layernorm or rmsnorm"
   model --model gpt2 --norm batchnorm)
+trainsim_cli_error(sweep_zero_gpus "num-gpus = 0: must be positive"
+  sweep --model gpt2 --gpu a100-80g --seq-len 1024 --vary num-gpus --values 0,8)

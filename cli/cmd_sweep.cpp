@@ -1,5 +1,6 @@
 // `trainsim sweep`: vary one input of `estimate` over a list of values; CSV/JSON/table and
 // an optional plot (e.g. scaling efficiency against GPU count).
+#include <cmath>
 #include <fmt/format.h>
 #include <sstream>
 
@@ -66,6 +67,13 @@ int run_sweep(const SweepOptions& o) {
                                   "scaling_efficiency or memory_gb",
                                   o.metric));
   const auto values = parse_values(o.values);
+  for (double v : values) {
+    // Only the ZeRO stage may be 0 (0 GPUs would silently mean "the default").
+    if (!(v > 0 || (o.vary == "zero" && v == 0)))
+      throw ConfigError(fmt::format("--values: {} = {:g}: must be positive", o.vary, v));
+    if (o.vary != "bucket-mb" && v != std::floor(v))
+      throw ConfigError(fmt::format("--values: {} = {:g}: must be an integer", o.vary, v));
+  }
   const model::ModelSpec m = resolve_model(o.model);
   Sink sink(o.out);
   Table t({o.vary, "step (s)", "MFU", "tokens/s", "tokens/s/GPU", "scaling eff.", "mem/GPU (GB)",
