@@ -114,3 +114,4 @@ trainsim_cli_error(model_override_norm "--norm = batchnorm: must be layernorm or
   model --model gpt2 --norm batchnorm)
 trainsim_cli_error(sweep_zero_gpus "num-gpus = 0: must be positive"
   sweep --model gpt2 --gpu a100-80g --seq-len 1024 --vary num-gpus --values 0,8)
+trainsim_cli_error(zero_gpus "--num-gpus = 0: must be in 1..10000000" estimate --model gpt2 --gpu a100-80g --seq-len 1024 --num-gpus 0)

@@ -90,7 +90,11 @@ int run_params_only(const MemoryOptions& o) {
   const double params = parse_count(o.params, "--params");
   if (params <= 0 || params > 1e16)
     throw ConfigError("--params: must be in (0, 1e16]");
-  const std::int64_t dp = o.plan.dp > 0 ? o.plan.dp : std::max<std::int64_t>(o.machine.num_gpus, 1);
+  const std::int64_t dp =
+      o.plan.dp > 0 ? o.plan.dp
+                    : (o.machine.num_gpus == MachineOptions::kUnset ? 1 : o.machine.num_gpus);
+  if (dp < 1 || dp > 10000000)
+    throw ConfigError(fmt::format("--num-gpus/--dp = {}: must be in 1..10000000", dp));
   if (o.plan.zero_stage < 0 || o.plan.zero_stage > 3)
     throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", o.plan.zero_stage));
   Sink sink(o.out);

@@ -236,12 +236,13 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
   Machine mc;
   if (o.gpu.empty() && o.cluster.empty())
     throw ConfigError("--gpu or --cluster: one is required (e.g. --gpu h100-sxm)");
-  if (o.num_gpus < 0 || o.num_gpus > 10000000)
+  const bool given = o.num_gpus != MachineOptions::kUnset;
+  if (given && (o.num_gpus < 1 || o.num_gpus > 10000000))
     throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", o.num_gpus));
   if (!o.cluster.empty()) {
     mc.cluster = hw::load_cluster(o.cluster);
     mc.gpu = hw::load_gpu(o.gpu.empty() ? mc.cluster.gpu : o.gpu);
-    if (o.num_gpus > 0) {
+    if (given) {
       if (o.num_gpus <= mc.cluster.gpus_per_node) {
         mc.cluster.gpus_per_node = o.num_gpus;
         mc.cluster.num_nodes = 1;
@@ -256,7 +257,7 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
     }
   } else {
     mc.gpu = hw::load_gpu(o.gpu);
-    mc.cluster = hw::single_node_cluster(mc.gpu, o.num_gpus > 0 ? o.num_gpus : default_gpus);
+    mc.cluster = hw::single_node_cluster(mc.gpu, given ? o.num_gpus : default_gpus);
   }
   if (o.gpu_memory_gb) {
     if (!(*o.gpu_memory_gb > 0 && *o.gpu_memory_gb < 1e6))

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,7 +52,8 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o);
 struct MachineOptions {
   std::string gpu;
   std::string cluster;
-  std::int64_t num_gpus = 0; // 0 = one node (cluster) or 1 GPU
+  static constexpr std::int64_t kUnset = INT64_MIN;
+  std::int64_t num_gpus = kUnset; // unset: one node of the cluster, or the command's default
   std::string calibration;
   std::optional<double> gpu_memory_gb;
 };
