@@ -224,7 +224,8 @@ void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster, bo
                    "Cluster preset or JSON file (nodes of GPUs with NVLink + InfiniBand)");
   if (with_num_gpus)
     cmd.add_option("--num-gpus,-n", o.num_gpus,
-                   "GPUs in total (default: one node of the cluster, or 1 GPU)");
+                   "GPUs in total, whole nodes of --cluster (default: one node; with --gpu alone, "
+                   "a node of 8 for estimate/plan/sweep/collective, 1 GPU for memory)");
   cmd.add_option("--calibration", o.calibration,
                  "Hardware profile JSON (from `trainsim calibrate`, or a preset in "
                  "presets/profiles); default: the GPU's datasheet profile");
