@@ -228,7 +228,8 @@ void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster, bo
                    "a node of 8 for estimate/plan/sweep/collective, 1 GPU for memory)");
   cmd.add_option("--calibration", o.calibration,
                  "Hardware profile JSON (from `trainsim calibrate`, or a preset in "
-                 "presets/profiles); default: the GPU's datasheet profile");
+                 "presets/profiles); default: presets/profiles/<gpu>.json (datasheet figures, or a "
+                 "committed calibration as for h200), else default.json");
   cmd.add_option("--gpu-memory-gb", o.gpu_memory_gb,
                  "Override the GPU memory capacity (GB = 1e9 bytes)");
 }
