@@ -2,6 +2,7 @@
 #include "simulate/plan.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <tuple>
@@ -261,10 +262,14 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   std::vector<PlanSearchResult> partial(static_cast<std::size_t>(threads));
   std::vector<TopK> tops(static_cast<std::size_t>(threads),
                          TopK{static_cast<std::size_t>(std::max<std::int64_t>(o.top_k, 1)), {}});
+  // Items with a small tp x cp leave the most pp/dp/micro-batch choices: hand them out first,
+  // then the rest on demand (dynamic scheduling keeps both cores busy to the end).
+  std::stable_sort(work.begin(), work.end(), [](const auto& x, const auto& y) {
+    return x.first * x.second < y.first * y.second;
+  });
+  std::atomic<std::size_t> next{0};
   auto worker = [&](int t) {
-    // Interleaved assignment balances big and small (tp, cp) items.
-    for (std::size_t i = static_cast<std::size_t>(t); i < work.size();
-         i += static_cast<std::size_t>(threads))
+    for (std::size_t i = next++; i < work.size(); i = next++)
       search_tp_cp(c, work[i].first, work[i].second, partial[static_cast<std::size_t>(t)],
                    tops[static_cast<std::size_t>(t)]);
   };
