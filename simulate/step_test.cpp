@@ -2,6 +2,8 @@
 // invariants (more bandwidth or peak never slows a step; the breakdown sums to the step).
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "hardware/load.hpp"
 #include "model/load.hpp"
 #include "simulate/collectives.hpp"
@@ -75,7 +77,11 @@ TEST_CASE("roofline: ReLU is memory-bound, a big GEMM compute-bound") {
   const auto prof = hw::default_profile("h100-sxm");
   const auto big = gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof);
   CHECK(big.compute_bound);
-  CHECK(big.efficiency == doctest::Approx(0.8 * 8192.0 / (8192.0 + 64.0) * (4096.0 / (132 * 32))));
+  // peak fraction x wave quantization (tiles over 132 SMs) x k / (k + k_half).
+  const double tiles = std::ceil(8192 / prof.gemm_tile_m) * std::ceil(8192 / prof.gemm_tile_n);
+  const double waves = std::ceil(tiles / 132);
+  CHECK(big.efficiency == doctest::Approx(prof.gemm_peak_fraction[Dtype::bf16] * tiles /
+                                          (waves * 132) * 8192 / (8192 + prof.gemm_k_half)));
   const auto skinny = gemm_cost(16, 8192, 8192, Dtype::bf16, gpu, prof);
   CHECK(skinny.efficiency < big.efficiency);
   model::Op relu;
