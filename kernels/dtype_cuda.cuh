@@ -2,6 +2,9 @@
 // fp32 / fp16 / bf16, and a dispatch from trainsim::Dtype to the C++ storage type.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -37,6 +40,27 @@ template <class F> void dispatch_float_dtype(Dtype dtype, const char* what, F&& 
   }
   throw ConfigError(std::string(what) + ": dtype " + std::string(dtype_name(dtype)) +
                     " is not supported (fp32, fp16, bf16)");
+}
+
+/// FlashAttention launchers: checks dtype (bf16/fp16) and head_dim (64/128), then calls
+/// f(T{}, std::integral_constant<int, D>{}, std::bool_constant<causal>{}) for the kernel
+/// instantiation to launch.
+template <class F>
+void dispatch_flash(Dtype dtype, std::int64_t head_dim, bool causal, const char* what, F&& f) {
+  if (dtype != Dtype::bf16 && dtype != Dtype::fp16)
+    throw ConfigError(std::string(what) + ": dtype must be bf16 or fp16");
+  if (head_dim != 64 && head_dim != 128)
+    throw ConfigError(std::string(what) + ": head_dim must be 64 or 128");
+  dispatch_float_dtype(dtype, what, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {
+      auto with_causal = [&](auto d) {
+        causal ? f(tag, d, std::true_type{}) : f(tag, d, std::false_type{});
+      };
+      head_dim == 64 ? with_causal(std::integral_constant<int, 64>{})
+                     : with_causal(std::integral_constant<int, 128>{});
+    }
+  });
 }
 
 } // namespace trainsim::kern

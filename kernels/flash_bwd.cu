@@ -265,25 +265,15 @@ void launch_typed(const AttentionBackwardArgs& a, float scale, cudaStream_t stre
 } // namespace
 
 void launch_flash_attention_backward(const AttentionBackwardArgs& a, cudaStream_t stream) {
-  if (a.dtype != Dtype::bf16 && a.dtype != Dtype::fp16)
-    throw ConfigError("flash attention backward: dtype must be bf16 or fp16");
-  if (a.head_dim != 64 && a.head_dim != 128)
-    throw ConfigError("flash attention backward: head_dim must be 64 or 128");
-  if (a.batch * a.heads <= 0 || a.seq_len <= 0)
-    return;
   const float scale =
       a.softmax_scale > 0 ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-  dispatch_float_dtype(a.dtype, "flash attention backward", [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, float>) {
-      if (a.head_dim == 64)
-        a.causal ? launch_typed<T, 64, true>(a, scale, stream)
-                 : launch_typed<T, 64, false>(a, scale, stream);
-      else
-        a.causal ? launch_typed<T, 128, true>(a, scale, stream)
-                 : launch_typed<T, 128, false>(a, scale, stream);
-    }
-  });
+  dispatch_flash(a.dtype, a.head_dim, a.causal, "flash attention backward",
+                 [&](auto tag, auto d, auto causal) {
+                   if (a.batch * a.heads <= 0 || a.seq_len <= 0)
+                     return;
+                   launch_typed<decltype(tag), decltype(d)::value, decltype(causal)::value>(
+                       a, scale, stream);
+                 });
 }
 
 } // namespace trainsim::kern

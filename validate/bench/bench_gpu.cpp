@@ -339,35 +339,39 @@ void prepare_norm(const KernelShape& s, Context& ctx, Prepared& p) {
   Tensor& gamma = p.input(ctx, s.dtype, s.cols, 0.5f, 1.5f);
   Tensor* beta = ln ? &p.input(ctx, s.dtype, s.cols) : nullptr;
   const cudaStream_t st0 = ctx.stream.get();
-  if (!s.backward) {
-    Tensor& y = p.output(s.dtype, n);
-    Tensor* mean = ln ? &p.output(Dtype::fp32, s.rows) : nullptr;
-    Tensor& rstd = p.output(Dtype::fp32, s.rows);
+  // The forward launch (the measured op, or the backward case's setup of saved statistics).
+  auto norm_forward = [&](void* y, Tensor* mean,
+                          Tensor& rstd) -> std::function<void(cudaStream_t)> {
     if (ln) {
       kern::LayerNormArgs a;
       a.dtype = s.dtype;
       a.x = x.ptr();
       a.gamma = gamma.ptr();
       a.beta = beta->ptr();
-      a.y = y.ptr();
+      a.y = y;
       a.mean = mean->f32();
       a.rstd = rstd.f32();
       a.rows = s.rows;
       a.cols = s.cols;
       a.eps = kLayerNormEps;
-      p.run = [a](cudaStream_t st) { kern::launch_layernorm(a, st); };
-    } else {
-      kern::RmsNormArgs a;
-      a.dtype = s.dtype;
-      a.x = x.ptr();
-      a.gamma = gamma.ptr();
-      a.y = y.ptr();
-      a.rstd = rstd.f32();
-      a.rows = s.rows;
-      a.cols = s.cols;
-      a.eps = kRmsNormEps;
-      p.run = [a](cudaStream_t st) { kern::launch_rmsnorm(a, st); };
+      return [a](cudaStream_t st) { kern::launch_layernorm(a, st); };
     }
+    kern::RmsNormArgs a;
+    a.dtype = s.dtype;
+    a.x = x.ptr();
+    a.gamma = gamma.ptr();
+    a.y = y;
+    a.rstd = rstd.f32();
+    a.rows = s.rows;
+    a.cols = s.cols;
+    a.eps = kRmsNormEps;
+    return [a](cudaStream_t st) { kern::launch_rmsnorm(a, st); };
+  };
+  if (!s.backward) {
+    Tensor& y = p.output(s.dtype, n);
+    Tensor* mean = ln ? &p.output(Dtype::fp32, s.rows) : nullptr;
+    Tensor& rstd = p.output(Dtype::fp32, s.rows);
+    p.run = norm_forward(y.ptr(), mean, rstd);
     p.check = [&x, &gamma, beta, &y, mean, &rstd, s, rows, nr, ln, eps](cudaStream_t st) {
       const HostTensor hx = fetch(x, st), hg = fetch(gamma, st), hy = fetch(y, st),
                        hr = fetch(rstd, st);
@@ -396,31 +400,7 @@ void prepare_norm(const KernelShape& s, Context& ctx, Prepared& p) {
   Tensor* dbeta = ln ? &p.output(Dtype::fp32, s.cols) : nullptr;
   {
     Tensor tmp(s.dtype, n);
-    if (ln) {
-      kern::LayerNormArgs a;
-      a.dtype = s.dtype;
-      a.x = x.ptr();
-      a.gamma = gamma.ptr();
-      a.beta = beta->ptr();
-      a.y = tmp.ptr();
-      a.mean = mean->f32();
-      a.rstd = rstd.f32();
-      a.rows = s.rows;
-      a.cols = s.cols;
-      a.eps = kLayerNormEps;
-      kern::launch_layernorm(a, st0);
-    } else {
-      kern::RmsNormArgs a;
-      a.dtype = s.dtype;
-      a.x = x.ptr();
-      a.gamma = gamma.ptr();
-      a.y = tmp.ptr();
-      a.rstd = rstd.f32();
-      a.rows = s.rows;
-      a.cols = s.cols;
-      a.eps = kRmsNormEps;
-      kern::launch_rmsnorm(a, st0);
-    }
+    norm_forward(tmp.ptr(), mean, rstd)(st0);
     CUDA_CHECK(cudaStreamSynchronize(st0));
   }
   if (ln) {
