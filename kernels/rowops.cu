@@ -10,6 +10,7 @@
 #include "kernels/check.hpp"
 #include "kernels/dtype_cuda.cuh"
 #include "kernels/layernorm.cuh"
+#include "kernels/mma_sm80.cuh"
 #include "kernels/rmsnorm.cuh"
 #include "kernels/softmax.cuh"
 
@@ -320,79 +321,80 @@ __device__ float2 block_sum2(float a, float b, float* sh /* 64 floats */) {
   return make_float2(ra, rb);
 }
 
-/// Loads this thread's 16-byte vectors of one row of x and dy (zeros past the end).
-template <class T, int kIters>
-__device__ __forceinline__ void load_row_raw(const T* x, const T* dy, std::int64_t row,
-                                             std::int64_t rows, std::int64_t cols,
-                                             uint4 (&bx)[kIters], uint4 (&bd)[kIters]) {
-  constexpr int V = 16 / sizeof(T);
-#pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    const std::int64_t c = (static_cast<std::int64_t>(it) * blockDim.x + threadIdx.x) * V;
-    if (row < rows && c < cols) {
-      bx[it] = *reinterpret_cast<const uint4*>(x + row * cols + c);
-      bd[it] = *reinterpret_cast<const uint4*>(dy + row * cols + c);
-    } else {
-      bx[it] = bd[it] = make_uint4(0, 0, 0, 0);
-    }
-  }
-}
-
-/// Norm backward for rows of at most blockDim * 8 * kIters 16-bit elements: gamma, the row's x
-/// and dy and this thread's dgamma/dbeta partial sums stay in registers (each thread owns fixed
-/// columns), so x and dy are read once per row; the next row is prefetched while the current
-/// one is reduced, to keep loads in flight across the block barriers.
-template <class T, int kIters, bool Rms>
-__global__ void norm_bwd_cached_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
-                                       const T* __restrict__ dy, const float* __restrict__ mean_in,
-                                       const float* __restrict__ rstd_in, T* __restrict__ dx,
-                                       float* dgamma, float* dbeta, std::int64_t rows,
-                                       std::int64_t cols) {
+/// Norm backward for rows of at most blockDim * 8 * kIters 16-bit elements: gamma (packed) and
+/// this thread's dgamma/dbeta partial sums stay in registers (each thread owns fixed columns), so
+/// x and dy are read once per row. Rows are staged through shared memory by cp.async, two rows
+/// ahead (kStages buffers, each thread reading back only the 16-byte slots it loaded itself, so no
+/// barrier is needed for them): loads stay in flight across the block reductions without holding
+/// registers, which leaves room for 3 blocks of 256 threads per SM at rows of 4096 16-bit
+/// elements (RMSNorm, two rows staged; LayerNorm keeps dbeta partials too: 2 blocks, three
+/// rows staged, without spilling). The row is converted on use, once for the row sums and once for dx.
+template <class T, int kIters, bool Rms, int kStages = Rms ? 2 : 3>
+__global__ void __launch_bounds__(256, kIters <= 2 ? (Rms ? 3 : 2) : 1)
+    norm_bwd_cached_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                           const T* __restrict__ dy, const float* __restrict__ mean_in,
+                           const float* __restrict__ rstd_in, T* __restrict__ dx, float* dgamma,
+                           float* dbeta, std::int64_t rows, std::int64_t cols) {
   constexpr int V = 16 / sizeof(T);
   __shared__ float sh[64];
-  float g[kIters][V], acc_g[kIters][V], acc_b[kIters][V];
+  extern __shared__ uint4 stage[]; // [kStages][x, dy][kIters][blockDim.x]
+  const int nt = static_cast<int>(blockDim.x);
+  auto slot = [&](int s, int which, int it) {
+    return stage + ((s * 2 + which) * kIters + it) * nt + threadIdx.x;
+  };
+  auto issue = [&](std::int64_t row, int s) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const std::int64_t c = (static_cast<std::int64_t>(it) * nt + threadIdx.x) * V;
+      const bool valid = row < rows && c < cols;
+      cp_async16(slot(s, 0, it), valid ? x + row * cols + c : x, valid);
+      cp_async16(slot(s, 1, it), valid ? dy + row * cols + c : dy, valid);
+    }
+    cp_async_commit();
+  };
+  uint4 graw[kIters];
+  float acc_g[kIters][V], acc_b[kIters][V];
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
-    const std::int64_t c = (static_cast<std::int64_t>(it) * blockDim.x + threadIdx.x) * V;
-    if (c < cols)
-      load_vec<T, V>(gamma + c, g[it]);
+    const std::int64_t c = (static_cast<std::int64_t>(it) * nt + threadIdx.x) * V;
+    graw[it] = c < cols ? *reinterpret_cast<const uint4*>(gamma + c) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int i = 0; i < V; ++i) {
-      if (c >= cols)
-        g[it][i] = 0.0f;
+    for (int i = 0; i < V; ++i)
       acc_g[it][i] = acc_b[it][i] = 0.0f;
-    }
   }
   const float inv_cols = 1.0f / static_cast<float>(cols);
-  uint4 rx[kIters], rd[kIters];
-  load_row_raw<T, kIters>(x, dy, blockIdx.x, rows, cols, rx, rd);
+#pragma unroll
+  for (int s = 0; s < kStages; ++s)
+    issue(blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x, s);
+  int s = 0;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    cp_async_wait<kStages - 1>(); // this row's group has landed
+    uint4 rx[kIters], rd[kIters];
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      rx[it] = *slot(s, 0, it);
+      rd[it] = *slot(s, 1, it);
+    }
+    issue(row + static_cast<std::int64_t>(kStages) * gridDim.x, s); // refill the slot
+    s = s + 1 == kStages ? 0 : s + 1;
     const std::int64_t off = row * cols;
     const float mean = Rms ? 0.0f : mean_in[row];
     const float rstd = rstd_in[row];
-    float xh[kIters][V], d[kIters][V];
+    float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       const T* ex = reinterpret_cast<const T*>(&rx[it]);
       const T* ed = reinterpret_cast<const T*>(&rd[it]);
+      const T* eg = reinterpret_cast<const T*>(&graw[it]);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        xh[it][i] = to_float(ex[i]);
-        d[it][i] = to_float(ed[i]);
-      }
-    }
-    load_row_raw<T, kIters>(x, dy, row + gridDim.x, rows, cols, rx, rd); // prefetch
-    float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        xh[it][i] = (xh[it][i] - mean) * rstd;
-        const float gg = d[it][i] * g[it][i];
+        const float xh = (to_float(ex[i]) - mean) * rstd;
+        const float d = to_float(ed[i]);
+        const float gg = d * to_float(eg[i]);
         sum_g += gg;
-        sum_gx += gg * xh[it][i];
-        acc_g[it][i] += d[it][i] * xh[it][i];
-        acc_b[it][i] += d[it][i];
+        sum_gx += gg * xh;
+        acc_g[it][i] += d * xh;
+        acc_b[it][i] += d;
       }
     }
     const float2 sums = block_sum2(sum_g, sum_gx, sh);
@@ -400,18 +402,25 @@ __global__ void norm_bwd_cached_kernel(const T* __restrict__ x, const T* __restr
     const float mean_gx = sums.y * inv_cols;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      const std::int64_t c = (static_cast<std::int64_t>(it) * blockDim.x + threadIdx.x) * V;
+      const std::int64_t c = (static_cast<std::int64_t>(it) * nt + threadIdx.x) * V;
       if (c < cols) {
+        const T* ex = reinterpret_cast<const T*>(&rx[it]);
+        const T* ed = reinterpret_cast<const T*>(&rd[it]);
+        const T* eg = reinterpret_cast<const T*>(&graw[it]);
+        float out[V];
 #pragma unroll
-        for (int i = 0; i < V; ++i)
-          xh[it][i] = rstd * (d[it][i] * g[it][i] - mean_g - xh[it][i] * mean_gx);
-        store_vec<T, V>(dx + off + c, xh[it]);
+        for (int i = 0; i < V; ++i) {
+          const float xh = (to_float(ex[i]) - mean) * rstd;
+          out[i] = rstd * (to_float(ed[i]) * to_float(eg[i]) - mean_g - xh * mean_gx);
+        }
+        store_vec<T, V>(dx + off + c, out);
       }
     }
   }
+  cp_async_wait<0>();
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
-    const std::int64_t c = (static_cast<std::int64_t>(it) * blockDim.x + threadIdx.x) * V;
+    const std::int64_t c = (static_cast<std::int64_t>(it) * nt + threadIdx.x) * V;
     if (c < cols) {
 #pragma unroll
       for (int i = 0; i < V; ++i) {
@@ -472,26 +481,33 @@ void launch_norm_bwd(Dtype dtype, const void* x, const void* gamma, const void* 
       const std::int64_t iters = (vecs + cthreads - 1) / cthreads;
       if constexpr (V * sizeof(T) == 16) {
         if (iters <= 4) {
-          auto launch = [&](auto ck) {
+          auto launch = [&](auto ck, int k_iters) {
+            const std::size_t stage_bytes =
+                static_cast<std::size_t>(Rms ? 2 : 3) * 2 * k_iters * cthreads * 16;
+            CUDA_CHECK(cudaFuncSetAttribute(ck, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(stage_bytes)));
             int per_sm = 0;
-            CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ck, cthreads, 0));
-            // Enough blocks to fill the GPU, but at least ~32 rows each: every block adds its
-            // dgamma/dbeta partials to the same columns with atomics at the end.
+            CUDA_CHECK(
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ck, cthreads, stage_bytes));
+            // Enough blocks to fill the GPU, but at least ~8 rows each: every block adds its
+            // dgamma/dbeta partials to the same columns with atomics at the end (a training
+            // step's 2048 x 1600 RMSNorm: 256 blocks; with ~32 rows each, 64 blocks walking
+            // their rows serially took 38 us instead of ~10).
             const std::int64_t grid = std::max<std::int64_t>(
                 1,
                 std::min<std::int64_t>(std::max(per_sm, 1) * static_cast<std::int64_t>(num_sms()),
-                                       (rows + 31) / 32));
-            ck<<<static_cast<unsigned>(grid), cthreads, 0, stream>>>(
+                                       (rows + 7) / 8));
+            ck<<<static_cast<unsigned>(grid), cthreads, stage_bytes, stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(dy),
                 mean, rstd, static_cast<T*>(dx), dgamma, dbeta, rows, cols);
             CUDA_CHECK_LAUNCH();
           };
           if (iters <= 1)
-            launch(norm_bwd_cached_kernel<T, 1, Rms>);
+            launch(norm_bwd_cached_kernel<T, 1, Rms>, 1);
           else if (iters <= 2)
-            launch(norm_bwd_cached_kernel<T, 2, Rms>);
+            launch(norm_bwd_cached_kernel<T, 2, Rms>, 2);
           else
-            launch(norm_bwd_cached_kernel<T, 4, Rms>);
+            launch(norm_bwd_cached_kernel<T, 4, Rms>, 4);
           return;
         }
       }
