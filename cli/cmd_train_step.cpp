@@ -1,13 +1,15 @@
 // `trainsim train-step`: runs the CS336 Transformer LM training step on local GPUs
 // (validate/train) and prints measured forward / backward / dp_comm / optimizer / step time,
 // tokens/s, model TFLOP/s and peak memory per category next to sim::estimate_step's
-// prediction for the same configuration, with the error in percent.
+// prediction for the same configuration, with the error in percent. --trace adds a per-op
+// CUDA-event trace of one extra step next to the simulator's per-op prediction.
 // Compiled only when val_train is linked (it exports TRAINSIM_HAVE_TRAIN_STEP), so the glob in
 // cli/CMakeLists.txt cannot break a tree where validate/ does not build train/ yet.
 #ifdef TRAINSIM_HAVE_TRAIN_STEP
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "cli/commands.hpp"
@@ -34,6 +36,7 @@ struct TrainStepOptions {
   double bucket_mb = 25, lr = 1e-3;
   std::string gpu = "h200", calibration, plot;
   std::uint64_t seed = 1;
+  bool trace = false;
   OutputOptions out;
 };
 
@@ -41,6 +44,133 @@ constexpr double kMs = 1e3, kGiB = 1024.0 * 1024 * 1024;
 
 double error_pct(double predicted, double measured) {
   return measured > 0 ? (predicted - measured) / measured * 100 : 0.0;
+}
+
+std::string ms(double s) { return fmt::format("{:.3f}", s * kMs); }
+std::string pct(double part, double whole) {
+  return fmt::format("{:.1f}%", whole > 0 ? part / whole * 100 : 0.0);
+}
+
+// --trace, measured side: the ops largest first and their sums per category.
+struct TraceView {
+  std::vector<vt::TraceEntry> ops;
+  std::array<double, vt::kNumTraceCategories> measured_s{};
+  double gaps_s = 0;
+  explicit TraceView(const vt::StepTrace& tr) : ops(tr.ops), gaps_s(tr.step_s - tr.traced_s) {
+    std::stable_sort(ops.begin(), ops.end(),
+                     [](const auto& a, const auto& b) { return a.total_s > b.total_s; });
+    for (const auto& e : ops)
+      measured_s[static_cast<std::size_t>(e.category)] += e.total_s;
+  }
+};
+
+std::string cat_name(std::size_t c) {
+  return std::string(vt::to_string(static_cast<vt::TraceCategory>(c)));
+}
+
+void add_trace_json(nlohmann::json& j, const vt::StepTrace& tr, const vt::TracePrediction& pred,
+                    double measured_median_s) {
+  const TraceView v(tr);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& e : v.ops)
+    ops.push_back({{"name", e.name},
+                   {"category", std::string(vt::to_string(e.category))},
+                   {"count", e.count},
+                   {"measured_s", e.total_s},
+                   {"share_fraction", tr.step_s > 0 ? e.total_s / tr.step_s : 0.0}});
+  j["trace"] = ops;
+  j["trace_summary"] = {{"step_s", tr.step_s},
+                        {"traced_s", tr.traced_s},
+                        {"gaps_s", v.gaps_s},
+                        {"num_launches", tr.num_launches},
+                        {"measured_step_median_s", measured_median_s},
+                        {"predicted_step_s", pred.step_s}};
+  nlohmann::json cats = nlohmann::json::array();
+  for (std::size_t i = 0; i < vt::kNumTraceCategories; ++i)
+    cats.push_back({{"category", cat_name(i)},
+                    {"measured_s", v.measured_s[i]},
+                    {"predicted_s", pred.by_category_s[i]},
+                    {"error_pct", error_pct(pred.by_category_s[i], v.measured_s[i])}});
+  j["trace_categories"] = cats;
+  nlohmann::json predicted = nlohmann::json::array();
+  for (const auto& op : pred.ops)
+    predicted.push_back({{"name", op.name},
+                         {"count", op.count},
+                         {"fwd_s", op.fwd_s},
+                         {"bwd_s", op.bwd_s},
+                         {"total_s", op.total_s()}});
+  j["trace_predicted"] = predicted;
+}
+
+// --trace tables: the measured ops (largest first), measured vs predicted by category, and the
+// simulator's op list over the step.
+void print_trace(Sink& sink, const vt::StepTrace& tr, const vt::TracePrediction& pred,
+                 double measured_median_s) {
+  const TraceView v(tr);
+  const double gaps_s = v.gaps_s;
+  sink.write("\n");
+  sink.comment("--trace: one extra step after the measured ones (rank 0, not in the statistics "
+               "above); every launch on the compute stream between two CUDA events, summed over "
+               "layers and micro-batches");
+  sink.comment(fmt::format("traced step {} ms on the GPU (measured steps: median {} ms): ops {} "
+                           "ms + gaps {} ms (GPU idle or untraced launches), {} launches",
+                           ms(tr.step_s), ms(measured_median_s), ms(tr.traced_s), ms(gaps_s),
+                           tr.num_launches));
+  Table t({"op", "category", "count", "measured (ms)", "share"},
+          {"op", "category", "count", "measured_s", "share_fraction"});
+  for (const auto& e : v.ops)
+    t.add_row({e.name, std::string(vt::to_string(e.category)), fmt::format("{}", e.count),
+               ms(e.total_s), pct(e.total_s, tr.step_s)},
+              {e.name, std::string(vt::to_string(e.category)), fmt::format("{}", e.count),
+               fmt::format("{}", e.total_s), fmt::format("{}", e.total_s / tr.step_s)});
+  t.add_row({"(gaps: GPU idle or untraced)", "", "", ms(gaps_s), pct(gaps_s, tr.step_s)},
+            {"gaps", "", "", fmt::format("{}", gaps_s), fmt::format("{}", gaps_s / tr.step_s)});
+  t.add_row({"traced step", "", fmt::format("{}", tr.num_launches), ms(tr.step_s), "100.0%"},
+            {"step", "", fmt::format("{}", tr.num_launches), fmt::format("{}", tr.step_s), "1"});
+  t.print(sink);
+
+  sink.write("\n");
+  sink.comment("by category: predicted = sim::op_cost per op (as trainsim roofline --model) x "
+               "layers x micro-batches, plus the step's recompute, dp_comm and optimizer; a GEMM's "
+               "predicted backward is split evenly into dX and dW");
+  Table c({"category", "measured (ms)", "share", "predicted (ms)", "share", "error"},
+          {"category", "measured_s", "measured_fraction", "predicted_s", "predicted_fraction",
+           "error_pct"});
+  for (std::size_t i = 0; i < vt::kNumTraceCategories; ++i) {
+    const double m = v.measured_s[i], p = pred.by_category_s[i];
+    c.add_row({cat_name(i), ms(m), pct(m, tr.step_s), ms(p), pct(p, pred.step_s),
+               m > 0 ? fmt::format("{:+.1f}%", error_pct(p, m)) : "-"},
+              {cat_name(i), fmt::format("{}", m), fmt::format("{}", m / tr.step_s),
+               fmt::format("{}", p), fmt::format("{}", p / pred.step_s),
+               fmt::format("{}", error_pct(p, m))});
+  }
+  c.add_row({"gaps (idle/untraced)", ms(gaps_s), pct(gaps_s, tr.step_s), "-", "", "-"},
+            {"gaps", fmt::format("{}", gaps_s), fmt::format("{}", gaps_s / tr.step_s), "", "", ""});
+  c.add_row({"step", ms(tr.step_s), "100.0%", ms(pred.step_s), "100.0%",
+             fmt::format("{:+.1f}%", error_pct(pred.step_s, tr.step_s))},
+            {"step", fmt::format("{}", tr.step_s), "1", fmt::format("{}", pred.step_s), "1",
+             fmt::format("{}", error_pct(pred.step_s, tr.step_s))});
+  c.print(sink);
+
+  sink.write("\n");
+  sink.comment("prediction per op-list entry over the step (count = layers x micro-batches)");
+  Table p({"op-list op", "count", "fwd (ms)", "bwd (ms)", "total (ms)", "share"},
+          {"op", "count", "fwd_s", "bwd_s", "total_s", "share_fraction"});
+  double fwd_s = 0, bwd_s = 0;
+  for (const auto& op : pred.ops) {
+    fwd_s += op.fwd_s;
+    bwd_s += op.bwd_s;
+    const bool listed = op.count > 0; // an op-list entry, else a step-level part
+    p.add_row({op.name, listed ? fmt::format("{}", op.count) : "", listed ? ms(op.fwd_s) : "",
+               listed ? ms(op.bwd_s) : "", ms(op.total_s()), pct(op.total_s(), pred.step_s)},
+              {op.name, fmt::format("{}", op.count), fmt::format("{}", op.fwd_s),
+               fmt::format("{}", op.bwd_s), fmt::format("{}", op.total_s()),
+               fmt::format("{}", op.total_s() / pred.step_s)});
+  }
+  p.add_row({"step", "", ms(fwd_s), ms(bwd_s), ms(pred.step_s), "100.0%"},
+            {"step", "", fmt::format("{}", fwd_s), fmt::format("{}", bwd_s),
+             fmt::format("{}", pred.step_s), "1"});
+  p.print(sink);
 }
 
 void plot_memory(const std::string& file, const vt::TrainOptions& o, const vt::TrainResult& r) {
@@ -92,6 +222,7 @@ int run_train_step(const TrainStepOptions& a) {
   o.warmup = a.warmup;
   o.adamw.lr = a.lr;
   o.seed = a.seed;
+  o.trace = a.trace;
   vt::validate(o);
   if (!a.plot.empty())
     check_plot_file(a.plot);
@@ -188,6 +319,8 @@ int run_train_step(const TrainStepOptions& a) {
       tl.push_back(q);
     }
     j["memory_timeline"] = tl;
+    if (o.trace)
+      add_trace_json(j, r.trace, vt::predict_trace(o, gpu, profile), r.step.median_s);
     sink.json(j);
   } else {
     sink.comment(inputs);
@@ -236,6 +369,8 @@ int run_train_step(const TrainStepOptions& a) {
     sink.comment(fmt::format("allocator reserved {:.3f} GiB; loss {:.4f} (first step) -> {:.4f} "
                              "(last step)",
                              r.reserved_bytes / kGiB, r.losses.front(), r.losses.back()));
+    if (o.trace)
+      print_trace(sink, r.trace, vt::predict_trace(o, gpu, profile), r.step.median_s);
   }
   if (!a.plot.empty())
     plot_memory(a.plot, o, r);
@@ -276,6 +411,10 @@ void add_train_step(CLI::App& app) {
   cmd->add_option("--calibration", o->calibration,
                   "Hardware profile for the prediction (default: the GPU's profile)");
   cmd->add_option("--plot", o->plot, "Write memory over the step by category (.png or .svg)");
+  cmd->add_flag("--trace", o->trace,
+                "Time every kernel of one extra step with CUDA events and print it next to the "
+                "model's per-op prediction (rank 0, after the measured steps, not in their "
+                "statistics)");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim train-step --model cs336-xl --batch 4 --seq-len 512 "
               "--precision bf16-mixed --attention flash --recompute none --steps 10 --warmup 5");

@@ -1,6 +1,7 @@
 // CPU tests of the training workload's pure parts: the float64 reference model checked by
 // central finite differences, its layout against model::count_params, AdamW by hand, option
-// validation messages, and the prediction's parts summing to its total.
+// validation messages, and the prediction's parts (and its per-op trace view) summing to its
+// total.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -168,6 +169,38 @@ TEST_CASE("prediction: breakdown parts sum to the step, memory parts to the tota
             mem.overhead ==
         doctest::Approx(mem.total).epsilon(1e-9));
   CHECK(e.tokens_per_step == doctest::Approx(4.0 * 512 * 2));
+}
+
+TEST_CASE("trace prediction: op-list entries and step parts sum to the step, so do categories") {
+  TrainOptions o;
+  o.model = model::load_model("cs336-small");
+  o.num_gpus = 2;
+  o.ddp = DdpMode::bucketed;
+  o.grad_accumulation = 2;
+  o.recompute = model::Recompute::full;
+  o.attention = model::AttentionImpl::naive;
+  const hw::GpuSpec gpu = hw::load_gpu("h200");
+  const hw::HardwareProfile profile = hw::default_profile(gpu.name);
+  const TracePrediction p = predict_trace(o, gpu, profile);
+  CHECK(p.step_s == doctest::Approx(predict_train_step(o, gpu, profile).step_time_s));
+  double ops_s = 0, cats_s = 0;
+  for (const PredictedOp& op : p.ops) {
+    ops_s += op.total_s();
+    if (op.name == "attn.qkv")
+      CHECK(op.count == o.model.num_layers * 2); // layers x micro-batches
+    if (op.name == "loss")
+      CHECK(op.count == 2);
+  }
+  for (double s : p.by_category_s)
+    cats_s += s;
+  CHECK(ops_s == doctest::Approx(p.step_s).epsilon(1e-9));
+  CHECK(cats_s == doctest::Approx(p.step_s).epsilon(1e-9));
+  auto cat = [&](TraceCategory c) { return p.by_category_s[static_cast<std::size_t>(c)]; };
+  CHECK(cat(TraceCategory::recompute) > 0);
+  CHECK(cat(TraceCategory::dp_comm) > 0);
+  CHECK(cat(TraceCategory::attention_bwd) > 0); // naive: batched GEMMs + softmax
+  CHECK(cat(TraceCategory::gemm_bwd_dx) == doctest::Approx(cat(TraceCategory::gemm_bwd_dw)));
+  CHECK(to_string(TraceCategory::gemm_bwd_dw) == "GEMM bwd dW");
 }
 
 #ifdef TRAINSIM_TRAIN_STUB

@@ -5,6 +5,7 @@
 // Pure C++ API: cli/ includes this; the CUDA implementation is train_gpu.cpp, else a stub.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +47,7 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   std::int64_t data_period = 8; // synthetic task: repeating pattern length
   bool capture_params = false;  // fill TrainResult initial/final params and first gradients
+  bool trace = false; // one extra step after the measured ones, every launch timed (StepTrace)
 };
 
 /// Throws one ConfigError listing every invalid field (e.g. fp32 with flash attention).
@@ -56,6 +58,42 @@ struct PhaseStats { // seconds over the measured steps
   std::int64_t samples = 0;
 };
 [[nodiscard]] PhaseStats phase_stats(std::vector<double> samples_s);
+
+/// Groups of the per-op trace, shared by the measured launches and the op-list prediction so
+/// the two compare category by category. recompute: forward work re-run inside backward.
+enum class TraceCategory {
+  gemm_fwd,
+  gemm_bwd_dx,
+  gemm_bwd_dw,
+  attention_fwd,
+  attention_bwd,
+  norm,
+  elementwise, // RoPE, permutes, SwiGLU, residual adds, casts
+  embedding_loss,
+  recompute,
+  dp_comm,
+  optimizer,
+  other, // memsets
+};
+inline constexpr std::size_t kNumTraceCategories = 12;
+[[nodiscard]] std::string_view to_string(TraceCategory c); // "GEMM bwd dX"
+
+/// One named launch site of the traced step, summed over layers and micro-batches.
+struct TraceEntry {
+  std::string name; // "<pass> <op>", e.g. "bwd gemm qkv dW (TN)": row-major op(A) op(B)
+  TraceCategory category = TraceCategory::other;
+  std::int64_t count = 0; // launches
+  double total_s = 0;     // summed CUDA-event time, each launch bracketed by its own events
+};
+
+/// --trace: one step after the measured ones, rank 0, compute stream only (collectives on the
+/// comm stream of overlapped DDP run beside it; the exposed wait is traced).
+struct StepTrace {
+  std::vector<TraceEntry> ops; // in order of first launch
+  double step_s = 0;           // first event to last: the traced step on the GPU
+  double traced_s = 0;         // sum over ops; step_s - traced_s: GPU idle or untraced work
+  std::int64_t num_launches = 0;
+};
 
 struct TrainResult {
   std::string gpu_name;
@@ -75,6 +113,7 @@ struct TrainResult {
   // capture_params only: fp32 master parameters before the first step and after the last,
   // and the synchronised gradient of the first step (d mean loss / d params).
   std::vector<float> initial_params, first_grads, final_params;
+  StepTrace trace; // TrainOptions::trace only, else empty
 };
 
 /// Runs warmup + steps optimizer steps. DeviceError without CUDA / GPUs / NCCL.
@@ -83,6 +122,28 @@ struct TrainResult {
 /// trainsim's prediction for the same configuration (dp = num_gpus, one node of `gpu`).
 [[nodiscard]] sim::StepEstimate predict_train_step(const TrainOptions& o, const hw::GpuSpec& gpu,
                                                    const hw::HardwareProfile& profile);
+
+/// One entry of the simulator's op list over the whole step (per-op roofline time, as
+/// `trainsim roofline --model` prints it, times layers and micro-batches), or a step-level
+/// part of sim::estimate_step (recompute, dp_comm, optimizer: count 0, time in part_s).
+struct PredictedOp {
+  std::string name;       // "attn.qkv", "loss", ..., "recompute", "dp_comm", "optimizer"
+  std::int64_t count = 0; // instances per step
+  double fwd_s = 0, bwd_s = 0, part_s = 0;
+  [[nodiscard]] double total_s() const { return fwd_s + bwd_s + part_s; }
+};
+
+struct TracePrediction {
+  std::vector<PredictedOp> ops;
+  /// Seconds per TraceCategory. A GEMM's backward is split evenly into dX and dW: the model
+  /// gives both kernels the same FLOPs, bytes and efficiency (sim::op_cost).
+  std::array<double, kNumTraceCategories> by_category_s{};
+  double step_s = 0; // sim::StepEstimate::step_time_s: the sum of ops (and of by_category_s)
+};
+
+/// The simulator's per-op view of the same configuration as predict_train_step.
+[[nodiscard]] TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
+                                            const hw::HardwareProfile& profile);
 
 /// The simulator's inputs for this run (exposed for printing).
 [[nodiscard]] model::ParallelPlan train_plan(const TrainOptions& o);

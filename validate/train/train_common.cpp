@@ -7,6 +7,8 @@
 
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
+#include "model/ops.hpp"
+#include "simulate/roofline.hpp"
 #include "validate/train/train.hpp"
 
 namespace trainsim::val::train {
@@ -29,6 +31,24 @@ DdpMode parse_ddp(const std::string& s) {
       return m;
   throw ConfigError(
       fmt::format("--ddp = '{}': must be none, naive, flat, overlapped or bucketed", s));
+}
+
+std::string_view to_string(TraceCategory c) {
+  switch (c) {
+  case TraceCategory::gemm_fwd: return "GEMM fwd";
+  case TraceCategory::gemm_bwd_dx: return "GEMM bwd dX";
+  case TraceCategory::gemm_bwd_dw: return "GEMM bwd dW";
+  case TraceCategory::attention_fwd: return "attention fwd";
+  case TraceCategory::attention_bwd: return "attention bwd";
+  case TraceCategory::norm: return "norms";
+  case TraceCategory::elementwise: return "elementwise/casts";
+  case TraceCategory::embedding_loss: return "embedding+loss";
+  case TraceCategory::recompute: return "recompute";
+  case TraceCategory::dp_comm: return "dp comm";
+  case TraceCategory::optimizer: return "optimizer";
+  case TraceCategory::other: return "other";
+  }
+  return "?";
 }
 
 void validate(const TrainOptions& o) {
@@ -124,6 +144,63 @@ sim::StepEstimate predict_train_step(const TrainOptions& o, const hw::GpuSpec& g
   so.dp_overlap = o.ddp == DdpMode::overlapped || o.ddp == DdpMode::bucketed;
   return sim::estimate_step(o.model, hw::single_node_cluster(gpu, o.num_gpus), gpu, profile, plan,
                             setup, so);
+}
+
+TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
+                              const hw::HardwareProfile& profile) {
+  const sim::StepEstimate est = predict_train_step(o, gpu, profile);
+  const model::OpList ops =
+      model::build_ops(o.model, model::make_op_context(train_plan(o), train_setup(o)));
+  using C = TraceCategory;
+  TracePrediction p;
+  auto add = [&](C c, double s) { p.by_category_s[static_cast<std::size_t>(c)] += s; };
+  auto add_list = [&](const std::vector<model::Op>& list, std::int64_t count) {
+    for (const model::Op& op : list) {
+      if (op.kind == model::OpKind::tp_comm)
+        continue; // tp = 1 here
+      const double n = static_cast<double>(count);
+      const double f = n * sim::op_cost(op, sim::Pass::forward, gpu, profile).time_s;
+      const double b = n * sim::op_cost(op, sim::Pass::backward, gpu, profile).time_s;
+      p.ops.push_back({op.name, count, f, b});
+      // Naive attention's batched GEMMs, softmax and dropout are the attention core.
+      const bool attention = op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
+                             op.name == "attn.pv" || op.name == "attn.softmax" ||
+                             op.name == "attn.probs_dropout";
+      if (attention) {
+        add(C::attention_fwd, f);
+        add(C::attention_bwd, b);
+      } else if (op.kind == model::OpKind::gemm) {
+        add(C::gemm_fwd, f);
+        add(C::gemm_bwd_dx, b / 2);
+        add(C::gemm_bwd_dw, b / 2);
+      } else {
+        const C c = op.kind == model::OpKind::norm                             ? C::norm
+                    : op.kind == model::OpKind::embedding || op.name == "loss" ? C::embedding_loss
+                    : op.kind == model::OpKind::elementwise                    ? C::elementwise
+                                                                               : C::other;
+        add(c, f + b);
+      }
+    }
+  };
+  const std::int64_t K = est.micro_batches;
+  add_list(ops.embedding, K);
+  add_list(ops.layer, ops.num_layers * K);
+  add_list(ops.head, K);
+  const sim::StepBreakdown& b = est.breakdown_s;
+  p.ops.push_back({"recompute", 0, 0, 0, b.recompute});
+  add(C::recompute, b.recompute);
+  p.ops.push_back({"dp_comm", 0, 0, 0, b.dp_comm});
+  add(C::dp_comm, b.dp_comm);
+  p.ops.push_back({"optimizer", 0, 0, 0, b.optimizer});
+  add(C::optimizer, b.optimizer);
+  // Parts a single-node data-parallel run does not have (zero here; kept so parts sum).
+  const double rest = b.tp_comm + b.cp_comm + b.ep_comm + b.pp_comm + b.bubble;
+  if (rest > 0) {
+    p.ops.push_back({"tp/cp/ep/pp comm + bubble", 0, 0, 0, rest});
+    add(C::other, rest);
+  }
+  p.step_s = est.step_time_s;
+  return p;
 }
 
 } // namespace trainsim::val::train

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "common/errors.hpp"
 #include "kernels/attention.cuh"
@@ -57,6 +59,81 @@ struct StepEvents {
   explicit StepEvents(Index micro) : fwd_start(micro), fwd_end(micro), bwd_end(micro) {}
 };
 
+/// --trace: a pair of CUDA events on the compute stream around every launch of one step,
+/// summed by name. Gaps between an op's end and the next op's begin are GPU idle time (host
+/// launch latency) or launches nobody bracketed; StepTrace reports them as step_s - traced_s.
+class Tracer {
+ public:
+  [[nodiscard]] bool on() const { return on_; }
+  void start(cudaStream_t s) {
+    on_ = true;
+    used_ = 0;
+    ops_.clear();
+    first_ = record(s);
+  }
+  void begin(cudaStream_t s) { begin_ = record(s); }
+  void end(cudaStream_t s, std::string name, TraceCategory c) {
+    ops_.push_back({begin_, record(s), std::move(name), c});
+  }
+  /// Records the last event, waits for it and sums the ops by name.
+  StepTrace finish(cudaStream_t s) {
+    const std::size_t last = record(s);
+    on_ = false;
+    CUDA_CHECK(cudaEventSynchronize(pool_[last].get()));
+    StepTrace t;
+    t.step_s = elapsed(first_, last);
+    t.num_launches = static_cast<std::int64_t>(ops_.size());
+    std::unordered_map<std::string, std::size_t> index;
+    for (const Op& op : ops_) {
+      const auto [it, fresh] = index.emplace(op.name, t.ops.size());
+      if (fresh)
+        t.ops.push_back({op.name, op.category, 0, 0.0});
+      TraceEntry& e = t.ops[it->second];
+      e.count += 1;
+      const double d = elapsed(op.begin, op.end);
+      e.total_s += d;
+      t.traced_s += d;
+    }
+    return t;
+  }
+
+ private:
+  struct Op {
+    std::size_t begin = 0, end = 0; // indices into pool_
+    std::string name;
+    TraceCategory category = TraceCategory::other;
+  };
+  std::size_t record(cudaStream_t s) {
+    if (used_ == pool_.size())
+      pool_.emplace_back();
+    CUDA_CHECK(cudaEventRecord(pool_[used_].get(), s));
+    return used_++;
+  }
+  double elapsed(std::size_t a, std::size_t b) const {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[a].get(), pool_[b].get()));
+    return static_cast<double>(ms) * 1e-3;
+  }
+  bool on_ = false;
+  std::vector<kern::Event> pool_; // reused by later traced steps
+  std::size_t used_ = 0, first_ = 0, begin_ = 0;
+  std::vector<Op> ops_;
+};
+
+/// Which part of the step a launch belongs to: the first word of its trace name.
+enum class Pass { step, fwd, bwd, recompute, dp_comm, optimizer };
+std::string_view to_string(Pass p) {
+  switch (p) {
+  case Pass::step: return "step";
+  case Pass::fwd: return "fwd";
+  case Pass::bwd: return "bwd";
+  case Pass::recompute: return "recompute";
+  case Pass::dp_comm: return "dp_comm";
+  case Pass::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
 struct Shared; // cross-thread state
 
 /// Activations of one transformer block for one micro-batch (owned by the allocator).
@@ -80,18 +157,34 @@ class Rank {
   Rank& operator=(const Rank&) = delete;
 
   /// One optimizer step on `micro` micro-batches of host tokens; returns the summed loss
-  /// (sum over micro-batches of the micro-batch mean loss). Events recorded when given.
-  double step(Index step_index, StepEvents* ev, bool record_timeline, TrainResult* capture);
+  /// (sum over micro-batches of the micro-batch mean loss). Events recorded when given; with
+  /// `trace`, every launch on the compute stream is timed into it.
+  double step(Index step_index, StepEvents* ev, bool record_timeline, TrainResult* capture,
+              StepTrace* trace = nullptr);
   void copy_owned(const void* src, bool fp32, bool is_shard, std::vector<float>& dst);
   void copy_master(std::vector<float>& dst);
   [[nodiscard]] CachingAllocator& allocator() { return alloc_; }
 
  private:
   // ---- building blocks ----
-  void gemm(bool ta, bool tb, Index m, Index n, Index k, const void* a, const void* b, void* c,
-            float beta, float alpha = 1.0f);
-  void gemm_batched(bool ta, bool tb, Index m, Index n, Index k, const void* a, Index sa,
-                    const void* b, Index sb, void* c, Index sc, Index count, float alpha);
+  /// Runs `launch` (kernels on s_); when tracing, brackets it with events under the name
+  /// "<pass> <op>" (recompute's category overrides c). Otherwise one bool check.
+  template <class Launch> void traced(std::string_view op, TraceCategory c, Launch&& launch) {
+    if (!tracer_.on()) {
+      launch();
+      return;
+    }
+    tracer_.begin(s_);
+    launch();
+    tracer_.end(s_, fmt::format("{} {}", to_string(pass_), op),
+                pass_ == Pass::recompute ? TraceCategory::recompute : c);
+  }
+  // `what` names the GEMM's role in the trace ("qkv", "qkv dW"); the layout is appended.
+  void gemm(std::string_view what, bool ta, bool tb, Index m, Index n, Index k, const void* a,
+            const void* b, void* c, float beta, float alpha = 1.0f);
+  void gemm_batched(std::string_view what, bool ta, bool tb, Index m, Index n, Index k,
+                    const void* a, Index sa, const void* b, Index sb, void* c, Index sc,
+                    Index count, float alpha);
   void* w(const ParamTensor& t) const { return byte_offset(weights_, t.offset); }
   void* gr(const ParamTensor& t) const { return byte_offset(grads_, t.offset); }
   void* byte_offset(void* p, Index elems) const {
@@ -106,10 +199,10 @@ class Rank {
   void* wsp(Index elems) {
     return alloc_.alloc(static_cast<std::size_t>(elems) * esz_, MemCategory::workspace);
   }
-  void add_inplace(void* dst, const void* src, Index n);
-  void rmsnorm(const void* x, const ParamTensor& g, void* y, float* rstd);
-  void rmsnorm_backward(const void* x, const ParamTensor& g, const void* dy, const float* rstd,
-                        void* dres);
+  void add_inplace(std::string_view what, void* dst, const void* src, Index n);
+  void rmsnorm(std::string_view what, const void* x, const ParamTensor& g, void* y, float* rstd);
+  void rmsnorm_backward(std::string_view what, const void* x, const ParamTensor& g, const void* dy,
+                        const float* rstd, void* dres);
 
   void layer_forward(Index l, const void* x, LayerActs& a, void* x_out, bool keep_all);
   void attention_core_forward(LayerActs& a);
@@ -139,6 +232,8 @@ class Rank {
   std::vector<kern::Event> bucket_events_;
   std::vector<kern::Event> comm_done_; // one event, created once the rank's device is set
   std::vector<void*> layer_inputs_;    // per layer input x (saved), plus the final x
+  Tracer tracer_;
+  Pass pass_ = Pass::step;
 };
 
 Rank::Rank(const TrainOptions& o, int rank, int device, void* nccl_comm)
@@ -228,28 +323,45 @@ cudaDataType_t cuda_type(Dtype d) { return d == Dtype::fp32 ? CUDA_R_32F : CUDA_
 
 // Row-major C[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C, as the column-major product
 // C^T = op(B)^T op(A)^T (same memory, same transpose flags, operands swapped).
-void Rank::gemm(bool ta, bool tb, Index m, Index n, Index k, const void* a, const void* b, void* c,
-                float beta, float alpha) {
+// In the trace: forward GEMMs are NT (x W^T), weight gradients TN (dy^T x), input gradients NN.
+void Rank::gemm(std::string_view what, bool ta, bool tb, Index m, Index n, Index k, const void* a,
+                const void* b, void* c, float beta, float alpha) {
   const auto t = cuda_type(dt_);
-  CUBLAS_CHECK(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
-                            b, t, static_cast<int>(tb ? k : n), a, t, static_cast<int>(ta ? m : k),
-                            &beta, c, t, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  auto launch = [&] {
+    CUBLAS_CHECK(
+        cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, t,
+                     static_cast<int>(tb ? k : n), a, t, static_cast<int>(ta ? m : k), &beta, c, t,
+                     static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  if (!tracer_.on())
+    return launch();
+  const TraceCategory cat = pass_ != Pass::bwd ? TraceCategory::gemm_fwd
+                            : ta               ? TraceCategory::gemm_bwd_dw
+                                               : TraceCategory::gemm_bwd_dx;
+  traced(fmt::format("gemm {} ({}{})", what, ta ? 'T' : 'N', tb ? 'T' : 'N'), cat, launch);
 }
 
-void Rank::gemm_batched(bool ta, bool tb, Index m, Index n, Index k, const void* a, Index sa,
-                        const void* b, Index sb, void* c, Index sc, Index count, float alpha) {
+// Naive attention's batched GEMMs: counted as attention in the trace.
+void Rank::gemm_batched(std::string_view what, bool ta, bool tb, Index m, Index n, Index k,
+                        const void* a, Index sa, const void* b, Index sb, void* c, Index sc,
+                        Index count, float alpha) {
   const auto t = cuda_type(dt_);
   const float beta = 0.0f;
-  CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-      static_cast<int>(m), static_cast<int>(k), &alpha, b, t, static_cast<int>(tb ? k : n), sb, a,
-      t, static_cast<int>(ta ? m : k), sa, &beta, c, t, static_cast<int>(n), sc,
-      static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  auto launch = [&] {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, t,
+        static_cast<int>(tb ? k : n), sb, a, t, static_cast<int>(ta ? m : k), sa, &beta, c, t,
+        static_cast<int>(n), sc, static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  if (!tracer_.on())
+    return launch();
+  traced(fmt::format("gemm {} (batched {}{})", what, ta ? 'T' : 'N', tb ? 'T' : 'N'),
+         pass_ == Pass::bwd ? TraceCategory::attention_bwd : TraceCategory::attention_fwd, launch);
 }
 
-void Rank::add_inplace(void* dst, const void* src, Index n) {
+void Rank::add_inplace(std::string_view what, void* dst, const void* src, Index n) {
   kern::ElementwiseArgs e;
   e.op = kern::ElementwiseOp::add;
   e.dtype = dt_;
@@ -257,10 +369,11 @@ void Rank::add_inplace(void* dst, const void* src, Index n) {
   e.y = src;
   e.out = dst;
   e.num_elements = n;
-  kern::launch_elementwise(e, s_);
+  traced(what, TraceCategory::elementwise, [&] { kern::launch_elementwise(e, s_); });
 }
 
-void Rank::rmsnorm(const void* x, const ParamTensor& g, void* y, float* rstd) {
+void Rank::rmsnorm(std::string_view what, const void* x, const ParamTensor& g, void* y,
+                   float* rstd) {
   kern::RmsNormArgs a;
   a.dtype = dt_;
   a.x = x;
@@ -270,12 +383,12 @@ void Rank::rmsnorm(const void* x, const ParamTensor& g, void* y, float* rstd) {
   a.rows = n_tokens_;
   a.cols = L_.hidden_size;
   a.eps = static_cast<float>(kRmsNormEps);
-  kern::launch_rmsnorm(a, s_);
+  traced(what, TraceCategory::norm, [&] { kern::launch_rmsnorm(a, s_); });
 }
 
 // dres += d/dx RMSNorm(x); the gain's gradient is accumulated into the flat gradient.
-void Rank::rmsnorm_backward(const void* x, const ParamTensor& g, const void* dy, const float* rstd,
-                            void* dres) {
+void Rank::rmsnorm_backward(std::string_view what, const void* x, const ParamTensor& g,
+                            const void* dy, const float* rstd, void* dres) {
   void* tmp = wsp(n_tokens_ * L_.hidden_size);
   float* dgamma =
       alloc_.alloc_as<float>(static_cast<std::size_t>(L_.hidden_size), MemCategory::workspace);
@@ -289,9 +402,11 @@ void Rank::rmsnorm_backward(const void* x, const ParamTensor& g, const void* dy,
   a.dgamma = dgamma;
   a.rows = n_tokens_;
   a.cols = L_.hidden_size;
-  kern::launch_rmsnorm_backward(a, s_);
-  add_inplace(dres, tmp, n_tokens_ * L_.hidden_size);
-  launch_cast({dt_, dgamma, gr(g), L_.hidden_size, true}, s_);
+  traced(what, TraceCategory::norm, [&] { kern::launch_rmsnorm_backward(a, s_); });
+  add_inplace("add norm dx to residual grad", dres, tmp, n_tokens_ * L_.hidden_size);
+  traced("cast dgamma", TraceCategory::elementwise, [&] {
+    launch_cast({dt_, dgamma, gr(g), L_.hidden_size, true}, s_);
+  });
   alloc_.free(tmp);
   alloc_.free(dgamma);
 }
@@ -317,14 +432,16 @@ void Rank::attention_core_forward(LayerActs& a) {
     f.seq_len = T;
     f.head_dim = D;
     f.causal = true;
-    kern::launch_flash_attention(f, s_);
+    traced("flash attention", TraceCategory::attention_fwd,
+           [&] { kern::launch_flash_attention(f, s_); });
     return;
   }
   // naive: S = scale Q K^T, P = softmax(S) (causal, in place), O = P V
   if (!a.scores)
     a.scores = act(B * H * T * T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  gemm_batched(false, true, T, T, D, q, T * D, k, T * D, a.scores, T * T, B * H, scale);
+  gemm_batched("scores S = Q K^T", false, true, T, T, D, q, T * D, k, T * D, a.scores, T * T, B * H,
+               scale);
   kern::SoftmaxArgs sm;
   sm.dtype = dt_;
   sm.x = a.scores;
@@ -332,8 +449,9 @@ void Rank::attention_core_forward(LayerActs& a) {
   sm.rows = B * H * T;
   sm.cols = T;
   sm.causal = true;
-  kern::launch_softmax(sm, s_);
-  gemm_batched(false, false, T, D, T, a.scores, T * T, v, T * D, a.o, T * D, B * H, 1.0f);
+  traced("softmax", TraceCategory::attention_fwd, [&] { kern::launch_softmax(sm, s_); });
+  gemm_batched("O = P V", false, false, T, D, T, a.scores, T * T, v, T * D, a.o, T * D, B * H,
+               1.0f);
 }
 
 void Rank::layer_forward(Index l, const void* x, LayerActs& a, void* x_out, bool keep_all) {
@@ -341,9 +459,9 @@ void Rank::layer_forward(Index l, const void* x, LayerActs& a, void* x_out, bool
               T = o_.seq_len, H = L_.num_heads, D = L_.head_dim;
   a.h = act(N * C);
   a.rstd1 = actf(N);
-  rmsnorm(x, L_.layer(l, PL::kLn1), a.h, a.rstd1);
+  rmsnorm("rmsnorm ln1", x, L_.layer(l, PL::kLn1), a.h, a.rstd1);
   void* qkv = act(N * 3 * C);
-  gemm(false, true, N, 3 * C, C, a.h, w(L_.layer(l, PL::kWqkv)), qkv, 0.0f);
+  gemm("qkv", false, true, N, 3 * C, C, a.h, w(L_.layer(l, PL::kWqkv)), qkv, 0.0f);
   a.qkv_split = act(3 * N * C);
   RopeArgs r;
   r.dtype = dt_;
@@ -356,23 +474,25 @@ void Rank::layer_forward(Index l, const void* x, LayerActs& a, void* x_out, bool
   r.heads = H;
   r.head_dim = D;
   r.theta = static_cast<float>(kRopeTheta);
-  launch_rope_split(r, s_);
+  traced("rope+split", TraceCategory::elementwise, [&] { launch_rope_split(r, s_); });
   alloc_.free(qkv);
   attention_core_forward(a);
   a.att = act(N * C);
-  launch_permute({dt_, a.o, a.att, B, T, H, D, true}, s_);
+  traced("permute heads->tokens", TraceCategory::elementwise, [&] {
+    launch_permute({dt_, a.o, a.att, B, T, H, D, true}, s_);
+  });
   a.x2 = act(N * C);
-  gemm(false, true, N, C, C, a.att, w(L_.layer(l, PL::kWo)), a.x2, 0.0f);
-  add_inplace(a.x2, x, N * C);
+  gemm("attn out", false, true, N, C, C, a.att, w(L_.layer(l, PL::kWo)), a.x2, 0.0f);
+  add_inplace("add residual", a.x2, x, N * C);
   a.h2 = act(N * C);
   a.rstd2 = actf(N);
-  rmsnorm(a.x2, L_.layer(l, PL::kLn2), a.h2, a.rstd2);
+  rmsnorm("rmsnorm ln2", a.x2, L_.layer(l, PL::kLn2), a.h2, a.rstd2);
   a.ab = act(N * 2 * F);
-  gemm(false, true, N, 2 * F, C, a.h2, w(L_.layer(l, PL::kW13)), a.ab, 0.0f);
+  gemm("mlp up w13", false, true, N, 2 * F, C, a.h2, w(L_.layer(l, PL::kW13)), a.ab, 0.0f);
   a.g = act(N * F);
-  launch_swiglu({dt_, a.ab, a.g, N, F}, s_);
-  gemm(false, true, N, C, F, a.g, w(L_.layer(l, PL::kW2)), x_out, 0.0f);
-  add_inplace(x_out, a.x2, N * C);
+  traced("swiglu", TraceCategory::elementwise, [&] { launch_swiglu({dt_, a.ab, a.g, N, F}, s_); });
+  gemm("mlp down w2", false, true, N, C, F, a.g, w(L_.layer(l, PL::kW2)), x_out, 0.0f);
+  add_inplace("add residual", x_out, a.x2, N * C);
   free_layer(a, keep_all);
 }
 
@@ -409,6 +529,7 @@ void Rank::layer_backward(Index l, const void* x, LayerActs& a, void* dres, bool
   const Index N = n_tokens_, C = L_.hidden_size, F = L_.ffn_hidden_size, B = o_.batch_size,
               T = o_.seq_len, H = L_.num_heads, D = L_.head_dim;
   const std::size_t base = 1 + static_cast<std::size_t>(l) * PL::kPerLayer;
+  pass_ = Pass::recompute;
   if (o_.recompute == model::Recompute::full) {
     void* x_out = wsp(N * C);
     layer_forward(l, x, a, x_out, true);
@@ -416,28 +537,33 @@ void Rank::layer_backward(Index l, const void* x, LayerActs& a, void* dres, bool
   } else if (o_.recompute == model::Recompute::selective) {
     attention_core_forward(a);
   }
+  pass_ = Pass::bwd;
   // FFN: x3 = x2 + W2 swiglu(W13 h2)
   void* dg = wsp(N * F);
-  gemm(true, false, C, F, N, dres, a.g, gr(L_.layer(l, PL::kW2)), 1.0f);
+  gemm("mlp down w2 dW", true, false, C, F, N, dres, a.g, gr(L_.layer(l, PL::kW2)), 1.0f);
   grad_ready(base + PL::kW2, last);
-  gemm(false, false, N, F, C, dres, w(L_.layer(l, PL::kW2)), dg, 0.0f);
+  gemm("mlp down w2 dX", false, false, N, F, C, dres, w(L_.layer(l, PL::kW2)), dg, 0.0f);
   void* dab = wsp(N * 2 * F);
-  launch_swiglu_backward({dt_, a.ab, dg, dab, N, F}, s_);
+  traced("swiglu", TraceCategory::elementwise, [&] {
+    launch_swiglu_backward({dt_, a.ab, dg, dab, N, F}, s_);
+  });
   alloc_.free(dg);
-  gemm(true, false, 2 * F, C, N, dab, a.h2, gr(L_.layer(l, PL::kW13)), 1.0f);
+  gemm("mlp up w13 dW", true, false, 2 * F, C, N, dab, a.h2, gr(L_.layer(l, PL::kW13)), 1.0f);
   grad_ready(base + PL::kW13, last);
   void* dh = wsp(N * C);
-  gemm(false, false, N, C, 2 * F, dab, w(L_.layer(l, PL::kW13)), dh, 0.0f);
+  gemm("mlp up w13 dX", false, false, N, C, 2 * F, dab, w(L_.layer(l, PL::kW13)), dh, 0.0f);
   alloc_.free(dab);
-  rmsnorm_backward(a.x2, L_.layer(l, PL::kLn2), dh, a.rstd2, dres);
+  rmsnorm_backward("rmsnorm ln2", a.x2, L_.layer(l, PL::kLn2), dh, a.rstd2, dres);
   grad_ready(base + PL::kLn2, last);
   // attention: x2 = x + Wo attn(rope(Wqkv h))
-  gemm(true, false, C, C, N, dres, a.att, gr(L_.layer(l, PL::kWo)), 1.0f);
+  gemm("attn out dW", true, false, C, C, N, dres, a.att, gr(L_.layer(l, PL::kWo)), 1.0f);
   grad_ready(base + PL::kWo, last);
   void* datt = wsp(N * C);
-  gemm(false, false, N, C, C, dres, w(L_.layer(l, PL::kWo)), datt, 0.0f);
+  gemm("attn out dX", false, false, N, C, C, dres, w(L_.layer(l, PL::kWo)), datt, 0.0f);
   void* dout = wsp(N * C);
-  launch_permute({dt_, datt, dout, B, T, H, D, false}, s_);
+  traced("permute tokens->heads", TraceCategory::elementwise, [&] {
+    launch_permute({dt_, datt, dout, B, T, H, D, false}, s_);
+  });
   alloc_.free(datt);
   const Index hd = N * C;
   void* dsplit = wsp(3 * hd);
@@ -466,14 +592,17 @@ void Rank::layer_backward(Index l, const void* x, LayerActs& a, void* dres, bool
     f.seq_len = T;
     f.head_dim = D;
     f.causal = true;
-    kern::launch_flash_attention_backward(f, s_);
+    traced("flash attention", TraceCategory::attention_bwd,
+           [&] { kern::launch_flash_attention_backward(f, s_); });
     alloc_.free(dq_accum);
     alloc_.free(delta);
   } else {
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     void *dp = wsp(B * H * T * T), *ds = wsp(B * H * T * T);
-    gemm_batched(true, false, T, D, T, a.scores, T * T, dout, T * D, dv, T * D, B * H, 1.0f);
-    gemm_batched(false, true, T, T, D, dout, T * D, v, T * D, dp, T * T, B * H, 1.0f);
+    gemm_batched("dV = P^T dO", true, false, T, D, T, a.scores, T * T, dout, T * D, dv, T * D,
+                 B * H, 1.0f);
+    gemm_batched("dP = dO V^T", false, true, T, T, D, dout, T * D, v, T * D, dp, T * T, B * H,
+                 1.0f);
     kern::SoftmaxBackwardArgs sb;
     sb.dtype = dt_;
     sb.y = a.scores;
@@ -481,10 +610,10 @@ void Rank::layer_backward(Index l, const void* x, LayerActs& a, void* dres, bool
     sb.dx = ds;
     sb.rows = B * H * T;
     sb.cols = T;
-    kern::launch_softmax_backward(sb, s_);
+    traced("softmax", TraceCategory::attention_bwd, [&] { kern::launch_softmax_backward(sb, s_); });
     alloc_.free(dp);
-    gemm_batched(false, false, T, D, T, ds, T * T, k, T * D, dq, T * D, B * H, scale);
-    gemm_batched(true, false, T, D, T, ds, T * T, q, T * D, dk, T * D, B * H, scale);
+    gemm_batched("dQ = dS K", false, false, T, D, T, ds, T * T, k, T * D, dq, T * D, B * H, scale);
+    gemm_batched("dK = dS^T Q", true, false, T, D, T, ds, T * T, q, T * D, dk, T * D, B * H, scale);
     alloc_.free(ds);
   }
   alloc_.free(dout);
@@ -500,13 +629,13 @@ void Rank::layer_backward(Index l, const void* x, LayerActs& a, void* dres, bool
   rb.heads = H;
   rb.head_dim = D;
   rb.theta = static_cast<float>(kRopeTheta);
-  launch_rope_split_backward(rb, s_);
+  traced("rope+split", TraceCategory::elementwise, [&] { launch_rope_split_backward(rb, s_); });
   alloc_.free(dsplit);
-  gemm(true, false, 3 * C, C, N, dqkv, a.h, gr(L_.layer(l, PL::kWqkv)), 1.0f);
+  gemm("qkv dW", true, false, 3 * C, C, N, dqkv, a.h, gr(L_.layer(l, PL::kWqkv)), 1.0f);
   grad_ready(base + PL::kWqkv, last);
-  gemm(false, false, N, C, 3 * C, dqkv, w(L_.layer(l, PL::kWqkv)), dh, 0.0f);
+  gemm("qkv dX", false, false, N, C, 3 * C, dqkv, w(L_.layer(l, PL::kWqkv)), dh, 0.0f);
   alloc_.free(dqkv);
-  rmsnorm_backward(x, L_.layer(l, PL::kLn1), dh, a.rstd1, dres);
+  rmsnorm_backward("rmsnorm ln1", x, L_.layer(l, PL::kLn1), dh, a.rstd1, dres);
   grad_ready(base + PL::kLn1, last);
   alloc_.free(dh);
   // This layer's activations are consumed.
@@ -547,28 +676,37 @@ void Rank::sync_after_backward() {
 #ifdef TRAINSIM_HAVE_NCCL
   const auto nt = dt_ == Dtype::fp32 ? ncclFloat32 : ncclBfloat16;
   auto comm = static_cast<ncclComm_t>(nccl_);
+  const auto cat = TraceCategory::dp_comm;
   if (o_.zero_stage == 1) {
-    TRAIN_NCCL_CHECK(ncclReduceScatter(grads_, byte_offset(grads_, rank_ * shard_),
-                                       static_cast<std::size_t>(shard_), nt, ncclSum, comm, s_));
+    traced("reduce-scatter gradients (ZeRO-1)", cat, [&] {
+      TRAIN_NCCL_CHECK(ncclReduceScatter(grads_, byte_offset(grads_, rank_ * shard_),
+                                         static_cast<std::size_t>(shard_), nt, ncclSum, comm, s_));
+    });
     return;
   }
   switch (o_.ddp) {
   case DdpMode::none: return;
   case DdpMode::naive:
     for (const ParamTensor& t : L_.tensors)
-      TRAIN_NCCL_CHECK(ncclAllReduce(gr(t), gr(t), static_cast<std::size_t>(t.num_elements()), nt,
-                                     ncclSum, comm, s_));
+      traced("all-reduce per tensor", cat, [&] {
+        TRAIN_NCCL_CHECK(ncclAllReduce(gr(t), gr(t), static_cast<std::size_t>(t.num_elements()), nt,
+                                       ncclSum, comm, s_));
+      });
     return;
   case DdpMode::flat:
-    TRAIN_NCCL_CHECK(
-        ncclAllReduce(grads_, grads_, static_cast<std::size_t>(padded_), nt, ncclSum, comm, s_));
+    traced("all-reduce flat", cat, [&] {
+      TRAIN_NCCL_CHECK(
+          ncclAllReduce(grads_, grads_, static_cast<std::size_t>(padded_), nt, ncclSum, comm, s_));
+    });
     return;
   case DdpMode::overlapped:
   case DdpMode::bucketed:
     if (next_bucket_ != buckets_.size())
       throw std::logic_error("train: not every gradient bucket was launched");
     CUDA_CHECK(cudaEventRecord(comm_done_[0].get(), comm_s_));
-    CUDA_CHECK(cudaStreamWaitEvent(s_, comm_done_[0].get(), 0));
+    // The exposed part of the overlapped all-reduces (comm stream) on the compute stream.
+    traced("wait for overlapped all-reduces", cat,
+           [&] { CUDA_CHECK(cudaStreamWaitEvent(s_, comm_done_[0].get(), 0)); });
     return;
   }
 #endif
@@ -592,12 +730,15 @@ void Rank::optimizer_step(Index t) {
   a.weight_decay = static_cast<float>(o_.adamw.weight_decay);
   a.bias_correction1 = static_cast<float>(1 - std::pow(o_.adamw.beta1, static_cast<double>(t)));
   a.bias_correction2 = static_cast<float>(1 - std::pow(o_.adamw.beta2, static_cast<double>(t)));
-  launch_adamw(a, s_);
+  traced("adamw", TraceCategory::optimizer, [&] { launch_adamw(a, s_); });
 #ifdef TRAINSIM_HAVE_NCCL
+  // The simulator counts ZeRO-1's weight all-gather as dp_comm.
   if (zero)
-    TRAIN_NCCL_CHECK(ncclAllGather(
-        byte_offset(weights_, off), weights_, static_cast<std::size_t>(shard_),
-        dt_ == Dtype::fp32 ? ncclFloat32 : ncclBfloat16, static_cast<ncclComm_t>(nccl_), s_));
+    traced("all-gather weights (ZeRO-1)", TraceCategory::dp_comm, [&] {
+      TRAIN_NCCL_CHECK(ncclAllGather(
+          byte_offset(weights_, off), weights_, static_cast<std::size_t>(shard_),
+          dt_ == Dtype::fp32 ? ncclFloat32 : ncclBfloat16, static_cast<ncclComm_t>(nccl_), s_));
+    });
 #endif
 }
 
@@ -628,7 +769,7 @@ void Rank::copy_master(std::vector<float>& dst) {
              mixed && o_.zero_stage == 1, dst);
 }
 
-double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture) {
+double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture, StepTrace* trace) {
   CUDA_CHECK(cudaSetDevice(device_));
   const Index K = o_.grad_accumulation, N = n_tokens_, C = L_.hidden_size, V = L_.vocab_size;
   const bool mixed = dt_ != Dtype::fp32;
@@ -650,19 +791,27 @@ double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture) 
     mt.start_timeline();
   if (ev)
     CUDA_CHECK(cudaEventRecord(ev->start.get(), s_));
-  CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<std::size_t>(padded_) * esz_, s_));
+  if (trace)
+    tracer_.start(s_);
+  pass_ = Pass::step;
+  traced("zero gradients (memset)", TraceCategory::other, [&] {
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<std::size_t>(padded_) * esz_, s_));
+  });
   next_bucket_ = 0;
   const float grad_scale = 1.0f / static_cast<float>(N * K * dp_);
   for (Index k = 0; k < K; ++k) {
     const bool last = k + 1 == K;
     // ---- forward ----
     mt.mark("forward");
+    pass_ = Pass::fwd;
     if (ev)
       CUDA_CHECK(cudaEventRecord(ev->fwd_start[static_cast<std::size_t>(k)].get(), s_));
     std::vector<void*> xs(static_cast<std::size_t>(L_.num_layers + 1));
     std::vector<LayerActs> acts(static_cast<std::size_t>(L_.num_layers));
     xs[0] = act(N * C);
-    launch_embedding({dt_, tokens_ + k * N, w(L_.embedding()), xs[0], N, C}, s_);
+    traced("embedding", TraceCategory::embedding_loss, [&] {
+      launch_embedding({dt_, tokens_ + k * N, w(L_.embedding()), xs[0], N, C}, s_);
+    });
     for (Index l = 0; l < L_.num_layers; ++l) {
       xs[static_cast<std::size_t>(l + 1)] = act(N * C);
       layer_forward(l, xs[static_cast<std::size_t>(l)], acts[static_cast<std::size_t>(l)],
@@ -671,22 +820,27 @@ double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture) 
     void* hf = act(N * C);
     float* rstdf = actf(N);
     void* x_last = xs.back();
-    rmsnorm(x_last, L_.final_norm(), hf, rstdf);
+    rmsnorm("rmsnorm final", x_last, L_.final_norm(), hf, rstdf);
     void* logits = act(N * V);
-    gemm(false, true, N, V, C, hf, w(L_.lm_head()), logits, 0.0f);
-    launch_cross_entropy({dt_, logits, targets_ + k * N, losses_ + k * N, N, V, grad_scale}, s_);
+    gemm("lm head", false, true, N, V, C, hf, w(L_.lm_head()), logits, 0.0f);
+    traced("cross-entropy (+ dlogits)", TraceCategory::embedding_loss, [&] {
+      launch_cross_entropy({dt_, logits, targets_ + k * N, losses_ + k * N, N, V, grad_scale}, s_);
+    });
     if (ev)
       CUDA_CHECK(cudaEventRecord(ev->fwd_end[static_cast<std::size_t>(k)].get(), s_));
     // ---- backward ----
     mt.mark("backward");
-    gemm(true, false, V, C, N, logits, hf, gr(L_.lm_head()), 1.0f);
+    pass_ = Pass::bwd;
+    gemm("lm head dW", true, false, V, C, N, logits, hf, gr(L_.lm_head()), 1.0f);
     grad_ready(L_.tensors.size() - 1, last);
     void* dhf = wsp(N * C);
-    gemm(false, false, N, C, V, logits, w(L_.lm_head()), dhf, 0.0f);
+    gemm("lm head dX", false, false, N, C, V, logits, w(L_.lm_head()), dhf, 0.0f);
     alloc_.free(logits);
     void* dres = wsp(N * C);
-    CUDA_CHECK(cudaMemsetAsync(dres, 0, static_cast<std::size_t>(N * C) * esz_, s_));
-    rmsnorm_backward(x_last, L_.final_norm(), dhf, rstdf, dres);
+    traced("zero residual grad (memset)", TraceCategory::other, [&] {
+      CUDA_CHECK(cudaMemsetAsync(dres, 0, static_cast<std::size_t>(N * C) * esz_, s_));
+    });
+    rmsnorm_backward("rmsnorm final", x_last, L_.final_norm(), dhf, rstdf, dres);
     grad_ready(L_.tensors.size() - 2, last);
     alloc_.free(dhf);
     alloc_.free(hf);
@@ -697,25 +851,35 @@ double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture) 
                      last);
     }
     alloc_.free(xs[0]);
-    CUDA_CHECK(cudaMemsetAsync(emb_scratch_, 0,
-                               static_cast<std::size_t>(L_.embedding().num_elements()) * 4, s_));
-    launch_embedding_backward({dt_, tokens_ + k * N, dres, emb_scratch_, N, C}, s_);
-    launch_cast({dt_, emb_scratch_, gr(L_.embedding()), L_.embedding().num_elements(), true}, s_);
+    traced("embedding zero fp32 scratch (memset)", TraceCategory::embedding_loss, [&] {
+      CUDA_CHECK(cudaMemsetAsync(emb_scratch_, 0,
+                                 static_cast<std::size_t>(L_.embedding().num_elements()) * 4, s_));
+    });
+    traced("embedding scatter-add", TraceCategory::embedding_loss, [&] {
+      launch_embedding_backward({dt_, tokens_ + k * N, dres, emb_scratch_, N, C}, s_);
+    });
+    traced("cast embedding grad", TraceCategory::elementwise, [&] {
+      launch_cast({dt_, emb_scratch_, gr(L_.embedding()), L_.embedding().num_elements(), true}, s_);
+    });
     grad_ready(0, last);
     alloc_.free(dres);
     if (ev)
       CUDA_CHECK(cudaEventRecord(ev->bwd_end[static_cast<std::size_t>(k)].get(), s_));
   }
   mt.mark("dp_comm");
+  pass_ = Pass::dp_comm;
   sync_after_backward();
   if (ev)
     CUDA_CHECK(cudaEventRecord(ev->comm_end.get(), s_));
   if (capture && t == 0)
     copy_owned(grads_, !mixed, false, capture->first_grads);
   mt.mark("optimizer");
+  pass_ = Pass::optimizer;
   optimizer_step(t + 1);
   if (ev)
     CUDA_CHECK(cudaEventRecord(ev->opt_end.get(), s_));
+  if (trace)
+    *trace = tracer_.finish(s_);
   CUDA_CHECK(cudaStreamSynchronize(s_));
   if (timeline) {
     mt.mark("end");
@@ -823,6 +987,10 @@ TrainResult run_train_step(const TrainOptions& o) {
         res.timeline = mt.timeline();
         res.reserved_bytes = rank.allocator().reserved_bytes();
       }
+      // --trace: one more step on every rank (collectives need them all), timed on rank 0
+      // only, after the memory results and outside the measured statistics and losses.
+      if (o.trace)
+        rank.step(total, nullptr, false, nullptr, r == 0 ? &res.trace : nullptr);
     } catch (...) {
       errors[static_cast<std::size_t>(r)] = std::current_exception();
       int none = -1;
