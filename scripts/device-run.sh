@@ -7,7 +7,7 @@
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
 # Usage: scripts/device-run.sh [all|build|tests|train|collectives|kernels]
 # Knobs: PERF=0 skips the perf suite and SDPA peer; TESTS_LIMIT_S, TRAIN_LIMIT_S time-box steps;
-# MODELS, DP_MODELS, TABLES, STEPS, WARMUP pass to scripts/train-step-bench.sh.
+# MODELS, DP_MODELS, PEER_MODELS, PEERS, TABLES, STEPS, WARMUP pass to scripts/train-step-bench.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}

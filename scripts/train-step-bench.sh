@@ -7,7 +7,8 @@
 #   OUT=/tmp/out scripts/train-step-bench.sh                # build, tests, everything
 #   OUT=/tmp/out MODE=quick scripts/train-step-bench.sh     # build, tests, cs336-small only
 # Expect about 6-9 minutes for everything on one H200 (tests ~1 min); to fit a shorter time
-# box, split with MODELS="...", DP_MODELS="..." (empty skips) and SKIP_TESTS=1.
+# box, split with MODELS="...", DP_MODELS="..." (empty skips) and SKIP_TESTS=1; PEER_MODELS
+# picks the models run beside the PyTorch peer, PEERS=0 skips it, TABLES=0 skips the tables.
 # Writes three files to $OUT: train-step.log (build/test/table output and errors),
 # train-step.jsonl (one JSON object per run: trainsim results, "source": "trainsim", and peer
 # results, "source": "pytorch-eager") and train-step-memory.png (memory over one step).
@@ -93,6 +94,11 @@ PY
   fi
 }
 
+# The PyTorch peer runs beside these models only (bf16-mixed with and without recompute, fp32
+# without): each peer start costs ~10 s; the comparison is cs336-xl and cs336-2.7b.
+PEER_MODELS=${PEER_MODELS-"cs336-small cs336-xl cs336-2.7b"}
+is_peer_model() { case " $PEER_MODELS " in *" $1 "*) return 0 ;; esac; return 1; }
+
 if [ "$MODE" = quick ]; then
   MODELS="cs336-small"
   DP_MODELS="cs336-small"
@@ -103,9 +109,11 @@ for m in $MODELS; do
   [ "$m" = cs336-2.7b ] && attn=naive
   for rc in none full; do
     measure --model "$m" --batch 4 --seq-len 512 --precision bf16-mixed --attention $attn --recompute "$rc"
-    peer --model "$m" --batch 4 --seq-len 512 --precision bf16-mixed --attention $attn --recompute "$rc"
+    is_peer_model "$m" &&
+      peer --model "$m" --batch 4 --seq-len 512 --precision bf16-mixed --attention $attn --recompute "$rc"
     measure --model "$m" --batch 4 --seq-len 512 --precision fp32 --attention naive --recompute "$rc"
-    peer --model "$m" --batch 4 --seq-len 512 --precision fp32 --attention naive --recompute "$rc"
+    is_peer_model "$m" && [ "$rc" = none ] &&
+      peer --model "$m" --batch 4 --seq-len 512 --precision fp32 --attention naive --recompute "$rc"
   done
 done
 "$BIN" train-step --model cs336-small --batch 4 --seq-len 512 --steps 3 --warmup 1 --quiet \
