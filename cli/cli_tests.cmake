@@ -106,6 +106,13 @@ add_test(NAME cli.compare_heldout
 # Exit code 3 above the limit fails this test (no output pattern: ctest then checks the code).
 set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profile)
 trainsim_cli_error(calibrate_bad_file "measurements" calibrate --from ${CMAKE_CURRENT_SOURCE_DIR}/testdata/unknown_field.json --out x.json)
+# fp8 is a cuBLASLt GEMM only, at multiples of 16: rejected from the flags, before any device.
+trainsim_cli_error(bench_fp8_op "--dtype fp8: only --op gemm runs in fp8, not --op relu"
+  bench kernels --op relu --dtype fp8)
+trainsim_cli_error(bench_fp8_shape "--m 40 --n 64 --k 64: must all be multiples of 16"
+  bench kernels --op gemm --dtype fp8 --m 40 --n 64 --k 64)
+trainsim_cli_error(bench_fp8_cublas "--gemm-impl cublas has no fp8 path"
+  bench kernels --op gemm --dtype fp8 --gemm-impl cublas)
 trainsim_cli_error(plot_extension "must end in .png or .svg" memory --model gpt2 --gpu h100-sxm --plot out.pdf)
 # Every model field can be overridden by a flag (GPT-2 untied: 124,439,808 + 50257 x 768).
 trainsim_cli_test(model_override_untied "\"total\": 163037184"

@@ -57,7 +57,19 @@ val::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
     throw ConfigError(fmt::format("--op {}: unknown op", o.op));
   const auto dt = parse_dtype(o.dtype);
   if (!dt)
-    throw ConfigError(fmt::format("--dtype {}: unknown dtype (fp32, tf32, fp16, bf16)", o.dtype));
+    throw ConfigError(
+        fmt::format("--dtype {}: unknown dtype (fp32, tf32, fp16, bf16, fp8)", o.dtype));
+  if (*dt == Dtype::fp8) { // e4m3 GEMM through cuBLASLt only (kernels/gemm.cuh)
+    if (*op != val::BenchOp::gemm)
+      throw ConfigError(fmt::format("--dtype fp8: only --op gemm runs in fp8, not --op {}", o.op));
+    if (o.gemm_impl == "cublas")
+      throw ConfigError("--dtype fp8: --gemm-impl cublas has no fp8 path (cublasGemmEx); use "
+                        "--gemm-impl cublaslt");
+    if (o.m % 16 != 0 || o.n % 16 != 0 || o.k % 16 != 0)
+      throw ConfigError(fmt::format("--dtype fp8: --m {} --n {} --k {}: must all be multiples of "
+                                    "16 (cuBLASLt fp8 alignment)",
+                                    o.m, o.n, o.k));
+  }
   s.op = *op;
   s.dtype = *dt;
   s.m = o.m;
@@ -244,8 +256,10 @@ void add_bench_kernels(CLI::App& bench) {
       ->check(CLI::IsMember({"gemm", "relu", "gelu", "add", "scale", "softmax", "layernorm",
                              "rmsnorm", "attention", "copy", "empty"}))
       ->capture_default_str();
-  cmd->add_option("--dtype", opts->dtype, "Element type: fp32, tf32 (gemm), fp16, bf16")
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}))
+  cmd->add_option("--dtype", opts->dtype,
+                  "Element type: fp32, tf32 (gemm), fp16, bf16, fp8 (gemm through cuBLASLt: e4m3 "
+                  "A [m,k] and B stored [n,k], bf16 C; m, n, k multiples of 16)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--m", opts->m, "gemm: rows of A and C")->capture_default_str();
   cmd->add_option("--n", opts->n, "gemm: columns of B and C")->capture_default_str();

@@ -1,5 +1,5 @@
 // Device-side helpers shared by the kernels: float <-> storage type conversions for
-// fp32 / fp16 / bf16, and a dispatch from trainsim::Dtype to the C++ storage type.
+// fp32 / fp16 / bf16 / fp8 (e4m3), and a dispatch from trainsim::Dtype to the C++ storage type.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
@@ -19,6 +20,9 @@ template <> __device__ __forceinline__ float to_float<__half>(__half v) { return
 template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
   return __bfloat162float(v);
 }
+template <> __device__ __forceinline__ float to_float<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) {
+  return static_cast<float>(v);
+}
 
 template <class T> __device__ __forceinline__ T from_float(float v);
 template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
@@ -27,6 +31,10 @@ template <> __device__ __forceinline__ __half from_float<__half>(float v) {
 }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+/// fp8 e4m3: round to nearest even, saturating to +-448 (e4m3 has no infinity).
+template <> __device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) {
+  return __nv_fp8_e4m3(v);
 }
 
 /// Calls f(T{}) with T the storage type of `dtype` (fp32/tf32 -> float); fp8 is rejected.

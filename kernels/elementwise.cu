@@ -139,12 +139,16 @@ void launch_elementwise(const ElementwiseArgs& args, cudaStream_t stream) {
 void launch_fill_random(const FillRandomArgs& args, cudaStream_t stream) {
   if (args.num_elements <= 0)
     return;
-  dispatch_float_dtype(args.dtype, "fill_random", [&](auto tag) {
+  auto fill = [&](auto tag) {
     using T = decltype(tag);
     fill_random_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T*>(args.out), args.num_elements,
                                                     args.seed, args.lo, args.hi);
     CUDA_CHECK_LAUNCH();
-  });
+  };
+  if (args.dtype == Dtype::fp8) // e4m3 (GEMM inputs only); values rounded to the e4m3 grid
+    fill(__nv_fp8_e4m3{});
+  else
+    dispatch_float_dtype(args.dtype, "fill_random", fill);
 }
 
 void launch_empty(cudaStream_t stream) {

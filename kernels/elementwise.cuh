@@ -26,8 +26,8 @@ struct ElementwiseArgs {
 void launch_elementwise(const ElementwiseArgs& args, cudaStream_t stream);
 
 struct FillRandomArgs {
-  Dtype dtype = Dtype::bf16;
-  void* out = nullptr; // [num_elements]
+  Dtype dtype = Dtype::bf16; // fp32, fp16, bf16 or fp8 (e4m3)
+  void* out = nullptr;       // [num_elements]
   std::int64_t num_elements = 0;
   std::uint64_t seed = 1;
   float lo = -1.0f, hi = 1.0f; // uniform in [lo, hi), never all zeros

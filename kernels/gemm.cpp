@@ -1,5 +1,8 @@
 // cuBLASLt and cublasGemmEx GEMM launchers (gemm.cuh). Row-major C[m,n] = A[m,k] B[k,n] is the
-// column-major C'[n,m] = B'[n,k] A'[k,m] over the same memory.
+// column-major C'[n,m] = B'[n,k] A'[k,m] over the same memory. fp8 follows cuBLASLt's fp8 rules
+// (cublasLtMatmul docs, Hopper): e4m3 A and B, fp32 compute and scale, bf16 C/D, A transposed
+// and B not ("TN"), 16-byte aligned leading dimensions; scale pointers unset (= 1), fast
+// accumulation off (the default: partial sums promoted to full fp32).
 #include "kernels/gemm.cuh"
 
 #include <fmt/format.h>
@@ -16,20 +19,29 @@ namespace trainsim::kern {
 namespace {
 
 struct TypeInfo {
-  cudaDataType_t data;
+  cudaDataType_t data;   // A and B
+  cudaDataType_t output; // C and D
   cublasComputeType_t compute;
 };
 
 TypeInfo type_info(Dtype d) {
   switch (d) {
-  case Dtype::fp32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F};
-  case Dtype::tf32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
-  case Dtype::fp16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
-  case Dtype::bf16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-  default: break;
+  case Dtype::fp32: return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+  case Dtype::tf32: return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+  case Dtype::fp16: return {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F};
+  case Dtype::bf16: return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+  case Dtype::fp8: return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
   }
   throw ConfigError(
-      fmt::format("gemm: dtype {} is not supported (fp32, tf32, fp16, bf16)", dtype_name(d)));
+      fmt::format("gemm: dtype {} is not supported (fp32, tf32, fp16, bf16, fp8)", dtype_name(d)));
+}
+
+/// cuBLASLt's fp8 kernels need 16-byte aligned leading dimensions: m, n, k multiples of 16.
+void check_fp8_shape(const GemmArgs& g) {
+  if (g.dtype == Dtype::fp8 && (g.m % 16 != 0 || g.n % 16 != 0 || g.k % 16 != 0))
+    throw ConfigError(fmt::format("gemm fp8: m = {}, n = {}, k = {}: must all be multiples of 16 "
+                                  "(cuBLASLt fp8 alignment)",
+                                  g.m, g.n, g.k));
 }
 
 /// The cuBLASLt descriptors and chosen algorithm for one problem; destroyed with the plan.
@@ -65,10 +77,19 @@ const LtPlan& get_plan(const GemmArgs& g) {
   auto plan = std::make_unique<LtPlan>();
   const TypeInfo t = type_info(g.dtype);
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, CUDA_R_32F));
-  // Column-major view: A' = B memory [n x k, ld n], B' = A memory [k x m, ld k], C' [n x m].
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, g.n, g.k, g.n));
+  if (g.dtype == Dtype::fp8) {
+    // "TN": A' = B memory [n, k] row-major = column-major [k x n, ld k], used transposed;
+    // B' = A memory [k x m, ld k]; C' [n x m, ld n] in bf16.
+    const cublasOperation_t transa = CUBLAS_OP_T;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa,
+                                                sizeof(transa)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, g.k, g.n, g.k));
+  } else {
+    // Column-major view: A' = B memory [n x k, ld n], B' = A memory [k x m, ld k], C' [n x m].
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, g.n, g.k, g.n));
+  }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, g.k, g.m, g.k));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, g.n, g.m, g.n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.output, g.n, g.m, g.n));
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   std::size_t ws = g.workspace_bytes;
@@ -91,6 +112,7 @@ const LtPlan& get_plan(const GemmArgs& g) {
 } // namespace
 
 void launch_gemm(const GemmArgs& g, cudaStream_t stream) {
+  check_fp8_shape(g);
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
     return;
   const LtPlan& p = get_plan(g);
@@ -99,6 +121,9 @@ void launch_gemm(const GemmArgs& g, cudaStream_t stream) {
 }
 
 void launch_gemm_cublas(const GemmArgs& g, cudaStream_t stream) {
+  if (g.dtype == Dtype::fp8)
+    throw ConfigError("gemm: fp8 GEMM runs only through cuBLASLt (cublasGemmEx has no fp8 path); "
+                      "use the cublaslt implementation");
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
     return;
   const TypeInfo t = type_info(g.dtype);

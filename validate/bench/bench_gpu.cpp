@@ -29,7 +29,8 @@ namespace {
 
 using kern::DeviceBuffer;
 
-std::size_t storage_bytes(Dtype d) { return d == Dtype::fp32 || d == Dtype::tf32 ? 4 : 2; }
+/// Bytes per stored element: 4 (fp32, tf32), 2 (fp16, bf16), 1 (fp8 e4m3).
+std::size_t storage_bytes(Dtype d) { return static_cast<std::size_t>(dtype_bytes(d)); }
 
 struct Tensor {
   DeviceBuffer buf;
@@ -46,13 +47,19 @@ struct HostTensor {
   Dtype dtype = Dtype::bf16;
   std::vector<std::uint16_t> h; // fp16 / bf16 bits
   std::vector<float> f;         // fp32 / tf32
+  std::vector<std::uint8_t> q;  // fp8 e4m3 bits
   [[nodiscard]] std::int64_t size() const {
-    return static_cast<std::int64_t>(storage_bytes(dtype) == 4 ? f.size() : h.size());
+    switch (storage_bytes(dtype)) {
+    case 4: return static_cast<std::int64_t>(f.size());
+    case 2: return static_cast<std::int64_t>(h.size());
+    default: return static_cast<std::int64_t>(q.size());
+    }
   }
   [[nodiscard]] double at(std::int64_t i) const {
     switch (dtype) {
     case Dtype::fp16: return half_bits_to_double(h[i]);
     case Dtype::bf16: return bf16_bits_to_double(h[i]);
+    case Dtype::fp8: return fp8_e4m3_bits_to_double(q[i]);
     default: return f[i];
     }
   }
@@ -74,12 +81,20 @@ HostTensor fetch(const Tensor& t, cudaStream_t stream) {
   CUDA_CHECK(cudaStreamSynchronize(stream));
   HostTensor h;
   h.dtype = t.dtype;
-  if (storage_bytes(t.dtype) == 4) {
-    h.f.resize(static_cast<std::size_t>(t.n));
-    CUDA_CHECK(cudaMemcpy(h.f.data(), t.ptr(), t.n * 4, cudaMemcpyDeviceToHost));
-  } else {
-    h.h.resize(static_cast<std::size_t>(t.n));
-    CUDA_CHECK(cudaMemcpy(h.h.data(), t.ptr(), t.n * 2, cudaMemcpyDeviceToHost));
+  const std::size_t n = static_cast<std::size_t>(t.n);
+  switch (storage_bytes(t.dtype)) {
+  case 4:
+    h.f.resize(n);
+    CUDA_CHECK(cudaMemcpy(h.f.data(), t.ptr(), n * 4, cudaMemcpyDeviceToHost));
+    break;
+  case 2:
+    h.h.resize(n);
+    CUDA_CHECK(cudaMemcpy(h.h.data(), t.ptr(), n * 2, cudaMemcpyDeviceToHost));
+    break;
+  default:
+    h.q.resize(n);
+    CUDA_CHECK(cudaMemcpy(h.q.data(), t.ptr(), n, cudaMemcpyDeviceToHost));
+    break;
   }
   return h;
 }
@@ -134,6 +149,7 @@ struct Context {
   DeviceBuffer workspace{32u << 20};
   std::uint64_t seed = 1;
   DeviceBuffer l2_flush;
+  int compute_capability = 0; // major * 10 + minor, e.g. 90
 };
 
 /// One prepared case: owned tensors, the outputs to poison, run and check functions.
@@ -191,9 +207,17 @@ constexpr std::int64_t kMaxCheckedRows = 256;
 constexpr std::int64_t kMaxCheckedElements = 1 << 21;
 
 void prepare_gemm(const KernelShape& s, Context& ctx, Prepared& p) {
+  // fp8 (gemm.cuh): B is stored transposed, [n, k], and C is bf16.
+  const bool b_transposed = s.dtype == Dtype::fp8;
+  if (b_transposed && ctx.compute_capability < 89)
+    throw ConfigError(fmt::format("{}: dtype fp8 needs compute capability 8.9 or later (cuBLASLt "
+                                  "e4m3 GEMM); this device is {}.{}",
+                                  case_name(s), ctx.compute_capability / 10,
+                                  ctx.compute_capability % 10));
+  const Dtype c_dtype = gemm_output_dtype(s.dtype);
   Tensor& a = p.input(ctx, s.dtype, s.m * s.k);
   Tensor& b = p.input(ctx, s.dtype, s.k * s.n);
-  Tensor& c = p.output(s.dtype, s.m * s.n);
+  Tensor& c = p.output(c_dtype, s.m * s.n);
   kern::GemmArgs g;
   g.dtype = s.dtype;
   g.m = s.m;
@@ -210,7 +234,7 @@ void prepare_gemm(const KernelShape& s, Context& ctx, Prepared& p) {
   p.run = [g, lt](cudaStream_t st) {
     lt ? kern::launch_gemm(g, st) : kern::launch_gemm_cublas(g, st);
   };
-  p.check = [&a, &b, &c, s](cudaStream_t st) {
+  p.check = [&a, &b, &c, s, b_transposed, c_dtype](cudaStream_t st) {
     const HostTensor ha = fetch(a, st), hb = fetch(b, st), hc = fetch(c, st);
     Vec av = ha.slice(0, ha.size()), bv = hb.slice(0, hb.size());
     Vec out, ref;
@@ -219,10 +243,13 @@ void prepare_gemm(const KernelShape& s, Context& ctx, Prepared& p) {
       const std::int64_t idx = entries == s.m * s.n ? t : (t * 7919 * 104729) % (s.m * s.n);
       const std::int64_t i = idx / s.n, j = idx % s.n;
       out.push_back(hc.at(idx));
-      ref.push_back(gemm_reference_entry(av, bv, s.n, s.k, i, j));
+      ref.push_back(b_transposed ? gemm_bt_reference_entry(av, bv, s.k, i, j)
+                                 : gemm_reference_entry(av, bv, s.n, s.k, i, j));
     }
+    // The tolerance is the output dtype's: fp8 inputs decode exactly, so the reference is exact
+    // and what remains is fp32 accumulation and the rounding of C (bf16 for fp8).
     CheckResult r;
-    r.add(fmt::format("C ({} entries)", entries), out, ref, s.dtype, hc.count_nonfinite());
+    r.add(fmt::format("C ({} entries)", entries), out, ref, c_dtype, hc.count_nonfinite());
     return r;
   };
 }
@@ -689,6 +716,7 @@ std::vector<Measurement> run_kernel_benchmarks(const BenchOptions& opts,
   CUDA_CHECK(cudaSetDevice(opts.device));
   Context ctx;
   ctx.seed = opts.seed;
+  ctx.compute_capability = dev.compute_capability_major * 10 + dev.compute_capability_minor;
   if (opts.cold_l2)
     ctx.l2_flush = DeviceBuffer(static_cast<std::size_t>(2 * dev.l2_bytes));
   std::vector<Measurement> out;

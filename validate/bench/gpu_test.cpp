@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "common/errors.hpp"
 #include "validate/bench/bench.hpp"
 
 using namespace trainsim;
@@ -46,6 +47,52 @@ TEST_CASE("gemm: every dtype, odd shapes, cuBLASLt and cublasGemmEx") {
       s.gemm_impl = impl;
       expect_pass(s);
     }
+}
+
+namespace {
+
+/// cuBLASLt's e4m3 GEMMs need Ada (sm_89) or Hopper (sm_90) and later.
+bool has_fp8() {
+  const DeviceInfo d = query_device(0);
+  return d.compute_capability_major * 10 + d.compute_capability_minor >= 89;
+}
+
+KernelShape fp8_gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+  KernelShape s;
+  s.op = BenchOp::gemm;
+  s.dtype = Dtype::fp8;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("gemm fp8 (e4m3 in, bf16 out, B stored [n, k]) through cuBLASLt") {
+  if (!has_fp8()) {
+    MESSAGE("SKIP: fp8 GEMM needs compute capability 8.9 or later");
+    return;
+  }
+  expect_pass(fp8_gemm(128, 256, 64));
+  expect_pass(fp8_gemm(48, 80, 96)); // odd tile counts, every dimension a multiple of 16
+  expect_pass(fp8_gemm(16, 16, 16));
+}
+
+TEST_CASE("gemm fp8: shapes not a multiple of 16 and cublasGemmEx are ConfigErrors") {
+  if (!has_fp8()) { // older devices refuse every fp8 case with a clear message instead
+    CHECK_THROWS_WITH_AS(static_cast<void>(run_one(fp8_gemm(64, 64, 64))),
+                         doctest::Contains("compute capability 8.9"), ConfigError);
+    return;
+  }
+  CHECK_THROWS_WITH_AS(static_cast<void>(run_one(fp8_gemm(40, 64, 64))),
+                       doctest::Contains("must all be multiples of 16"), ConfigError);
+  CHECK_THROWS_WITH_AS(static_cast<void>(run_one(fp8_gemm(64, 64, 72))),
+                       doctest::Contains("k = 72"), ConfigError);
+  KernelShape s = fp8_gemm(64, 64, 64);
+  s.gemm_impl = GemmImpl::cublas;
+  CHECK_THROWS_WITH_AS(static_cast<void>(run_one(s)), doctest::Contains("only through cuBLASLt"),
+                       ConfigError);
 }
 
 TEST_CASE("element-wise ops with a tail and every float dtype") {

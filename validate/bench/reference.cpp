@@ -28,6 +28,15 @@ double bf16_bits_to_double(std::uint16_t bits) {
   return f;
 }
 
+double fp8_e4m3_bits_to_double(std::uint8_t bits) {
+  const int sign = bits >> 7, exp = (bits >> 3) & 0xf, mant = bits & 0x7;
+  if (exp == 15 && mant == 7)
+    return std::numeric_limits<double>::quiet_NaN(); // e4m3 has NaN but no infinity
+  const double v = exp == 0 ? std::ldexp(static_cast<double>(mant), -9) // subnormal: m/8 2^-6
+                            : std::ldexp(1.0 + mant / 8.0, exp - 7);
+  return sign ? -v : v;
+}
+
 std::uint16_t double_to_bf16_bits(double v) {
   const float f = static_cast<float>(v);
   std::uint32_t u;
@@ -85,6 +94,14 @@ double gemm_reference_entry(const Vec& a, const Vec& b, std::int64_t n, std::int
   double acc = 0;
   for (std::int64_t l = 0; l < k; ++l)
     acc += a[i * k + l] * b[l * n + j];
+  return acc;
+}
+
+double gemm_bt_reference_entry(const Vec& a, const Vec& b, std::int64_t k, std::int64_t i,
+                               std::int64_t j) {
+  double acc = 0;
+  for (std::int64_t l = 0; l < k; ++l)
+    acc += a[i * k + l] * b[j * k + l];
   return acc;
 }
 

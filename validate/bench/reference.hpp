@@ -15,6 +15,9 @@ using Vec = std::vector<double>;
 /// Storage bits to value: IEEE binary16 and bfloat16.
 [[nodiscard]] double half_bits_to_double(std::uint16_t bits);
 [[nodiscard]] double bf16_bits_to_double(std::uint16_t bits);
+/// fp8 e4m3 (OCP FP8 / cuda_fp8.h __nv_fp8_e4m3): 1 sign, 4 exponent (bias 7), 3 mantissa
+/// bits; no infinities, S.1111.111 is NaN, largest finite 448, smallest subnormal 2^-9.
+[[nodiscard]] double fp8_e4m3_bits_to_double(std::uint8_t bits);
 /// Value to storage bits, round to nearest even (NaN stays NaN).
 [[nodiscard]] std::uint16_t double_to_bf16_bits(double v);
 [[nodiscard]] std::uint16_t double_to_half_bits(double v);
@@ -29,6 +32,10 @@ enum class ElementwiseKind { relu, gelu, add, scale };
                                           std::int64_t k, std::int64_t i, std::int64_t j);
 [[nodiscard]] Vec gemm_reference(const Vec& a, const Vec& b, std::int64_t m, std::int64_t n,
                                  std::int64_t k);
+/// GEMM with B stored transposed (the fp8 "TN" layout): C[m,n] = A[m,k] B^T with b [n, k]
+/// row-major; one entry.
+[[nodiscard]] double gemm_bt_reference_entry(const Vec& a, const Vec& b, std::int64_t k,
+                                             std::int64_t i, std::int64_t j);
 
 /// Softmax over rows of x [rows, cols] of scale * x; causal masks col > row % cols.
 [[nodiscard]] Vec softmax_reference(const Vec& x, std::int64_t rows, std::int64_t cols,
@@ -88,7 +95,8 @@ struct ErrorStats {
   std::int64_t num_elements = 0;
 };
 [[nodiscard]] ErrorStats compare_to_reference(const Vec& out, const Vec& ref);
-/// Relative L2 error limit per dtype: fp32 1e-5, tf32 2e-3, fp16 5e-3, bf16 2e-2, fp8 1e-1.
+/// Relative L2 error limit per dtype of the checked output: fp32 1e-5, tf32 2e-3, fp16 5e-3,
+/// bf16 2e-2, fp8 1e-1 (an output stored in fp8; the fp8 GEMM writes bf16 and uses bf16's).
 [[nodiscard]] double relative_error_limit(Dtype dtype);
 [[nodiscard]] bool passes(const ErrorStats& e, Dtype dtype);
 

@@ -26,6 +26,26 @@ TEST_CASE("fp16 and bf16 bit conversions") {
     CHECK(bf16_bits_to_double(double_to_bf16_bits(v)) == doctest::Approx(v).epsilon(8e-3));
 }
 
+TEST_CASE("fp8 e4m3 bit decoding") {
+  CHECK(fp8_e4m3_bits_to_double(0x38) == 1.0);                     // 0.0111.000 = 2^(7-7)
+  CHECK(fp8_e4m3_bits_to_double(0x7e) == 448.0);                   // 0.1111.110 = 1.75 * 2^8
+  CHECK(fp8_e4m3_bits_to_double(0xfe) == -448.0);                  // largest finite, negative
+  CHECK(fp8_e4m3_bits_to_double(0x01) == std::ldexp(1.0, -9));     // smallest subnormal
+  CHECK(fp8_e4m3_bits_to_double(0x07) == 7 * std::ldexp(1.0, -9)); // largest subnormal
+  CHECK(fp8_e4m3_bits_to_double(0x08) == std::ldexp(1.0, -6));     // smallest normal
+  CHECK(fp8_e4m3_bits_to_double(0x3c) == 1.5);                     // 0.0111.100
+  CHECK(fp8_e4m3_bits_to_double(0xc0) == -2.0);                    // 1.1000.000
+  CHECK(fp8_e4m3_bits_to_double(0x00) == 0.0);
+  CHECK(std::signbit(fp8_e4m3_bits_to_double(0x80))); // -0
+  CHECK(fp8_e4m3_bits_to_double(0x78) == 256.0);      // 0.1111.000: finite (no infinity)
+  CHECK(std::isnan(fp8_e4m3_bits_to_double(0x7f)));   // the only NaN patterns
+  CHECK(std::isnan(fp8_e4m3_bits_to_double(0xff)));   // (0xff is also the poison byte)
+  int num_nan = 0;
+  for (int bits = 0; bits < 256; ++bits)
+    num_nan += std::isnan(fp8_e4m3_bits_to_double(static_cast<std::uint8_t>(bits))) ? 1 : 0;
+  CHECK(num_nan == 2);
+}
+
 TEST_CASE("element-wise references") {
   const Vec x{-1.0, 0.0, 2.0}, y{1.0, 2.0, 3.0};
   CHECK(elementwise_reference(ElementwiseKind::relu, x, {}, 0) == Vec{0.0, 0.0, 2.0});
@@ -43,6 +63,14 @@ TEST_CASE("gemm reference: 2x2 by hand") {
   CHECK(gemm_reference_entry(a, b, 2, 2, 1, 0) == 43);
   // Non-square: [1 2 3] x [1; 1; 1] = [6]
   CHECK(gemm_reference(Vec{1, 2, 3}, Vec{1, 1, 1}, 1, 1, 3) == Vec{6});
+  // B stored transposed, [n, k]: B^T of [5 6; 7 8] is [5 7; 6 8]; every entry agrees.
+  const Vec bt{5, 7, 6, 8};
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 2; ++j)
+      CHECK(gemm_bt_reference_entry(a, bt, 2, i, j) == gemm_reference_entry(a, b, 2, 2, i, j));
+  // [1 x 3] x ([2 x 3])^T: [1 2 3] . [1 0 1] = 4, [1 2 3] . [0 1 0] = 2
+  CHECK(gemm_bt_reference_entry(Vec{1, 2, 3}, Vec{1, 0, 1, 0, 1, 0}, 3, 0, 0) == 4);
+  CHECK(gemm_bt_reference_entry(Vec{1, 2, 3}, Vec{1, 0, 1, 0, 1, 0}, 3, 0, 1) == 2);
 }
 
 TEST_CASE("softmax forward, causal mask and backward") {

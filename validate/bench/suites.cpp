@@ -78,6 +78,7 @@ std::vector<KernelShape> suite_cases(std::string_view suite) {
     for (Dtype d : {bf16, fp16, tf32, fp32})
       for (GemmImpl impl : {GemmImpl::cublaslt, GemmImpl::cublas})
         v.push_back(gemm(d, 8192, 8192, 8192, impl));
+    v.push_back(gemm(Dtype::fp8, 8192, 8192, 8192)); // e4m3 in, bf16 out; cuBLASLt only
     for (GemmImpl impl : {GemmImpl::cublaslt, GemmImpl::cublas})
       v.push_back(gemm(bf16, 16384, 1024, 4096, impl));
     for (bool bwd : {false, true})

@@ -26,6 +26,8 @@ std::string_view impl_name(AttentionImpl impl) {
   return impl == AttentionImpl::flash ? "flash" : "naive";
 }
 
+Dtype gemm_output_dtype(Dtype input) { return input == Dtype::fp8 ? Dtype::bf16 : input; }
+
 std::vector<KernelOp> kernel_ops(const KernelShape& s) {
   using model::OpKind;
   const double e = dtype_bytes(s.dtype);
@@ -37,11 +39,18 @@ std::vector<KernelOp> kernel_ops(const KernelShape& s) {
     ops.push_back({model::memory_op(name, kind, s.dtype, in, out, e, flops), bwd});
   };
   switch (s.op) {
-  case BenchOp::gemm:
-    ops.push_back({model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
-                                  static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e),
-                   false});
+  case BenchOp::gemm: {
+    model::Op op = model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
+                                  static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e);
+    // gemm_op counts C in the inputs' element size; C is wider when the output dtype is (fp8
+    // in, bf16 out): add the difference. Only the forward pass is benchmarked.
+    const double c_extra = (dtype_bytes(gemm_output_dtype(s.dtype)) - e) *
+                           static_cast<double>(s.m) * static_cast<double>(s.n);
+    op.fwd_bytes += c_extra;
+    op.fwd_bytes_written += c_extra;
+    ops.push_back({op, false});
     break;
+  }
   // Flops per element: relu 1 compare; scale 1 multiply; add 1 add; gelu (tanh form) 9.
   case BenchOp::relu: memory("relu", OpKind::elementwise, n, n, 1); break;
   case BenchOp::scale: memory("scale", OpKind::elementwise, n, n, 1); break;

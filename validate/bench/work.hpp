@@ -1,7 +1,8 @@
 // The work one benchmark case does, in flops and bytes, derived from the model's op factories
 // (model/ops.hpp), the same description the simulator times (no CUDA here). Conventions: GEMM
 // 2mnk; attention forward 4 b h s^2 d (halved when causal, FlashAttention-2 convention),
-// backward 2.5x forward; memory-bound ops count each tensor read or written once.
+// backward 2.5x forward; memory-bound ops count each tensor read or written once. fp8 GEMMs
+// read 1-byte A and B and write a 2-byte (bf16) C.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,7 @@ struct KernelShape {
   BenchOp op = BenchOp::gemm;
   Dtype dtype = Dtype::bf16;
   bool backward = false;            // softmax, layernorm, rmsnorm, attention
-  std::int64_t m = 0, n = 0, k = 0; // gemm: [m,k] x [k,n]
+  std::int64_t m = 0, n = 0, k = 0; // gemm: [m,k] x [k,n] (fp8: B stored [n,k], C bf16)
   GemmImpl gemm_impl = GemmImpl::cublaslt;
   std::int64_t num_elements = 0;              // relu, gelu, add, scale, copy
   std::int64_t rows = 0, cols = 0;            // softmax, layernorm, rmsnorm: [rows, cols]
@@ -61,6 +62,10 @@ struct KernelOp {
   model::Op op;
   bool backward = false; // which pass of the op the case runs
 };
+
+/// The dtype a GEMM writes C in: bf16 for fp8 (e4m3) inputs (cuBLASLt's fp8 GEMM with a bf16
+/// output), otherwise the inputs' dtype.
+[[nodiscard]] Dtype gemm_output_dtype(Dtype input);
 
 /// The ops of a case: one for most; naive attention is GEMM + softmax + GEMM.
 [[nodiscard]] std::vector<KernelOp> kernel_ops(const KernelShape& shape);

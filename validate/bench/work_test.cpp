@@ -22,6 +22,26 @@ TEST_CASE("gemm work: 2mnk flops, A + B read, C written") {
   CHECK(case_name(s) == "gemm.cublaslt.bf16.m4096.n4096.k4096");
 }
 
+TEST_CASE("fp8 gemm work: 1-byte A and B read, 2-byte (bf16) C written") {
+  KernelShape s;
+  s.op = BenchOp::gemm;
+  s.dtype = Dtype::fp8;
+  s.m = 8192;
+  s.n = 4096;
+  s.k = 1024;
+  const KernelWork w = kernel_work(s);
+  CHECK(w.flops == 2.0 * 8192 * 4096 * 1024);           // 68,719,476,736
+  CHECK(w.bytes_read == 8192.0 * 1024 + 4096.0 * 1024); // A + B = 12,582,912
+  CHECK(w.bytes_written == 2.0 * 8192 * 4096);          // bf16 C = 67,108,864
+  CHECK(gemm_output_dtype(Dtype::fp8) == Dtype::bf16);
+  CHECK(gemm_output_dtype(Dtype::fp16) == Dtype::fp16);
+  CHECK(case_name(s) == "gemm.cublaslt.fp8.m8192.n4096.k1024");
+  const auto ops = kernel_ops(s); // the simulator times it at the fp8 peak
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].op.dtype == Dtype::fp8);
+  CHECK(ops[0].op.fwd_bytes == w.bytes_read + w.bytes_written);
+}
+
 TEST_CASE("relu on 2^28 bf16: reads 512 MiB, writes 512 MiB, intensity 0.25 flop/byte") {
   KernelShape s;
   s.op = BenchOp::relu;
@@ -86,5 +106,13 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
       if (case_name(a) == case_name(b) && a.op != BenchOp::empty && a.op != BenchOp::copy)
         ++shared;
   CHECK(shared == 0);
+  // fp8 is a perf target only: never fitted (calibration) nor scored (held-out).
+  for (const auto* suite : {&cal, &held})
+    for (const auto& c : *suite)
+      CHECK(c.dtype != Dtype::fp8);
+  int perf_fp8 = 0;
+  for (const auto& c : suite_cases("perf"))
+    perf_fp8 += c.dtype == Dtype::fp8 && c.op == BenchOp::gemm ? 1 : 0;
+  CHECK(perf_fp8 == 1);
   CHECK_THROWS_AS(static_cast<void>(suite_cases("fast")), ConfigError);
 }
