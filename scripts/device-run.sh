@@ -6,6 +6,9 @@
 # training-step benchmark with its PyTorch peer. Everything lands in
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
 # Usage: scripts/device-run.sh [all|build|tests|train|collectives|kernels]
+# Order in `all`: build, tests, kernels (fits the H200 profile), train (predicts with that
+# profile; also `train-step --trace`), collectives. Split over calls on one warm machine, run
+# `kernels` before `train`: the fitted profile is kept in the build folder.
 # Knobs: PERF=0 skips the perf suite and SDPA peer; TESTS_LIMIT_S, TRAIN_LIMIT_S time-box steps;
 # MODELS, DP_MODELS, PEER_MODELS, PEERS, TABLES, STEPS, WARMUP pass to scripts/train-step-bench.sh.
 set -uo pipefail
@@ -39,10 +42,35 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
   tail -15 "$OUT/gpu-tests.log" | tee -a "$log"
 fi
 
+if [ "$mode" = all ] || [ "$mode" = kernels ]; then
+  say "kernel suites"
+  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
+  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
+  if [ "${PERF:-1}" = 1 ]; then
+    step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
+    # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
+    PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
+  fi
+  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
+  "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
+  tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
+  # Kept in the build folder too, so a later `train` call on the same machine predicts with it.
+  cp "$OUT/h200-profile.json" "$BUILD/h200-profile.json" 2>/dev/null
+fi
+
 if { [ "$mode" = all ] || [ "$mode" = train ]; } && [ -x scripts/train-step-bench.sh ]; then
   say "training step"
-  step "${TRAIN_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" scripts/train-step-bench.sh >>"$log" 2>&1
+  # Predictions use the profile fitted by the `kernels` step of this machine when there is one.
+  profile=${PROFILE:-$BUILD/h200-profile.json}
+  [ -f "$profile" ] && say "train-step predictions with --calibration $profile" || profile=
+  step "${TRAIN_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" CALIBRATION="$profile" scripts/train-step-bench.sh >>"$log" 2>&1
   grep -E "step .* ms \(pred|FAILED|peer" "$OUT/train-step.log" | tee -a "$log" | head -40
+  # Per-launch trace of one step next to the per-op prediction (where the step-time error is).
+  for cfg in "--precision bf16-mixed --attention flash" "--precision fp32 --attention naive"; do
+    # shellcheck disable=SC2086
+    step 120 "$T" train-step --model "${TRACE_MODEL:-cs336-xl}" --batch 4 --seq-len 512 $cfg --steps 3 --warmup 2 --trace ${profile:+--calibration "$profile"} >>"$OUT/train-step-trace.txt" 2>&1
+  done
+  grep -A16 "^# by category" "$OUT/train-step-trace.txt" | tee -a "$log"
 fi
 if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   n=$(nvidia-smi -L | wc -l)
@@ -58,20 +86,6 @@ if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   "$T" calibrate --collectives "$OUT/collectives-x$n.json" --base "$OUT/h200-profile.json" --out "$OUT/h200x$n-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200x$n-profile.json" --collectives "$OUT/collectives-x$n.json" >"$OUT/collectives-x$n-compare.txt" 2>&1
   tail -1 "$OUT/collectives-x$n-compare.txt" | tee -a "$log"
-fi
-
-if [ "$mode" = all ] || [ "$mode" = kernels ]; then
-  say "kernel suites"
-  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
-  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
-  if [ "${PERF:-1}" = 1 ]; then
-    step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
-    # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
-    PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
-  fi
-  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
-  "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
-  tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
 fi
 
 say "done"

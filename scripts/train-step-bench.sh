@@ -8,7 +8,8 @@
 #   OUT=/tmp/out MODE=quick scripts/train-step-bench.sh     # build, tests, cs336-small only
 # Expect about 6-9 minutes for everything on one H200 (tests ~1 min); to fit a shorter time
 # box, split with MODELS="...", DP_MODELS="..." (empty skips) and SKIP_TESTS=1; PEER_MODELS
-# picks the models run beside the PyTorch peer, PEERS=0 skips it, TABLES=0 skips the tables.
+# picks the models run beside the PyTorch peer, PEERS=0 skips it, TABLES=0 skips the tables;
+# CALIBRATION=FILE predicts with that hardware profile (default: the GPU's preset profile).
 # Writes three files to $OUT: train-step.log (build/test/table output and errors),
 # train-step.jsonl (one JSON object per run: trainsim results, "source": "trainsim", and peer
 # results, "source": "pytorch-eager") and train-step-memory.png (memory over one step).
@@ -55,6 +56,7 @@ NGPU=$(nvidia-smi -L | wc -l)
 # measure ARGS...: one trainsim run: a JSON line, a one-line summary, and a short table run.
 measure() {
   if "$BIN" train-step "$@" --steps "$STEPS" --warmup "$WARMUP" --format json \
+    ${CALIBRATION:+--calibration "$CALIBRATION"} \
     >"$TMP/one.json" 2>"$TMP/err"; then
     python3 - "$TMP/one.json" "$JSONL" <<'PY' | tee -a "$LOG"
 import json, sys
