@@ -32,8 +32,13 @@ double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,
   // Partial tiles at the edges compute padding.
   const double pad = (m / (std::ceil(m / profile.gemm_tile_m) * profile.gemm_tile_m)) *
                      (n / (std::ceil(n / profile.gemm_tile_n) * profile.gemm_tile_n));
-  // Per-tile fixed costs (prologue, epilogue) amortised over the K loop.
-  const double k_fraction = k / (k + profile.gemm_k_half);
+  // Per-tile fixed costs (prologue, epilogue) amortised over the K loop. The fixed cost is a
+  // time, so the K that amortises it scales with the dtype's compute rate: gemm_k_half is
+  // stated at the 16-bit tensor-core rate (bf16); an fp32 GEMM, ~15x slower per K step on an
+  // H100/H200, amortises the same prologue over a ~15x shorter K (and fp8 needs twice the K).
+  const double ref_peak = effective_peak_flops_per_s(gpu, Dtype::bf16);
+  const double rate = ref_peak > 0 ? effective_peak_flops_per_s(gpu, dtype) / ref_peak : 1.0;
+  const double k_fraction = k / (k + profile.gemm_k_half * rate);
   return peak_fraction * wave_fraction * pad * k_fraction;
 }
 
