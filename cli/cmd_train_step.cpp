@@ -36,7 +36,7 @@ struct TrainStepOptions {
   double bucket_mb = 25, lr = 1e-3;
   std::string gpu = "h200", calibration, plot;
   std::uint64_t seed = 1;
-  bool trace = false;
+  bool trace = false, predict_only = false;
   OutputOptions out;
 };
 
@@ -204,6 +204,52 @@ void plot_memory(const std::string& file, const vt::TrainOptions& o, const vt::T
   plot_xy(spec, series);
 }
 
+// --predict-only: trainsim's side of the comparison, without a GPU.
+void print_prediction_only(const TrainStepOptions& a, const vt::TrainOptions& o,
+                           const sim::StepEstimate& est, const hw::HardwareProfile& profile) {
+  const auto& b = est.breakdown_s;
+  const auto& mem = est.memory;
+  const std::vector<std::pair<std::string, double>> parts = {{"forward", b.forward},
+                                                             {"backward", b.backward + b.recompute},
+                                                             {"dp_comm", b.dp_comm},
+                                                             {"optimizer", b.optimizer},
+                                                             {"step", est.step_time_s}};
+  Sink sink(a.out);
+  if (sink.format() == Format::json) {
+    nlohmann::json j;
+    j["inputs"] = {{"model", o.model.name},
+                   {"batch_size", o.batch_size},
+                   {"seq_len", o.seq_len},
+                   {"precision", model::to_string(o.precision)},
+                   {"attention", model::to_string(o.attention)},
+                   {"recompute", model::to_string(o.recompute)},
+                   {"num_gpus", o.num_gpus},
+                   {"ddp", vt::to_string(o.ddp)},
+                   {"zero_stage", o.zero_stage},
+                   {"grad_accumulation", o.grad_accumulation},
+                   {"gpu", a.gpu},
+                   {"profile", profile.name}};
+    for (const auto& [name, s] : parts)
+      j["time"][name] = {{"predicted_s", s}};
+    j["memory"]["total"] = {{"predicted_bytes", mem.total - mem.overhead}};
+    j["memory"]["overhead_not_compared_bytes"] = mem.overhead;
+    sink.json(j);
+    return;
+  }
+  sink.comment(fmt::format("prediction only (no GPU run): model {}, batch {} x seq {}, {}, {} "
+                           "attention, recompute {}, {} GPU(s) of {}; profile: {}",
+                           o.model.name, o.batch_size, o.seq_len, model::to_string(o.precision),
+                           model::to_string(o.attention), model::to_string(o.recompute), o.num_gpus,
+                           a.gpu, profile.name));
+  Table t({"part", "predicted (ms)"}, {"part", "predicted_s"});
+  for (const auto& [name, s] : parts)
+    t.add_row({name, ms(s)}, {name, fmt::format("{}", s)});
+  t.print(sink);
+  sink.comment(fmt::format("peak memory (allocator-visible): {:.3f} GiB; outside the allocator "
+                           "(context, libraries): {:.3f} GiB",
+                           (mem.total - mem.overhead) / kGiB, mem.overhead / kGiB));
+}
+
 int run_train_step(const TrainStepOptions& a) {
   vt::TrainOptions o;
   o.model = resolve_model(a.model);
@@ -230,6 +276,10 @@ int run_train_step(const TrainStepOptions& a) {
   const hw::HardwareProfile profile =
       a.calibration.empty() ? hw::default_profile(gpu.name) : hw::load_profile(a.calibration);
   const sim::StepEstimate est = vt::predict_train_step(o, gpu, profile);
+  if (a.predict_only) {
+    print_prediction_only(a, o, est, profile);
+    return 0;
+  }
   const vt::TrainResult r = vt::run_train_step(o);
 
   const double tokens =
@@ -415,6 +465,8 @@ void add_train_step(CLI::App& app) {
                 "Time every kernel of one extra step with CUDA events and print it next to the "
                 "model's per-op prediction (rank 0, after the measured steps, not in their "
                 "statistics)");
+  cmd->add_flag("--predict-only", o->predict_only,
+                "Print trainsim's prediction for this configuration and stop (no GPU needed)");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim train-step --model cs336-xl --batch 4 --seq-len 512 "
               "--precision bf16-mixed --attention flash --recompute none --steps 10 --warmup 5");
