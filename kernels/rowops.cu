@@ -6,6 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "kernels/check.hpp"
 #include "kernels/dtype_cuda.cuh"
@@ -478,6 +483,38 @@ int num_sms() {
   return n;
 }
 
+/// Blocks of `kernel` with `threads` threads and `smem` dynamic shared bytes resident per SM,
+/// times the SM count, for the current device. The first call per (device, kernel, threads,
+/// smem) raises the kernel's shared-memory limit, asks the occupancy calculator and, once per
+/// device, keeps the default memory pool from returning freed memory to the driver at every
+/// synchronisation (cudaMallocAsync scratch then costs a pool lookup, not a mapping); later
+/// calls are a map lookup. A launch whose host side calls the driver several times leaves the
+/// GPU idle meanwhile when nothing is queued ahead of it.
+int resident_blocks(const void* kernel, int threads, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, int, std::size_t>, int> cache;
+  static std::set<int> pools_set;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const auto key = std::make_tuple(dev, kernel, threads, smem);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  if (pools_set.insert(dev).second) {
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  const int blocks = std::max(per_sm, 1) * num_sms();
+  cache.emplace(key, blocks);
+  return blocks;
+}
+
 /// Calls f(T{}, std::integral_constant<int, V>{}) with V = 16-byte vector width when possible.
 template <class T, class F>
 void with_vec(std::int64_t cols, std::initializer_list<const void*> ptrs, F&& f) {
@@ -519,21 +556,18 @@ void launch_norm_bwd(Dtype dtype, const void* x, const void* gamma, const void* 
           auto launch = [&](auto ck, int k_iters) {
             const std::size_t stage_bytes =
                 static_cast<std::size_t>(Rms ? 2 : 3) * 2 * k_iters * cthreads * 16;
-            CUDA_CHECK(cudaFuncSetAttribute(ck, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(stage_bytes)));
-            int per_sm = 0;
-            CUDA_CHECK(
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ck, cthreads, stage_bytes));
-            // Enough blocks to fill the GPU, but at least ~8 rows each: every block adds its
-            // dgamma/dbeta partials to the same columns with atomics at the end (a training
-            // step's 2048 x 1600 RMSNorm: 256 blocks; with ~32 rows each, 64 blocks walking
-            // their rows serially took 38 us instead of ~10).
+            // Enough blocks to fill the GPU, but at least ~8 rows each: every block writes one
+            // row of dgamma/dbeta partials (a training step's 2048 x 1600 RMSNorm: 256 blocks;
+            // with ~32 rows each, 64 blocks walking their rows serially took 38 us, now 17).
             const std::int64_t grid = std::max<std::int64_t>(
                 1, std::min<std::int64_t>(
-                       std::max(per_sm, 1) * static_cast<std::int64_t>(num_sms()), (rows + 7) / 8));
+                       resident_blocks(reinterpret_cast<const void*>(ck), cthreads, stage_bytes),
+                       (rows + 7) / 8));
             // Two-pass dgamma/dbeta: per-block partial rows in a stream-ordered scratch buffer,
-            // then a column sum. (One atomic per column per block at the end was the bottleneck
-            // on short problems: 12288 x 2048 LayerNorm backward took 119 us, 3.4x its forward.)
+            // then a column sum, instead of one atomic per column per block. (It did not change
+            // the short-row cases: 12288 x 2048 LayerNorm backward 119 -> 113 us, 3.3x its
+            // forward; the per-launch driver calls, now cached in resident_blocks, are the
+            // suspect, not yet measured.)
             const std::size_t partial_bytes =
                 static_cast<std::size_t>(grid) * cols * sizeof(float) * (Rms ? 1 : 2);
             void* partial = nullptr;
