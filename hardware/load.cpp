@@ -203,6 +203,8 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   if (!(prof.l2_resident_bw_fraction >= 0 && prof.l2_resident_bw_fraction <= 10))
     p.add(fmt::format("l2_resident_bw_fraction = {}: must be in [0, 10]",
                       prof.l2_resident_bw_fraction));
+  if (!(prof.attention_kv_half >= 0 && prof.attention_kv_half <= 1e6))
+    p.add(fmt::format("attention_kv_half = {}: must be in [0, 1e6]", prof.attention_kv_half));
   if (!(prof.attention_block_rows >= 1 && prof.attention_block_rows <= 1024))
     p.add(fmt::format("attention_block_rows = {}: must be in 1..1024", prof.attention_block_rows));
   fraction("optimizer_bw_fraction", prof.optimizer_bw_fraction);
@@ -243,6 +245,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction);
   r.get("l2_resident_bw_fraction", prof.l2_resident_bw_fraction);
   r.get("attention_block_rows", prof.attention_block_rows);
+  r.get("attention_kv_half", prof.attention_kv_half);
   r.get("copy_bw_fraction", prof.copy_bw_fraction, true);
   r.get("optimizer_bw_fraction", prof.optimizer_bw_fraction, true);
   r.get("launch_overhead_us", launch_us, true);
@@ -309,6 +312,7 @@ nlohmann::json profile_to_json(const HardwareProfile& prof) {
           {"norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction},
           {"l2_resident_bw_fraction", prof.l2_resident_bw_fraction},
           {"attention_block_rows", prof.attention_block_rows},
+          {"attention_kv_half", prof.attention_kv_half},
           {"copy_bw_fraction", prof.copy_bw_fraction},
           {"optimizer_bw_fraction", prof.optimizer_bw_fraction},
           {"launch_overhead_us", prof.launch_overhead_s * 1e6},

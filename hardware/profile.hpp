@@ -52,10 +52,12 @@ struct HardwareProfile {
   double l2_resident_bw_fraction = 0;   // memory-bound ops whose bytes fit in L2, of HBM
                                         // bandwidth (may exceed 1; 0: no L2 model)
   double attention_block_rows = 128;    // query rows per FlashAttention block (wave quantization)
-  double copy_bw_fraction = 0;          // device-to-device copy: of HBM bandwidth
-  double optimizer_bw_fraction = 0;     // fused optimizer update (memory-bound): of HBM bandwidth
-  double launch_overhead_s = 0;         // per kernel launch (CPU issue + GPU ramp)
-  double context_overhead_bytes = 0;    // CUDA context, library workspaces, NCCL buffers
+  double attention_kv_half = 0; // keys (queries, backward) a FlashAttention block must loop over
+                                // for its fixed per-block cost to halve the efficiency (0: off)
+  double copy_bw_fraction = 0;  // device-to-device copy: of HBM bandwidth
+  double optimizer_bw_fraction = 0;  // fused optimizer update (memory-bound): of HBM bandwidth
+  double launch_overhead_s = 0;      // per kernel launch (CPU issue + GPU ramp)
+  double context_overhead_bytes = 0; // CUDA context, library workspaces, NCCL buffers
 
   // Collectives (alpha-beta, simulate/collectives): achieved bus bandwidth as a fraction of
   // the link bandwidth, and latency per algorithm step, per level.

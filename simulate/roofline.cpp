@@ -89,6 +89,14 @@ OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
     const double waves = blocks > 0 ? blocks / (std::ceil(blocks / sms) * sms) : 1.0;
     c.efficiency = waves * (pass == Pass::forward ? profile.attention_fwd_peak_fraction
                                                   : profile.attention_bwd_peak_fraction);
+    // A block's fixed cost (loading its own tile, writing O and lse, or dK and dV) is
+    // amortised over the keys (forward) or queries (backward) it loops over; a causal block
+    // visits about half of them on average.
+    if (profile.attention_kv_half > 0) {
+      const double loop = static_cast<double>(pass == Pass::forward ? op.seq_kv : op.seq_q) *
+                          (op.causal ? 0.5 : 1.0);
+      c.efficiency *= loop / (loop + profile.attention_kv_half);
+    }
   } else {
     c.efficiency = profile.gemm_peak_fraction[Dtype::fp32]; // scalar math, never the limit
   }

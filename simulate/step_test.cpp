@@ -115,6 +115,35 @@ struct Job {
 };
 } // namespace
 
+TEST_CASE("GEMM k_half scales with the dtype's compute rate; attention with its loop length") {
+  const auto gpu = hw::load_gpu("h200");
+  auto prof = hw::default_profile("h200");
+  prof.gemm_k_half = 256;
+  // fp32 runs at peak_fp32 / peak_bf16 of the bf16 rate: its k_half shrinks by that ratio.
+  const double r = gpu.peak_flops_per_s[Dtype::fp32] / gpu.peak_flops_per_s[Dtype::bf16];
+  const auto b = gemm_cost(4096, 4096, 64, Dtype::bf16, gpu, prof);
+  const auto f = gemm_cost(4096, 4096, 64, Dtype::fp32, gpu, prof);
+  CHECK(b.efficiency / prof.gemm_peak_fraction[Dtype::bf16] ==
+        doctest::Approx(gemm_cost(4096, 4096, 4096, Dtype::bf16, gpu, prof).efficiency /
+                        prof.gemm_peak_fraction[Dtype::bf16] * (64.0 / (64 + 256)) /
+                        (4096.0 / (4096 + 256))));
+  CHECK(f.efficiency / prof.gemm_peak_fraction[Dtype::fp32] ==
+        doctest::Approx(b.efficiency / prof.gemm_peak_fraction[Dtype::bf16] * (64 + 256) /
+                        (64 + 256 * r)));
+  // FlashAttention: efficiency x loop / (loop + kv_half), loop = keys (half when causal).
+  prof.attention_fwd_peak_fraction = 0.3;
+  prof.attention_kv_half = 0;
+  const auto full = model::flash_attention_op("a", Dtype::bf16, 8, 16, 512, 512, 128, 16, false);
+  const auto causal = model::flash_attention_op("a", Dtype::bf16, 8, 16, 512, 512, 128, 16, true);
+  const double e0 = op_cost(full, Pass::forward, gpu, prof).efficiency;
+  CHECK(op_cost(causal, Pass::forward, gpu, prof).efficiency == doctest::Approx(e0));
+  prof.attention_kv_half = 256;
+  CHECK(op_cost(full, Pass::forward, gpu, prof).efficiency ==
+        doctest::Approx(e0 * 512 / (512 + 256)));
+  CHECK(op_cost(causal, Pass::forward, gpu, prof).efficiency ==
+        doctest::Approx(e0 * 256 / (256 + 256)));
+}
+
 TEST_CASE("the breakdown sums to the step time; MFU <= HFU <= 1") {
   Job j;
   for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full}) {

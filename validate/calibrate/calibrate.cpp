@@ -210,24 +210,60 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
     note("optimizer_bw_fraction = elementwise_bw_fraction (no optimizer kernel measured)");
   }
 
-  // FlashAttention fractions of the 16-bit peak, wave quantization divided out (the
-  // roofline applies it again): median over the flash cases.
-  std::vector<double> fwd, bwd;
-  for (const auto& m : ms.items) {
-    if (m.shape.op != BenchOp::attention || m.shape.impl != AttentionImpl::flash)
-      continue;
-    for (const auto& [op, backward] : kernel_ops(m.shape)) {
+  // FlashAttention: a grid search of attention_kv_half (the loop length that halves the
+  // efficiency, shared by forward and backward) and, for each, the fractions of the 16-bit peak
+  // with wave quantization and the loop factor divided out (the roofline applies them again):
+  // medians over the flash cases; the kv_half with the least squared log error wins.
+  struct FlashCase {
+    model::Op op;
+    bool backward;
+    double measured_s;
+  };
+  std::vector<FlashCase> flash;
+  for (const auto& m : ms.items)
+    if (m.shape.op == BenchOp::attention && m.shape.impl == AttentionImpl::flash)
+      for (const auto& [op, backward] : kernel_ops(m.shape))
+        flash.push_back({op, backward, m.median_s});
+  if (!flash.empty()) {
+    double best_err = 1e300, best_kh = 0;
+    std::vector<double> best_fwd, best_bwd;
+    for (double kh = 0; kh <= 2048; kh += 32) {
       hw::HardwareProfile unit = p;
       unit.attention_fwd_peak_fraction = unit.attention_bwd_peak_fraction = 1.0;
-      const auto c = sim::op_cost(op, backward ? Pass::backward : Pass::forward, gpu, unit);
-      const double flops = backward ? op.bwd_exec_flops : op.fwd_exec_flops;
-      const double peak = sim::effective_peak_flops_per_s(gpu, m.shape.dtype);
-      const double f = flops / (std::max(m.median_s - launch, 1e-9) * peak * c.efficiency);
-      (backward ? bwd : fwd).push_back(f);
+      unit.attention_kv_half = kh;
+      std::vector<double> fwd, bwd;
+      for (const FlashCase& f : flash) {
+        const auto c = sim::op_cost(f.op, f.backward ? Pass::backward : Pass::forward, gpu, unit);
+        const double flops = f.backward ? f.op.bwd_exec_flops : f.op.fwd_exec_flops;
+        const double peak = sim::effective_peak_flops_per_s(gpu, f.op.dtype);
+        (f.backward ? bwd : fwd)
+            .push_back(flops / (std::max(f.measured_s - launch, 1e-9) * peak * c.efficiency));
+      }
+      hw::HardwareProfile trial = unit;
+      trial.attention_fwd_peak_fraction =
+          fwd.empty() ? p.attention_fwd_peak_fraction : std::min(1.0, median(fwd));
+      trial.attention_bwd_peak_fraction =
+          bwd.empty() ? p.attention_bwd_peak_fraction : std::min(1.0, median(bwd));
+      double err = 0;
+      for (const FlashCase& f : flash) {
+        const double t =
+            sim::op_cost(f.op, f.backward ? Pass::backward : Pass::forward, gpu, trial).time_s;
+        err += std::pow(std::log(t / f.measured_s), 2);
+      }
+      if (err < best_err) {
+        best_err = err;
+        best_kh = kh;
+        best_fwd = fwd;
+        best_bwd = bwd;
+      }
     }
+    p.attention_kv_half = best_kh;
+    note(fmt::format("attention_kv_half = {:.0f} (least squares on log time over {} flash "
+                     "cases)",
+                     best_kh, flash.size()));
+    set_fraction("attention_fwd_peak_fraction", p.attention_fwd_peak_fraction, best_fwd);
+    set_fraction("attention_bwd_peak_fraction", p.attention_bwd_peak_fraction, best_bwd);
   }
-  set_fraction("attention_fwd_peak_fraction", p.attention_fwd_peak_fraction, fwd);
-  set_fraction("attention_bwd_peak_fraction", p.attention_bwd_peak_fraction, bwd);
 
   // GEMMs: grid search of the tile and k_half shared by all dtypes and, for each, the peak
   // fraction per dtype, minimising the squared log error of predicted vs measured time.

@@ -45,14 +45,18 @@ MeasurementSet synthetic(const hw::GpuSpec& gpu, const hw::HardwareProfile& trut
     s.cols = 4096;
     s.backward = bwd;
     shapes.push_back(s);
-    KernelShape a;
-    a.op = BenchOp::attention;
-    a.batch_size = 2;
-    a.num_heads = 16;
-    a.seq_len = 4096;
-    a.head_dim = 128;
-    a.backward = bwd;
-    shapes.push_back(a);
+    for (std::int64_t seq : {512, 1024, 4096})
+      for (bool causal : {false, true}) {
+        KernelShape a;
+        a.op = BenchOp::attention;
+        a.batch_size = 2;
+        a.num_heads = 16;
+        a.seq_len = seq;
+        a.head_dim = 128;
+        a.causal = causal;
+        a.backward = bwd;
+        shapes.push_back(a);
+      }
   }
   KernelShape empty;
   empty.op = BenchOp::empty;
@@ -83,6 +87,7 @@ TEST_CASE("the fit recovers a known profile from synthetic measurements") {
   truth.copy_bw_fraction = 0.87;
   truth.attention_fwd_peak_fraction = 0.29;
   truth.attention_bwd_peak_fraction = 0.07;
+  truth.attention_kv_half = 256;
   truth.launch_overhead_s = 4e-6;
   const auto ms = synthetic(gpu, truth, 0.01);
   FitReport report;
@@ -94,6 +99,7 @@ TEST_CASE("the fit recovers a known profile from synthetic measurements") {
   CHECK(fit.copy_bw_fraction == doctest::Approx(0.87).epsilon(0.03));
   CHECK(fit.attention_fwd_peak_fraction == doctest::Approx(0.29).epsilon(0.03));
   CHECK(fit.attention_bwd_peak_fraction == doctest::Approx(0.07).epsilon(0.03));
+  CHECK(fit.attention_kv_half == doctest::Approx(256).epsilon(0.13)); // grid step 32
   CHECK(fit.launch_overhead_s == doctest::Approx(4e-6).epsilon(0.05));
   // Unmeasured dtypes keep the base profile's value.
   CHECK(fit.gemm_peak_fraction[Dtype::fp8] ==
