@@ -94,7 +94,7 @@ trainsim_cli_error(plan_gpus "must be a multiple of the cluster's gpus_per_node"
 
 # Calibration from the recorded H200 measurements (no GPU needed): fit on one set of shapes,
 # compare on a different (held-out) set. The issue's target is a calibrated mean error of at
-# most 10%; the recorded 2026-11-29 run gives 11.1% (datasheet 18.8%): NOT met, see
+# most 10%; the recorded 2026-11-29 run gives 10.6% (datasheet 18.8%): NOT met, see
 # docs/kernels.md (short-row norm backward and 6M-element element-wise ops dominate the error).
 # The limit here is a regression guard at the recorded figure plus one point, not the target.
 add_test(NAME cli.calibrate_recorded
