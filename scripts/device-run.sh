@@ -51,6 +51,10 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
     # The measuring peer for attention (PyTorch exists only on the device; not a dependency).
     PYTHONUNBUFFERED=1 step 120 python3 scripts/peer_sdpa.py --output "$OUT/h200-peer-sdpa.json" 2>>"$log"
   fi
+  # Diagnostic: where a short-row norm backward's time goes (kernels/dev/norm_bwd_probe.cu).
+  cmake --build "$BUILD" --target norm_bwd_probe -j"$JOBS" >/dev/null 2>&1 &&
+    step 60 "$BUILD/kernels/norm_bwd_probe" >"$OUT/norm-bwd-probe.txt" 2>&1
+  cat "$OUT/norm-bwd-probe.txt" >>"$log" 2>/dev/null
   "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
   tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
