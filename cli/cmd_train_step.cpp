@@ -204,6 +204,24 @@ void plot_memory(const std::string& file, const vt::TrainOptions& o, const vt::T
   plot_xy(spec, series);
 }
 
+/// The configuration as JSON (both the measured and the --predict-only output start with it).
+nlohmann::json inputs_json(const vt::TrainOptions& o, const std::string& gpu,
+                           const std::string& profile) {
+  return {{"model", o.model.name},
+          {"batch_size", o.batch_size},
+          {"seq_len", o.seq_len},
+          {"precision", model::to_string(o.precision)},
+          {"attention", model::to_string(o.attention)},
+          {"recompute", model::to_string(o.recompute)},
+          {"num_gpus", o.num_gpus},
+          {"ddp", vt::to_string(o.ddp)},
+          {"bucket_bytes", o.bucket_bytes},
+          {"zero_stage", o.zero_stage},
+          {"grad_accumulation", o.grad_accumulation},
+          {"gpu", gpu},
+          {"profile", profile}};
+}
+
 // --predict-only: trainsim's side of the comparison, without a GPU.
 void print_prediction_only(const TrainStepOptions& a, const vt::TrainOptions& o,
                            const sim::StepEstimate& est, const hw::HardwareProfile& profile) {
@@ -217,18 +235,7 @@ void print_prediction_only(const TrainStepOptions& a, const vt::TrainOptions& o,
   Sink sink(a.out);
   if (sink.format() == Format::json) {
     nlohmann::json j;
-    j["inputs"] = {{"model", o.model.name},
-                   {"batch_size", o.batch_size},
-                   {"seq_len", o.seq_len},
-                   {"precision", model::to_string(o.precision)},
-                   {"attention", model::to_string(o.attention)},
-                   {"recompute", model::to_string(o.recompute)},
-                   {"num_gpus", o.num_gpus},
-                   {"ddp", vt::to_string(o.ddp)},
-                   {"zero_stage", o.zero_stage},
-                   {"grad_accumulation", o.grad_accumulation},
-                   {"gpu", a.gpu},
-                   {"profile", profile.name}};
+    j["inputs"] = inputs_json(o, a.gpu, profile.name);
     for (const auto& [name, s] : parts)
       j["time"][name] = {{"predicted_s", s}};
     j["memory"]["total"] = {{"predicted_bytes", mem.total - mem.overhead}};
@@ -325,23 +332,11 @@ int run_train_step(const TrainStepOptions& a) {
       o.grad_accumulation, o.steps, o.warmup, profile.name);
   if (sink.format() == Format::json) {
     nlohmann::json j;
-    j["inputs"] = {{"model", o.model.name},
-                   {"batch_size", o.batch_size},
-                   {"seq_len", o.seq_len},
-                   {"precision", model::to_string(o.precision)},
-                   {"attention", model::to_string(o.attention)},
-                   {"recompute", model::to_string(o.recompute)},
-                   {"num_gpus", o.num_gpus},
-                   {"ddp", vt::to_string(o.ddp)},
-                   {"bucket_bytes", o.bucket_bytes},
-                   {"zero_stage", o.zero_stage},
-                   {"grad_accumulation", o.grad_accumulation},
-                   {"steps", o.steps},
-                   {"warmup", o.warmup},
-                   {"gpu", gpu.name},
-                   {"gpu_name", r.gpu_name},
-                   {"versions", r.versions},
-                   {"profile", profile.name}};
+    j["inputs"] = inputs_json(o, gpu.name, profile.name);
+    j["inputs"]["steps"] = o.steps;
+    j["inputs"]["warmup"] = o.warmup;
+    j["inputs"]["gpu_name"] = r.gpu_name;
+    j["inputs"]["versions"] = r.versions;
     for (const Row& row : rows)
       j["time"][row.name] = {{"measured_median_s", row.measured.median_s},
                              {"measured_min_s", row.measured.min_s},
