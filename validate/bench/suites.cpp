@@ -103,6 +103,10 @@ std::vector<KernelShape> suite_cases(std::string_view suite) {
     for (Dtype d : {bf16, fp16, tf32, fp32})
       for (std::int64_t n : {512, 1024, 2048, 4096, 8192})
         v.push_back(gemm(d, n, n, n));
+    // fp8 (e4m3 in, bf16 out; cuBLASLt's layout, multiples of 16): its peak fraction.
+    for (std::int64_t n : {2048, 4096, 8192})
+      v.push_back(gemm(Dtype::fp8, n, n, n));
+    v.push_back(gemm(Dtype::fp8, 16384, 4096, 4096));
     for (Dtype d : {bf16, fp16})
       for (auto [m, n, k] : {std::array<std::int64_t, 3>{16384, 4096, 4096},
                              {4096, 16384, 4096},
@@ -144,6 +148,8 @@ std::vector<KernelShape> suite_cases(std::string_view suite) {
         v.push_back(gemm(d, m, n, k));
     v.push_back(gemm(tf32, 3072, 3072, 3072));
     v.push_back(gemm(fp32, 3072, 3072, 3072));
+    v.push_back(gemm(Dtype::fp8, 6144, 6144, 6144));
+    v.push_back(gemm(Dtype::fp8, 4096, 11008, 4096));
     for (BenchOp op : {BenchOp::relu, BenchOp::gelu, BenchOp::add, BenchOp::scale})
       for (std::int64_t n : {3LL << 21, 3LL << 25})
         v.push_back(elementwise(op, bf16, n));

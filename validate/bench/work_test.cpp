@@ -106,13 +106,17 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
       if (case_name(a) == case_name(b) && a.op != BenchOp::empty && a.op != BenchOp::copy)
         ++shared;
   CHECK(shared == 0);
-  // fp8 is a perf target only: never fitted (calibration) nor scored (held-out).
-  for (const auto* suite : {&cal, &held})
-    for (const auto& c : *suite)
-      CHECK(c.dtype != Dtype::fp8);
-  int perf_fp8 = 0;
-  for (const auto& c : suite_cases("perf"))
-    perf_fp8 += c.dtype == Dtype::fp8 && c.op == BenchOp::gemm ? 1 : 0;
-  CHECK(perf_fp8 == 1);
+  // fp8 GEMMs in every suite (fitted, scored, perf), always at cuBLASLt's multiples of 16.
+  for (const auto& suite : {cal, held, suite_cases("perf")}) {
+    int fp8 = 0;
+    for (const auto& c : suite)
+      if (c.dtype == Dtype::fp8) {
+        ++fp8;
+        CHECK(c.op == BenchOp::gemm);
+        CHECK(c.gemm_impl == GemmImpl::cublaslt);
+        CHECK((c.m % 16 == 0 && c.n % 16 == 0 && c.k % 16 == 0));
+      }
+    CHECK(fp8 >= 1);
+  }
   CHECK_THROWS_AS(static_cast<void>(suite_cases("fast")), ConfigError);
 }
