@@ -404,49 +404,46 @@ void launch_fill(const FillArgs& a, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_rope_split(const RopeArgs& a, cudaStream_t stream) {
-  kern::dispatch_float_dtype(a.dtype, "rope", [&](auto tag) {
+namespace {
+
+/// Forward (split + rotate) or backward (rotate back + fuse) of RoPE: the vectorised kernel when
+/// the head dimension divides into 16-byte vectors and the pointers allow it, else the scalar one.
+template <bool kBackward>
+void launch_rope(Dtype dtype, const void* qkv_in, const void* q, const void* k, const void* v,
+                 void* qkv_out, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                 std::int64_t d, float theta, cudaStream_t stream) {
+  kern::dispatch_float_dtype(dtype, kBackward ? "rope backward" : "rope", [&](auto tag) {
     using T = decltype(tag);
+    // The backward reads dq/dk/dv through the (non-const) split pointers; it never writes them.
+    T* tq = const_cast<T*>(static_cast<const T*>(q));
+    T* tk = const_cast<T*>(static_cast<const T*>(k));
+    T* tv = const_cast<T*>(static_cast<const T*>(v));
+    const T* in = static_cast<const T*>(qkv_in);
+    T* out = static_cast<T*>(qkv_out);
     constexpr int V = Vec16<T>::V;
-    const std::int64_t vecs = a.batch * a.seq_len * 3 * a.heads * a.head_dim / V;
-    if (a.head_dim % V == 0 && vec_ok(vecs, {a.qkv, a.q, a.k, a.v})) {
-      rope_vec_kernel<T, false><<<blocks32(vecs), kThreads, 0, stream>>>(
-          static_cast<const T*>(a.qkv), static_cast<T*>(a.q), static_cast<T*>(a.k),
-          static_cast<T*>(a.v), nullptr, static_cast<unsigned>(a.seq_len),
-          static_cast<unsigned>(a.heads), static_cast<unsigned>(a.head_dim),
-          static_cast<unsigned>(vecs), log2f(a.theta));
+    const std::int64_t vecs = batch * seq * 3 * heads * d / V;
+    if (d % V == 0 && vec_ok(vecs, {qkv_in, q, k, v, qkv_out})) {
+      rope_vec_kernel<T, kBackward><<<blocks32(vecs), kThreads, 0, stream>>>(
+          in, tq, tk, tv, out, static_cast<unsigned>(seq), static_cast<unsigned>(heads),
+          static_cast<unsigned>(d), static_cast<unsigned>(vecs), log2f(theta));
       return;
     }
-    rope_kernel<T, false>
-        <<<blocks_for(a.batch * a.seq_len * 3 * a.heads * a.head_dim / 2), kThreads, 0, stream>>>(
-            static_cast<const T*>(a.qkv), static_cast<T*>(a.q), static_cast<T*>(a.k),
-            static_cast<T*>(a.v), nullptr, a.batch, a.seq_len, a.heads, a.head_dim, log2f(a.theta));
+    rope_kernel<T, kBackward><<<blocks_for(batch * seq * 3 * heads * d / 2), kThreads, 0, stream>>>(
+        in, tq, tk, tv, out, batch, seq, heads, d, log2f(theta));
   });
   CUDA_CHECK_LAUNCH();
 }
 
+} // namespace
+
+void launch_rope_split(const RopeArgs& a, cudaStream_t stream) {
+  launch_rope<false>(a.dtype, a.qkv, a.q, a.k, a.v, nullptr, a.batch, a.seq_len, a.heads,
+                     a.head_dim, a.theta, stream);
+}
+
 void launch_rope_split_backward(const RopeBackwardArgs& a, cudaStream_t stream) {
-  kern::dispatch_float_dtype(a.dtype, "rope backward", [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Vec16<T>::V;
-    const std::int64_t vecs = a.batch * a.seq_len * 3 * a.heads * a.head_dim / V;
-    if (a.head_dim % V == 0 && vec_ok(vecs, {a.dq, a.dk, a.dv, a.dqkv})) {
-      rope_vec_kernel<T, true><<<blocks32(vecs), kThreads, 0, stream>>>(
-          nullptr, const_cast<T*>(static_cast<const T*>(a.dq)),
-          const_cast<T*>(static_cast<const T*>(a.dk)), const_cast<T*>(static_cast<const T*>(a.dv)),
-          static_cast<T*>(a.dqkv), static_cast<unsigned>(a.seq_len), static_cast<unsigned>(a.heads),
-          static_cast<unsigned>(a.head_dim), static_cast<unsigned>(vecs), log2f(a.theta));
-      return;
-    }
-    // The backward reads dq/dk/dv through the (non-const) split pointers; it never writes them.
-    rope_kernel<T, true>
-        <<<blocks_for(a.batch * a.seq_len * 3 * a.heads * a.head_dim / 2), kThreads, 0, stream>>>(
-            nullptr, const_cast<T*>(static_cast<const T*>(a.dq)),
-            const_cast<T*>(static_cast<const T*>(a.dk)),
-            const_cast<T*>(static_cast<const T*>(a.dv)), static_cast<T*>(a.dqkv), a.batch,
-            a.seq_len, a.heads, a.head_dim, log2f(a.theta));
-  });
-  CUDA_CHECK_LAUNCH();
+  launch_rope<true>(a.dtype, nullptr, a.dq, a.dk, a.dv, a.dqkv, a.batch, a.seq_len, a.heads,
+                    a.head_dim, a.theta, stream);
 }
 
 void launch_permute(const PermuteArgs& a, cudaStream_t stream) {
