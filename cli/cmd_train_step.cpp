@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
@@ -36,9 +37,59 @@ struct TrainStepOptions {
   double bucket_mb = 25, lr = 1e-3;
   std::string gpu = "h200", calibration, plot;
   std::uint64_t seed = 1;
-  bool trace = false, predict_only = false;
+  bool trace = false, predict_only = false, check_params = false;
   OutputOptions out;
 };
+
+// --check-params: the run's final fp32 master parameters against single-GPU training of the
+// same global batch (same seed, data and steps: ddp none, ZeRO-0, batch x num_gpus per step).
+// Not bitwise (reduction order differs), so the rule is on the RMS difference as a fraction of
+// the furthest Adam can move a parameter in N steps (about N x lr): at most 1% for fp32 and 5%
+// for bf16-mixed, whose gradients are rounded to bf16 before the sum.
+struct ParamCheck {
+  std::int64_t steps = 0, compared = 0;
+  double max_abs = 0, rms = 0, limit_rms = 0, lr = 0;
+  bool pass = false;
+};
+
+ParamCheck check_params(const vt::TrainOptions& o, const vt::TrainResult& r) {
+  vt::TrainOptions ref = o;
+  ref.num_gpus = 1;
+  ref.batch_size = o.batch_size * o.num_gpus;
+  ref.ddp = vt::DdpMode::none;
+  ref.zero_stage = 0;
+  ref.trace = false;
+  ref.capture_final = true;
+  const vt::TrainResult single = vt::run_train_step(ref);
+  ParamCheck c;
+  c.steps = o.steps + o.warmup;
+  c.lr = o.adamw.lr;
+  // Over the common prefix: the flat buffers are padded to a multiple of 16 x ranks.
+  const std::size_t n = std::min(r.final_params.size(), single.final_params.size());
+  if (n == 0)
+    throw DeviceError("--check-params: no parameters were captured");
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(r.final_params[i]) - single.final_params[i];
+    s += d * d;
+    c.max_abs = std::max(c.max_abs, std::abs(d));
+  }
+  c.compared = static_cast<std::int64_t>(n);
+  c.rms = std::sqrt(s / static_cast<double>(n));
+  const double fraction = o.precision == model::Precision::fp32 ? 0.01 : 0.05;
+  c.limit_rms = fraction * static_cast<double>(c.steps) * c.lr;
+  c.pass = std::isfinite(c.rms) && c.rms <= c.limit_rms;
+  return c;
+}
+
+std::string describe(const ParamCheck& c, std::int64_t num_gpus) {
+  return fmt::format("--check-params: final parameters after {} steps on {} GPU(s) vs one GPU "
+                     "training the same global batch: rms difference {:.3g} (limit {:.3g} = {} x "
+                     "steps x lr), max |difference| {:.3g}, {} parameters: {}",
+                     c.steps, num_gpus, c.rms, c.limit_rms,
+                     c.limit_rms / (static_cast<double>(c.steps) * c.lr), c.max_abs, c.compared,
+                     c.pass ? "MATCH" : "DIFFERS");
+}
 
 constexpr double kMs = 1e3, kGiB = 1024.0 * 1024 * 1024;
 
@@ -287,7 +338,11 @@ int run_train_step(const TrainStepOptions& a) {
     print_prediction_only(a, o, est, profile);
     return 0;
   }
+  o.capture_final = a.check_params;
   const vt::TrainResult r = vt::run_train_step(o);
+  std::optional<ParamCheck> pcheck;
+  if (a.check_params)
+    pcheck = check_params(o, r);
 
   const double tokens =
       static_cast<double>(o.batch_size * o.seq_len * o.grad_accumulation * o.num_gpus);
@@ -366,6 +421,14 @@ int run_train_step(const TrainStepOptions& a) {
     j["memory_timeline"] = tl;
     if (o.trace)
       add_trace_json(j, r.trace, vt::predict_trace(o, gpu, profile), r.step.median_s);
+    if (pcheck)
+      j["param_check"] = {{"steps", pcheck->steps},
+                          {"compared_params", pcheck->compared},
+                          {"rms_difference", pcheck->rms},
+                          {"max_abs_difference", pcheck->max_abs},
+                          {"limit_rms", pcheck->limit_rms},
+                          {"lr", pcheck->lr},
+                          {"match", pcheck->pass}};
     sink.json(j);
   } else {
     sink.comment(inputs);
@@ -416,9 +479,15 @@ int run_train_step(const TrainStepOptions& a) {
                              r.reserved_bytes / kGiB, r.losses.front(), r.losses.back()));
     if (o.trace)
       print_trace(sink, r.trace, vt::predict_trace(o, gpu, profile), r.step.median_s);
+    if (pcheck)
+      sink.comment(describe(*pcheck, o.num_gpus));
   }
   if (!a.plot.empty())
     plot_memory(a.plot, o, r);
+  if (pcheck && !pcheck->pass) {
+    fmt::print(stderr, "error: {}\n", describe(*pcheck, o.num_gpus));
+    return 3;
+  }
   return 0;
 }
 
@@ -460,6 +529,10 @@ void add_train_step(CLI::App& app) {
                 "Time every kernel of one extra step with CUDA events and print it next to the "
                 "model's per-op prediction (rank 0, after the measured steps, not in their "
                 "statistics)");
+  cmd->add_flag("--check-params", o->check_params,
+                "After the run, train the same global batch on one GPU (ddp none, ZeRO-0) and "
+                "compare the final parameters: RMS difference <= 1% (fp32) or 5% (bf16-mixed) "
+                "of steps x lr, else exit 3");
   cmd->add_flag("--predict-only", o->predict_only,
                 "Print trainsim's prediction for this configuration and stop (no GPU needed)");
   add_output_options(*cmd, o->out);

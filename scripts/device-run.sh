@@ -5,9 +5,10 @@
 # the PyTorch SDPA peer for attention and, when the training workload is built, the
 # training-step benchmark with its PyTorch peer. Everything lands in
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
-# Usage: scripts/device-run.sh [all|build|tests|train|collectives|kernels]
-# Order in `all`: build, tests, kernels (fits the H200 profile), train (predicts with that
-# profile; also `train-step --trace`), collectives. Split over calls on one warm machine, run
+# Usage: scripts/device-run.sh [all|build|tests|kernels|train|dp|collectives]
+# Order in `all`: build, tests, kernels (fits the H200 profile), train (single GPU: predicts
+# with that profile; also `train-step --trace`), dp (data parallel on all local GPUs, each DDP
+# variant and bucket size and ZeRO-1, parameters checked against one GPU), collectives. Split over calls on one warm machine, run
 # `kernels` before `train`: the fitted profile is kept in the build folder.
 # Knobs: PERF=0 skips the perf suite and SDPA peer; TESTS_LIMIT_S, TRAIN_LIMIT_S time-box steps;
 # MODELS, DP_MODELS, PEER_MODELS, PEERS, TABLES, STEPS, WARMUP pass to scripts/train-step-bench.sh.
@@ -62,12 +63,14 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   cp "$OUT/h200-profile.json" "$BUILD/h200-profile.json" 2>/dev/null
 fi
 
+profile=${PROFILE:-$BUILD/h200-profile.json}
+[ -f "$profile" ] || profile=
 if { [ "$mode" = all ] || [ "$mode" = train ]; } && [ -x scripts/train-step-bench.sh ]; then
-  say "training step"
+  say "training step, single GPU"
   # Predictions use the profile fitted by the `kernels` step of this machine when there is one.
-  profile=${PROFILE:-$BUILD/h200-profile.json}
-  [ -f "$profile" ] && say "train-step predictions with --calibration $profile" || profile=
-  step "${TRAIN_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" CALIBRATION="$profile" scripts/train-step-bench.sh >>"$log" 2>&1
+  [ -n "$profile" ] && say "train-step predictions with --calibration $profile"
+  step "${TRAIN_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT" CALIBRATION="$profile" \
+    DP_MODELS= scripts/train-step-bench.sh >>"$log" 2>&1
   grep -E "step .* ms \(pred|FAILED|peer" "$OUT/train-step.log" | tee -a "$log" | head -40
   # Per-launch trace of one step next to the per-op prediction (where the step-time error is).
   for cfg in "--precision bf16-mixed --attention flash" "--precision fp32 --attention naive"; do
@@ -75,6 +78,15 @@ if { [ "$mode" = all ] || [ "$mode" = train ]; } && [ -x scripts/train-step-benc
     step 120 "$T" train-step --model "${TRACE_MODEL:-cs336-xl}" --batch 4 --seq-len 512 $cfg --steps 3 --warmup 2 --trace ${profile:+--calibration "$profile"} >>"$OUT/train-step-trace.txt" 2>&1
   done
   grep -A16 "^# by category" "$OUT/train-step-trace.txt" | tee -a "$log"
+fi
+if { [ "$mode" = all ] || [ "$mode" = dp ]; } && [ -x scripts/train-step-bench.sh ]; then
+  n=$(nvidia-smi -L | wc -l)
+  say "training step, data parallel on $n GPU(s)"
+  step "${DP_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT/dp" CALIBRATION="$profile" \
+    MODELS= PEERS=0 TABLES="${TABLES:-0}" CHECK_MODELS="${CHECK_MODELS-cs336-xl}" scripts/train-step-bench.sh >>"$log" 2>&1
+  grep -E "step .* ms \(pred|FAILED|DIFFER" "$OUT/dp/train-step.log" | tee -a "$log" | head -40
+  # One bucketed step traced: where the exposed communication sits.
+  step 120 "$T" train-step --model cs336-xl --batch 4 --seq-len 512 --num-gpus "$n" --ddp bucketed --bucket-mb 100 --steps 3 --warmup 2 --trace ${profile:+--calibration "$profile"} >"$OUT/dp/train-step-trace-dp.txt" 2>&1
 fi
 if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   n=$(nvidia-smi -L | wc -l)
@@ -84,10 +96,12 @@ if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   tail -5 "$OUT/collectives-x$n-checked.txt" >> "$log"
   if command -v mpirun >/dev/null && [ "$n" -gt 1 ]; then
     say "collectives under mpirun -np $n"
-    step 120 mpirun --allow-run-as-root -np "$n" -x NCCL_NVLS_ENABLE "$T" bench collectives --max-bytes 256M --iters 10 --warmup 3 --format json -o "$OUT/collectives-x$n-mpi.json" >"$OUT/collectives-x$n-mpi.log" 2>&1
+    step 150 mpirun --allow-run-as-root -np "$n" -x NCCL_NVLS_ENABLE "$T" bench collectives --min-bytes 8 --max-bytes 4G --iters 20 --warmup 5 --no-check --format json -o "$OUT/collectives-x$n-mpi.json" >"$OUT/collectives-x$n-mpi.log" 2>&1
     tail -3 "$OUT/collectives-x$n-mpi.log" >> "$log"
   fi
-  "$T" calibrate --collectives "$OUT/collectives-x$n.json" --base "$OUT/h200-profile.json" --out "$OUT/h200x$n-profile.json" >>"$log" 2>&1
+  base=$OUT/h200-profile.json
+  [ -f "$base" ] || base=${profile:-presets/profiles/h200.json}
+  "$T" calibrate --collectives "$OUT/collectives-x$n.json" --base "$base" --out "$OUT/h200x$n-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200x$n-profile.json" --collectives "$OUT/collectives-x$n.json" >"$OUT/collectives-x$n-compare.txt" 2>&1
   tail -1 "$OUT/collectives-x$n-compare.txt" | tee -a "$log"
 fi

@@ -20,7 +20,7 @@ BUILD=${BUILD:-build-dev}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-5}
 MODELS=${MODELS-"cs336-small cs336-medium cs336-large cs336-xl cs336-2.7b"}
-DP_MODELS=${DP_MODELS-"cs336-small cs336-xl"}
+DP_MODELS=${DP_MODELS-"cs336-xl cs336-2.7b"}
 # From device-run.sh (TRAINSIM_BIN set) the GPU tests already ran under `ctest -L gpu`.
 SKIP_TESTS=${SKIP_TESTS:-$([ -n "${TRAINSIM_BIN:-}" ] && echo 1 || echo 0)}
 mkdir -p "$OUT"
@@ -55,21 +55,28 @@ NGPU=$(nvidia-smi -L | wc -l)
 
 # measure ARGS...: one trainsim run: a JSON line, a one-line summary, and a short table run.
 measure() {
-  if "$BIN" train-step "$@" --steps "$STEPS" --warmup "$WARMUP" --format json \
-    ${CALIBRATION:+--calibration "$CALIBRATION"} \
-    >"$TMP/one.json" 2>"$TMP/err"; then
+  "$BIN" train-step "$@" --steps "$STEPS" --warmup "$WARMUP" --format json \
+    ${CALIBRATION:+--calibration "$CALIBRATION"} >"$TMP/one.json" 2>"$TMP/err"
+  local rc=$?
+  [ $rc = 3 ] && say "PARAMS DIFFER: train-step $*: $(tail -1 "$TMP/err")"
+  if [ $rc = 0 ] || [ $rc = 3 ]; then
     python3 - "$TMP/one.json" "$JSONL" <<'PY' | tee -a "$LOG"
 import json, sys
 j = json.load(open(sys.argv[1])); j["source"] = "trainsim"
 j.pop("memory_timeline", None)  # the plot has it; keep the JSON lines short
 open(sys.argv[2], "a").write(json.dumps(j) + "\n")
 i = j["inputs"]; t = j["time"]; m = j["memory"]["total"]
+pc = j.get("param_check")
 print(f'{i["model"]:12s} {i["precision"]:10s} {i["attention"]:5s} rc={i["recompute"]:9s} '
-      f'gpus={i["num_gpus"]} ddp={i["ddp"]:10s} zero={i["zero_stage"]}  '
+      f'gpus={i["num_gpus"]} ddp={i["ddp"]:10s} bucket={i["bucket_bytes"]/2**20:g}MiB '
+      f'accum={i["grad_accumulation"]} zero={i["zero_stage"]}  '
       f'step {t["step"]["measured_median_s"]*1e3:8.2f} ms (pred {t["step"]["predicted_s"]*1e3:8.2f}, '
       f'{t["step"]["error_pct"]:+6.1f}%)  peak {m["measured_at_peak_bytes"]/2**30:6.2f} GiB '
       f'(pred {m["predicted_bytes"]/2**30:6.2f}, {m["error_pct"]:+6.1f}%)  '
-      f'loss {j["losses"][0]:.3f}->{j["losses"][-1]:.3f}')
+      f'loss {j["losses"][0]:.3f}->{j["losses"][-1]:.3f}  '
+      f'dp_comm {t["dp_comm"]["measured_median_s"]*1e3:.2f} ms (pred {t["dp_comm"]["predicted_s"]*1e3:.2f})'
+      + (f'  params {"match" if pc["match"] else "DIFFER"} (rms {pc["rms_difference"]:.2e}, '
+         f'limit {pc["limit_rms"]:.2e})' if pc else ''))
 PY
     [ "${TABLES:-1}" = 1 ] && { "$BIN" train-step "$@" --steps 3 --warmup 1 >>"$LOG" 2>&1 || true; }
   else
@@ -118,16 +125,30 @@ for m in $MODELS; do
       peer --model "$m" --batch 4 --seq-len 512 --precision fp32 --attention naive --recompute "$rc"
   done
 done
-"$BIN" train-step --model cs336-small --batch 4 --seq-len 512 --steps 3 --warmup 1 --quiet \
+[ -n "$MODELS" ] && { "$BIN" train-step --model cs336-small --batch 4 --seq-len 512 --steps 3 --warmup 1 --quiet \
   --plot "$OUT/train-step-memory.png" >/dev/null 2>"$TMP/err" ||
-  say "memory plot: $(tail -1 "$TMP/err")"
+  say "memory plot: $(tail -1 "$TMP/err")"; }
 
-# Data parallel: every gradient sync and ZeRO-1 on all local GPUs (one GPU: the code paths).
+# Data parallel on all local GPUs (one GPU: the code paths): every gradient sync, buckets of
+# BUCKETS MiB, ZeRO-1 and accumulation. With several GPUs each run also trains the same global
+# batch on one GPU and compares the final parameters (--check-params; CHECK_PARAMS=0 skips it,
+# CHECK_MODELS picks the models it runs for: it costs a second, single-GPU run).
+BUCKETS=${BUCKETS:-"1 10 100 1000"}
+CHECK_MODELS=${CHECK_MODELS-"$DP_MODELS"}
 for m in $DP_MODELS; do
-  for ddp in naive flat overlapped bucketed; do
-    measure --model "$m" --batch 4 --seq-len 512 --num-gpus "$NGPU" --ddp "$ddp" --bucket-mb 25
+  attn=flash
+  [ "$m" = cs336-2.7b ] && attn=naive
+  check=
+  case " $CHECK_MODELS " in *" $m "*) [ "$NGPU" -gt 1 ] && [ "${CHECK_PARAMS:-1}" = 1 ] && check=--check-params ;; esac
+  dp=(--model "$m" --batch 4 --seq-len 512 --precision bf16-mixed --attention "$attn" --num-gpus "$NGPU")
+  for ddp in naive flat overlapped; do
+    measure "${dp[@]}" --ddp "$ddp" $check
   done
-  measure --model "$m" --batch 4 --seq-len 512 --num-gpus "$NGPU" --zero 1
-  measure --model "$m" --batch 2 --seq-len 512 --num-gpus "$NGPU" --ddp bucketed --grad-accum 2
+  for mb in $BUCKETS; do
+    measure "${dp[@]}" --ddp bucketed --bucket-mb "$mb" $check
+  done
+  measure "${dp[@]}" --zero 1 $check
+  measure --model "$m" --batch 2 --seq-len 512 --precision bf16-mixed --attention "$attn" \
+    --num-gpus "$NGPU" --ddp bucketed --bucket-mb 25 --grad-accum 2
 done
 say "train-step-bench done"

@@ -47,6 +47,7 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   std::int64_t data_period = 8; // synthetic task: repeating pattern length
   bool capture_params = false;  // fill TrainResult initial/final params and first gradients
+  bool capture_final = false;   // fill TrainResult::final_params only (train-step --check-params)
   bool trace = false; // one extra step after the measured ones, every launch timed (StepTrace)
 };
 

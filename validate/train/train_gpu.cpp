@@ -784,7 +784,7 @@ double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture, 
                                cudaMemcpyHostToDevice, s_));
   }
   CUDA_CHECK(cudaStreamSynchronize(s_));
-  if (capture && t == 0)
+  if (capture && t == 0 && o_.capture_params)
     copy_master(capture->initial_params);
   MemoryTracker& mt = alloc_.tracker();
   if (timeline)
@@ -871,7 +871,7 @@ double Rank::step(Index t, StepEvents* ev, bool timeline, TrainResult* capture, 
   sync_after_backward();
   if (ev)
     CUDA_CHECK(cudaEventRecord(ev->comm_end.get(), s_));
-  if (capture && t == 0)
+  if (capture && t == 0 && o_.capture_params)
     copy_owned(grads_, !mixed, false, capture->first_grads);
   mt.mark("optimizer");
   pass_ = Pass::optimizer;
@@ -961,7 +961,9 @@ TrainResult run_train_step(const TrainOptions& o) {
       if (r == 0)
         res.num_padded_params = make_layout(o.model, o.model.name).num_padded_params;
       StepEvents ev(o.grad_accumulation);
-      TrainResult* cap = o.capture_params ? &captures[static_cast<std::size_t>(r)] : nullptr;
+      TrainResult* cap = o.capture_params || o.capture_final
+                             ? &captures[static_cast<std::size_t>(r)]
+                             : nullptr;
       for (Index t = 0; t < total; ++t) {
         const bool measured = t >= o.warmup;
         const double loss = rank.step(t, r == 0 ? &ev : nullptr, r == 0 && t + 1 == total, cap);
@@ -1032,10 +1034,12 @@ TrainResult run_train_step(const TrainOptions& o) {
   res.dp_comm = phase_stats(comm);
   res.optimizer = phase_stats(opt);
   res.step = phase_stats(step);
-  if (o.capture_params) {
-    // Each rank filled its owned range; merge them.
+  if (o.capture_params || o.capture_final) {
+    // Each rank filled its owned range; merge them (rank 0's vector becomes the whole).
     auto merge = [&](std::vector<float> TrainResult::*field) {
-      std::vector<float> out = captures[0].*field;
+      std::vector<float> out = std::move(captures[0].*field);
+      if (out.empty())
+        return out;
       const std::size_t shard = out.size() / static_cast<std::size_t>(o.num_gpus);
       for (std::size_t r = 1; r < captures.size(); ++r)
         std::copy_n((captures[r].*field).begin() + static_cast<std::ptrdiff_t>(r * shard), shard,
