@@ -56,6 +56,10 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   cmake --build "$BUILD" --target norm_bwd_probe -j"$JOBS" >/dev/null 2>&1 &&
     step 60 "$BUILD/kernels/norm_bwd_probe" >"$OUT/norm-bwd-probe.txt" 2>&1
   cat "$OUT/norm-bwd-probe.txt" >>"$log" 2>/dev/null
+  # What a launch costs inside a queue of launches vs alone (kernels/dev/launch_probe.cu).
+  cmake --build "$BUILD" --target launch_probe -j"$JOBS" >/dev/null 2>&1 &&
+    step 60 "$BUILD/kernels/launch_probe" "$OUT/h200-launch-probe.json" >"$OUT/h200-launch-probe.txt" 2>&1
+  cat "$OUT/h200-launch-probe.txt" >>"$log" 2>/dev/null
   "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
   tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
@@ -82,6 +86,10 @@ fi
 if { [ "$mode" = all ] || [ "$mode" = dp ]; } && [ -x scripts/train-step-bench.sh ]; then
   n=$(nvidia-smi -L | wc -l)
   say "training step, data parallel on $n GPU(s)"
+  # Compute / all-reduce interference (validate/comm/overlap_probe.cpp): what overlap costs.
+  cmake --build "$BUILD" --target overlap_probe -j"$JOBS" >/dev/null 2>&1 &&
+    step 120 "$BUILD/validate/comm/overlap_probe" "$OUT/overlap-probe-x$n.json" >"$OUT/overlap-probe-x$n.txt" 2>&1
+  cat "$OUT/overlap-probe-x$n.txt" | tee -a "$log"
   step "${DP_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT/dp" CALIBRATION="$profile" \
     MODELS= PEERS=0 TABLES="${TABLES:-0}" CHECK_MODELS="${CHECK_MODELS-cs336-xl}" scripts/train-step-bench.sh >>"$log" 2>&1
   grep -E "step .* ms \(pred|FAILED|DIFFER" "$OUT/dp/train-step.log" | tee -a "$log" | head -40
