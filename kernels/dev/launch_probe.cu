@@ -101,9 +101,9 @@ int main(int argc, char** argv) {
     rows.push_back({"empty", time_three_ways([&] { kern::launch_empty(s); }, s)});
 
     const std::int64_t tokens = 2048, d = 768, ffn = 2048;
-    DeviceBuffer a(tokens * ffn * 2), b(ffn * ffn * 2), c(tokens * ffn * 2);
+    DeviceBuffer a(tokens * ffn * 2), b(ffn * 3 * d * 2), c(tokens * 3 * d * 2); // largest shape: n = 3d
     CUDA_CHECK(cudaMemsetAsync(a.get(), 0, tokens * ffn * 2, s));
-    CUDA_CHECK(cudaMemsetAsync(b.get(), 0, ffn * ffn * 2, s));
+    CUDA_CHECK(cudaMemsetAsync(b.get(), 0, ffn * 3 * d * 2, s));
     const std::int64_t shapes[][3] = {{tokens, d, d}, {tokens, 3 * d, d}, {tokens, ffn, d}};
     for (const auto& sh : shapes) {
       kern::GemmArgs g;
