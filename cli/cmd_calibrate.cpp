@@ -27,6 +27,7 @@ struct CalibrateOptions {
   std::string base;
   std::string name;
   std::string collectives;
+  std::string launch_probe, overlap_probe;
   std::string level = "intra-node";
   std::string suite = "calibration";
   OutputOptions output;
@@ -141,6 +142,18 @@ int run_calibrate(const CalibrateOptions& o) {
     }
     metadata["collective_measurements"] = o.collectives;
   }
+  if (!o.launch_probe.empty() || !o.overlap_probe.empty()) {
+    val::FitReport probes;
+    if (!o.launch_probe.empty()) {
+      val::apply_launch_probe(load_json_file(o.launch_probe), o.launch_probe, profile, probes);
+      metadata["launch_probe"] = o.launch_probe;
+    }
+    if (!o.overlap_probe.empty()) {
+      val::apply_overlap_probe(load_json_file(o.overlap_probe), o.overlap_probe, profile, probes);
+      metadata["overlap_probe"] = o.overlap_probe;
+    }
+    lines.insert(lines.end(), probes.lines.begin(), probes.lines.end());
+  }
   if (!gpu_name.empty())
     profile.gpu = gpu_name;
   profile.name =
@@ -187,6 +200,12 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option(
       "--collectives", o->collectives,
       "Collective measurements (bench collectives --format json) to fit alpha-beta from");
+  cmd->add_option("--launch-probe", o->launch_probe,
+                  "kernels/dev/launch_probe JSON: host time per queued launch (our kernels, "
+                  "cuBLAS GEMMs), used when a step's kernels are queued back to back");
+  cmd->add_option("--overlap-probe", o->overlap_probe,
+                  "validate/comm/overlap_probe JSON: GEMM and all-reduce throughput while "
+                  "overlapped, used for data-parallel gradient sync hidden behind backward");
   cmd->add_option("--level", o->level, "Level of those collectives: intra-node | inter-node")
       ->capture_default_str();
   add_output_options(*cmd, o->output);

@@ -34,6 +34,43 @@ double exposed_bucketed_s(double nb, double c, double w, bool overlap) {
   return std::max(0.0, std::max(w / nb + nb * c, w + c) - w);
 }
 
+BucketOverlap overlap_buckets(const std::vector<double>& bucket_s,
+                              const std::vector<double>& bytes, double window_s, bool overlap,
+                              double compute_rate, double comm_rate) {
+  BucketOverlap r;
+  double total = 0;
+  for (double b : bytes)
+    total += b;
+  if (bucket_s.empty() || total <= 0)
+    return r;
+  if (!overlap) {
+    for (double c : bucket_s)
+      r.exposed_s += c;
+    return r;
+  }
+  double t = 0, cum = 0;
+  for (std::size_t i = 0; i < bucket_s.size(); ++i) {
+    cum += bytes[i];
+    const double start = std::max(window_s * cum / total, t);
+    const double work = bucket_s[i]; // seconds of standalone communication
+    if (start >= window_s) {
+      t = start + work;
+      continue;
+    }
+    const double doable = (window_s - start) * comm_rate; // work finished before the window ends
+    if (work <= doable) {
+      t = start + work / comm_rate;
+      r.overlapped_s += work / comm_rate;
+    } else {
+      r.overlapped_s += window_s - start;
+      t = window_s + (work - doable);
+    }
+  }
+  r.exposed_s = std::max(0.0, t - window_s);
+  r.slowdown_s = (1 - compute_rate) * r.overlapped_s;
+  return r;
+}
+
 namespace {
 
 bool is_attention_part(const model::Op& op) {
@@ -67,7 +104,7 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
         t.tp += collective_cost(to_collective(kind), op.comm_bytes, tp, cluster, profile).time_s;
       continue;
     }
-    t.compute += op_cost(op, pass, gpu, profile).time_s;
+    t.compute += op_cost(op, pass, gpu, profile).queued_s; // inside a step: queued launches
   }
   return t;
 }
@@ -129,7 +166,7 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
   for (const auto& op : ops.layer) {
     if (op.kind == model::OpKind::tp_comm)
       continue;
-    const double f = op_cost(op, Pass::forward, gpu, profile).time_s;
+    const double f = op_cost(op, Pass::forward, gpu, profile).queued_s;
     t.layer_recompute[static_cast<int>(Recompute::full)] += f;
     if (is_attention_part(op))
       t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
@@ -144,8 +181,8 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
           kv_bytes += s.bytes;
       if (op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
           op.name == "attn.pv")
-        attn_s += op_cost(op, Pass::forward, gpu, profile).time_s +
-                  op_cost(op, Pass::backward, gpu, profile).time_s;
+        attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
+                  op_cost(op, Pass::backward, gpu, profile).queued_s;
     }
     const double comm =
         3 * static_cast<double>(plan.cp - 1) *

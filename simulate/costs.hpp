@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
@@ -63,5 +64,22 @@ struct Placement {
 /// during a window w; the last finishes at max(w/nb + nb c, w + c). Returns the part past w
 /// (all nb c without overlap).
 [[nodiscard]] double exposed_bucketed_s(double nb, double bucket_s, double window_s, bool overlap);
+
+/// Gradient buckets reduced during a backward window, in the order they become ready.
+struct BucketOverlap {
+  double exposed_s = 0;    // communication still running when the window ends (on the path)
+  double overlapped_s = 0; // wall time during which communication ran beside compute
+  double slowdown_s = 0;   // compute time lost to that sharing: (1 - compute_rate) x overlapped
+};
+
+/// Bucket i (standalone time bucket_s[i], bytes[i]) becomes ready when the window has covered
+/// the share of bytes up to and including it (gradients are produced at a steady rate); buckets
+/// are reduced one after another on one communication stream. While compute runs beside them
+/// they progress at comm_rate of their standalone speed and compute at compute_rate of its own
+/// (both measured by validate/comm/overlap_probe); past the window's end they run alone. With
+/// both rates 1 and equal buckets this is exposed_bucketed_s. overlap = false: all exposed.
+[[nodiscard]] BucketOverlap overlap_buckets(const std::vector<double>& bucket_s,
+                                            const std::vector<double>& bytes, double window_s,
+                                            bool overlap, double compute_rate, double comm_rate);
 
 } // namespace trainsim::sim

@@ -89,17 +89,32 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                               ? busbw_factor(Collective::all_reduce, plan.dp) * grad_bytes
                           : plan.zero_stage < 3 ? half * (grad_bytes + weight_bytes)
                                                 : half * (grad_bytes + 2 * mb * weight_bytes);
-    const double nb = options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0;
     const Collective reduce =
         plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-    const double per_bucket =
-        collective_cost(reduce, grad_bytes / nb, pl.dp, cluster, profile, options.dp_algorithm)
-            .time_s;
-    b.dp_comm = exposed_bucketed_s(nb, per_bucket, window, options.dp_overlap);
+    std::vector<double> bucket_bytes = options.dp_bucket_list_bytes;
+    if (bucket_bytes.empty()) {
+      const double nb =
+          options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0;
+      bucket_bytes.assign(static_cast<std::size_t>(std::max(nb, 1.0)),
+                          grad_bytes / std::max(nb, 1.0));
+    }
+    std::vector<double> bucket_s;
+    bucket_s.reserve(bucket_bytes.size());
+    for (double bytes : bucket_bytes)
+      bucket_s.push_back(
+          collective_cost(reduce, bytes, pl.dp, cluster, profile, options.dp_algorithm).time_s);
+    const BucketOverlap ov =
+        overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
+                        profile.overlap_compute_rate, profile.overlap_comm_rate);
+    b.dp_comm = ov.exposed_s;
+    // Overlapped buckets share SMs and HBM with the backward pass they hide behind.
+    est.dp_overlap_slowdown_s = ov.slowdown_s;
+    b.backward += ov.slowdown_s;
     if (plan.zero_stage >= 1 && plan.zero_stage < 3) {
       // All-gather the updated 16-bit weights after the optimizer step.
-      b.dp_comm +=
+      est.zero_allgather_s =
           collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
+      b.dp_comm += est.zero_allgather_s;
     } else if (plan.zero_stage == 3) {
       // Gather the weights before each forward and each backward, prefetched under compute.
       const double ag =
@@ -117,9 +132,11 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     // (and master weights), write the 16-bit copy (mixed) or read+write the weights.
     const double bytes_per_param = 2 * per_param.gradients + 2 * per_param.optimizer +
                                    (mixed ? per_param.weights : 2 * per_param.weights);
-    b.optimizer = stage_params / shard * bytes_per_param /
-                      (gpu.hbm_bandwidth_bytes_per_s * profile.optimizer_bw_fraction) +
-                  4 * profile.launch_overhead_s;
+    const double body = stage_params / shard * bytes_per_param /
+                        (gpu.hbm_bandwidth_bytes_per_s * profile.optimizer_bw_fraction);
+    // A few launches (norm, update, casts): queued when the host side was measured.
+    b.optimizer = profile.host_launch_s > 0 ? std::max(body, 4 * profile.host_launch_s)
+                                            : body + 4 * profile.launch_overhead_s;
   }
   est.step_time_s = b.total();
 

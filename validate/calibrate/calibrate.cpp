@@ -352,4 +352,61 @@ double mape(const std::vector<Comparison>& cs, bool calibrated) {
   return s / static_cast<double>(cs.size());
 }
 
+
+void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
+                        hw::HardwareProfile& profile, FitReport& report) {
+  if (!probe.is_object() || !probe.contains("ops") || !probe["ops"].is_array())
+    throw ConfigError(fmt::format("{}: ops: expected an array of {{name, host_us}}", source));
+  std::vector<double> ours, gemm;
+  for (const auto& op : probe["ops"]) {
+    if (!op.is_object() || !op.contains("name") || !op["name"].is_string() ||
+        !op.contains("host_us") || !op["host_us"].is_number())
+      throw ConfigError(fmt::format("{}: ops[]: each needs a string name and a number host_us",
+                                    source));
+    const auto name = op["name"].get<std::string>();
+    const double us = op["host_us"].get<double>();
+    if (!(us > 0 && us < 1000))
+      throw ConfigError(fmt::format("{}: ops[{}].host_us = {}: must be in (0, 1000)", source,
+                                    name, us));
+    if (name.rfind("gemm.cublas.", 0) == 0)
+      gemm.push_back(us);
+    else if (name.rfind("gemm.", 0) != 0)
+      ours.push_back(us);
+  }
+  if (ours.empty() || gemm.empty())
+    throw ConfigError(fmt::format("{}: ops: need at least one gemm.cublas.* op and one other op "
+                                  "(found {} and {})",
+                                  source, gemm.size(), ours.size()));
+  profile.host_launch_s = median(ours) * 1e-6;
+  profile.host_gemm_launch_s = median(gemm) * 1e-6;
+  report.lines.push_back(fmt::format("host_launch_us = {:.2f} (median host time of {} queued "
+                                     "launches of our kernels), host_gemm_launch_us = {:.2f} ({} "
+                                     "cublasGemmEx shapes), from {}",
+                                     profile.host_launch_s * 1e6, ours.size(),
+                                     profile.host_gemm_launch_s * 1e6, gemm.size(), source));
+}
+
+void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
+                         hw::HardwareProfile& profile, FitReport& report) {
+  auto rate = [&](const char* field) {
+    if (!probe.is_object() || !probe.contains(field) || !probe[field].is_number())
+      throw ConfigError(fmt::format("{}: {}: missing (a number in (0, 1])", source, field));
+    const double v = probe[field].get<double>();
+    // A rate a little above 1 is timing noise (the other stream idle for a moment): clamp it.
+    if (!(v > 0 && v <= 1.05))
+      throw ConfigError(fmt::format("{}: {} = {}: must be in (0, 1.05]", source, field, v));
+    return std::min(v, 1.0);
+  };
+  profile.overlap_compute_rate = rate("compute_rate_gemm");
+  profile.overlap_comm_rate = rate("comm_rate_gemm");
+  const auto gpus = probe.value("num_gpus", 0);
+  if (gpus < 2)
+    report.lines.push_back(fmt::format("warning: {} was measured on {} GPU(s): the all-reduce "
+                                       "was a local copy, not communication",
+                                       source, gpus));
+  report.lines.push_back(fmt::format("overlap_compute_rate = {:.3f}, overlap_comm_rate = {:.3f} "
+                                     "(GEMM beside an all-reduce on {} GPUs, from {})",
+                                     profile.overlap_compute_rate, profile.overlap_comm_rate, gpus,
+                                     source));
+}
 } // namespace trainsim::val

@@ -117,6 +117,21 @@ struct TrainResult {
   StepTrace trace; // TrainOptions::trace only, else empty
 };
 
+/// A gradient bucket of overlapped DDP: a contiguous element range of the flat gradient.
+struct GradBucket {
+  std::int64_t lo = 0, hi = 0; // element range of the flat gradient
+  std::size_t first = 0;       // lowest tensor index: its gradient is the last to become final
+  std::vector<std::size_t> tensors;
+};
+
+/// The buckets of --ddp overlapped (one per tensor) or bucketed (tensors grouped until a bucket
+/// holds at least bucket_bytes at elem_bytes per element), in the order backward makes them
+/// final (reverse of the layout). The GPU step launches exactly these; the prediction prices
+/// them (so the two cannot drift apart).
+[[nodiscard]] std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, DdpMode ddp,
+                                                        double bucket_bytes,
+                                                        std::size_t elem_bytes);
+
 /// Runs warmup + steps optimizer steps. DeviceError without CUDA / GPUs / NCCL.
 [[nodiscard]] TrainResult run_train_step(const TrainOptions& o);
 

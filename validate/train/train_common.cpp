@@ -114,6 +114,29 @@ PhaseStats phase_stats(std::vector<double> s) {
   return r;
 }
 
+std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, DdpMode ddp,
+                                          double bucket_bytes, std::size_t elem_bytes) {
+  std::vector<GradBucket> buckets;
+  const double limit = ddp == DdpMode::overlapped ? 0.0 : bucket_bytes;
+  GradBucket cur;
+  for (std::size_t i = layout.tensors.size(); i-- > 0;) {
+    const std::int64_t lo = layout.tensors[i].offset;
+    const std::int64_t hi = i + 1 < layout.tensors.size() ? layout.tensors[i + 1].offset
+                                                           : layout.num_padded_params;
+    if (cur.tensors.empty())
+      cur.hi = hi;
+    cur.lo = lo;
+    cur.first = i;
+    cur.tensors.push_back(i);
+    if (static_cast<double>(cur.hi - cur.lo) * static_cast<double>(elem_bytes) >= limit ||
+        i == 0) {
+      buckets.push_back(cur);
+      cur = GradBucket{};
+    }
+  }
+  return buckets;
+}
+
 model::ParallelPlan train_plan(const TrainOptions& o) {
   model::ParallelPlan p;
   p.dp = o.num_gpus;
@@ -142,6 +165,22 @@ sim::StepEstimate predict_train_step(const TrainOptions& o, const hw::GpuSpec& g
   sim::StepOptions so;
   so.bucket_bytes = o.bucket_bytes;
   so.dp_overlap = o.ddp == DdpMode::overlapped || o.ddp == DdpMode::bucketed;
+  // The collectives this run issues, priced one by one: naive all-reduces every tensor after
+  // backward, flat the whole padded buffer once, overlapped/bucketed the buckets of the GPU step.
+  if (o.num_gpus > 1 && o.zero_stage == 0 && o.ddp != DdpMode::none) {
+    const ParamLayout layout = make_layout(o.model, o.source);
+    const double esz = o.precision == model::Precision::fp32 ? 4.0 : 2.0;
+    if (o.ddp == DdpMode::naive) {
+      for (const ParamTensor& t : layout.tensors)
+        so.dp_bucket_list_bytes.push_back(static_cast<double>(t.num_elements()) * esz);
+    } else if (o.ddp == DdpMode::flat) {
+      so.dp_bucket_list_bytes.push_back(static_cast<double>(layout.num_padded_params) * esz);
+    } else {
+      for (const GradBucket& b :
+           make_grad_buckets(layout, o.ddp, o.bucket_bytes, static_cast<std::size_t>(esz)))
+        so.dp_bucket_list_bytes.push_back(static_cast<double>(b.hi - b.lo) * esz);
+    }
+  }
   return sim::estimate_step(o.model, hw::single_node_cluster(gpu, o.num_gpus), gpu, profile, plan,
                             setup, so);
 }
@@ -159,8 +198,8 @@ TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
       if (op.kind == model::OpKind::tp_comm)
         continue; // tp = 1 here
       const double n = static_cast<double>(count);
-      const double f = n * sim::op_cost(op, sim::Pass::forward, gpu, profile).time_s;
-      const double b = n * sim::op_cost(op, sim::Pass::backward, gpu, profile).time_s;
+      const double f = n * sim::op_cost(op, sim::Pass::forward, gpu, profile).queued_s;
+      const double b = n * sim::op_cost(op, sim::Pass::backward, gpu, profile).queued_s;
       p.ops.push_back({op.name, count, f, b});
       // Naive attention's batched GEMMs, softmax and dropout are the attention core.
       const bool attention = op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
@@ -189,10 +228,15 @@ TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
   const sim::StepBreakdown& b = est.breakdown_s;
   p.ops.push_back({"recompute", 0, 0, 0, b.recompute});
   add(C::recompute, b.recompute);
-  p.ops.push_back({"dp_comm", 0, 0, 0, b.dp_comm});
-  add(C::dp_comm, b.dp_comm);
-  p.ops.push_back({"optimizer", 0, 0, 0, b.optimizer});
-  add(C::optimizer, b.optimizer);
+  if (est.dp_overlap_slowdown_s > 0) { // inside b.backward, not in any op's own time
+    p.ops.push_back({"backward slowed by overlapped dp_comm", 0, 0, 0, est.dp_overlap_slowdown_s});
+    add(C::dp_comm, est.dp_overlap_slowdown_s);
+  }
+  // ZeRO-1's all-gather runs after the update, timed with the optimizer in the GPU step.
+  p.ops.push_back({"dp_comm", 0, 0, 0, b.dp_comm - est.zero_allgather_s});
+  add(C::dp_comm, b.dp_comm - est.zero_allgather_s);
+  p.ops.push_back({"optimizer", 0, 0, 0, b.optimizer + est.zero_allgather_s});
+  add(C::optimizer, b.optimizer + est.zero_allgather_s);
   // Parts a single-node data-parallel run does not have (zero here; kept so parts sum).
   const double rest = b.tp_comm + b.cp_comm + b.ep_comm + b.pp_comm + b.bubble;
   if (rest > 0) {

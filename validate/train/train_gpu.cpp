@@ -143,11 +143,7 @@ struct LayerActs {
   float *rstd1 = nullptr, *rstd2 = nullptr, *lse = nullptr;
 };
 
-struct Bucket {
-  Index lo = 0, hi = 0;  // element range of the flat gradient
-  std::size_t first = 0; // lowest tensor index: its gradient is the last to become final
-  std::vector<std::size_t> tensors;
-};
+using Bucket = GradBucket;
 
 class Rank {
  public:
@@ -290,21 +286,7 @@ Rank::Rank(const TrainOptions& o, int rank, int device, void* nccl_comm)
   losses_ = alloc_.alloc_as<float>(tok, MemCategory::workspace);
 
   // Buckets in the order gradients become final (reverse of the layout).
-  const double limit = o.ddp == DdpMode::overlapped ? 0.0 : o.bucket_bytes;
-  Bucket cur;
-  for (std::size_t i = L_.tensors.size(); i-- > 0;) {
-    const Index lo = L_.tensors[i].offset;
-    const Index hi = i + 1 < L_.tensors.size() ? L_.tensors[i + 1].offset : L_.num_padded_params;
-    if (cur.tensors.empty())
-      cur.hi = hi;
-    cur.lo = lo;
-    cur.first = i;
-    cur.tensors.push_back(i);
-    if (static_cast<double>((cur.hi - cur.lo) * static_cast<Index>(esz_)) >= limit || i == 0) {
-      buckets_.push_back(cur);
-      cur = Bucket{};
-    }
-  }
+  buckets_ = make_grad_buckets(L_, o.ddp, o.bucket_bytes, esz_);
   bucket_events_ = std::vector<kern::Event>(buckets_.size());
   comm_done_ = std::vector<kern::Event>(1);
   CUDA_CHECK(cudaStreamSynchronize(s_));
