@@ -43,6 +43,10 @@ TEST_CASE("every profile preset loads and validates") {
     CHECK(again.gemm_peak_fraction[Dtype::bf16] ==
           doctest::Approx(p.gemm_peak_fraction[Dtype::bf16]));
     CHECK(again.launch_overhead_s == doctest::Approx(p.launch_overhead_s));
+    CHECK(again.host_gemm_launch_s == doctest::Approx(p.host_gemm_launch_s));
+    CHECK(again.gpu_launch_gap_s == doctest::Approx(p.gpu_launch_gap_s));
+    CHECK(again.overlap_compute_rate == doctest::Approx(p.overlap_compute_rate));
+    CHECK(again.overlap_comm_rate == doctest::Approx(p.overlap_comm_rate));
   }
   CHECK(default_profile("v100").name == load_profile("default").name);
 }
@@ -72,4 +76,23 @@ TEST_CASE("bad cluster preset") {
 
 TEST_CASE("unknown GPU preset suggests near names") {
   CHECK_THROWS_WITH_AS(load_gpu("h100"), doctest::Contains("did you mean"), ConfigError);
+}
+
+TEST_CASE("profile: host launch and overlap fields are optional and range-checked") {
+  nlohmann::json j = profile_to_json(default_profile("h200"));
+  j.erase("host_launch_us");
+  j.erase("overlap_comm_rate");
+  const HardwareProfile p = profile_from_json(j, "p.json");
+  CHECK(p.host_launch_s == 0);        // not measured: steps use launch_overhead_s
+  CHECK(p.overlap_comm_rate == 1.0);  // not measured: no interference
+  j["overlap_compute_rate"] = 0;
+  j["host_gemm_launch_us"] = -3;
+  try {
+    (void)profile_from_json(j, "p.json");
+    FAIL("expected ConfigError");
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("overlap_compute_rate = 0: must be in (0, 1]") != std::string::npos);
+    CHECK(msg.find("host_gemm_launch_us = -3") != std::string::npos);
+  }
 }

@@ -218,6 +218,8 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   if (prof.host_gemm_launch_s < 0 || prof.host_gemm_launch_s > 1e-3)
     p.add(fmt::format("host_gemm_launch_us = {}: must be in 0..1000 (0 = not measured)",
                       prof.host_gemm_launch_s * 1e6));
+  if (prof.gpu_launch_gap_s < 0 || prof.gpu_launch_gap_s > 1e-3)
+    p.add(fmt::format("gpu_launch_gap_us = {}: must be in 0..1000", prof.gpu_launch_gap_s * 1e6));
   if (!(prof.overlap_compute_rate > 0 && prof.overlap_compute_rate <= 1))
     p.add(fmt::format("overlap_compute_rate = {}: must be in (0, 1] (1 = no interference)",
                       prof.overlap_compute_rate));
@@ -240,7 +242,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   JsonObjectReader r(j, p);
   HardwareProfile prof;
   double launch_us = 0, intra_lat_us = 0, inter_lat_us = 0, context_mb = 0;
-  double host_launch_us = 0, host_gemm_launch_us = 0;
+  double host_launch_us = 0, host_gemm_launch_us = 0, gpu_gap_us = 0;
   r.get("name", prof.name, true);
   r.get("source", prof.source, true);
   r.get("gpu", prof.gpu);
@@ -264,6 +266,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("launch_overhead_us", launch_us, true);
   r.get("host_launch_us", host_launch_us);
   r.get("host_gemm_launch_us", host_gemm_launch_us);
+  r.get("gpu_launch_gap_us", gpu_gap_us);
   r.get("overlap_compute_rate", prof.overlap_compute_rate);
   r.get("overlap_comm_rate", prof.overlap_comm_rate);
   r.get("context_overhead_mb", context_mb, true);
@@ -300,6 +303,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   prof.launch_overhead_s = launch_us * 1e-6;
   prof.host_launch_s = host_launch_us * 1e-6;
   prof.host_gemm_launch_s = host_gemm_launch_us * 1e-6;
+  prof.gpu_launch_gap_s = gpu_gap_us * 1e-6;
   prof.context_overhead_bytes = context_mb * 1e6;
   prof.intra_node_step_latency_s = intra_lat_us * 1e-6;
   prof.inter_node_step_latency_s = inter_lat_us * 1e-6;
@@ -337,6 +341,7 @@ nlohmann::json profile_to_json(const HardwareProfile& prof) {
           {"launch_overhead_us", prof.launch_overhead_s * 1e6},
           {"host_launch_us", prof.host_launch_s * 1e6},
           {"host_gemm_launch_us", prof.host_gemm_launch_s * 1e6},
+          {"gpu_launch_gap_us", prof.gpu_launch_gap_s * 1e6},
           {"overlap_compute_rate", prof.overlap_compute_rate},
           {"overlap_comm_rate", prof.overlap_comm_rate},
           {"context_overhead_mb", prof.context_overhead_bytes / 1e6},

@@ -57,11 +57,13 @@ struct HardwareProfile {
   double copy_bw_fraction = 0;  // device-to-device copy: of HBM bandwidth
   double optimizer_bw_fraction = 0;  // fused optimizer update (memory-bound): of HBM bandwidth
   double launch_overhead_s = 0;      // per kernel launch (CPU issue + GPU ramp)
-  // Inside a step kernels are queued back to back: an op then costs max(its body, the host's
-  // time to issue its launches), not body + launch_overhead (kernels/dev/launch_probe.cu
-  // measures both). 0 = not measured: steps add launch_overhead_s per launch instead.
+  // Inside a step kernels are queued back to back: an op then costs max(its body + the GPU's
+  // gap per launch, the host's time to issue its launches), not body + launch_overhead
+  // (kernels/dev/launch_probe.cu measures all three). host_*launch_s = 0 (not measured): steps
+  // add launch_overhead_s per launch instead.
   double host_launch_s = 0;      // host time to issue one of our kernels (queued)
   double host_gemm_launch_s = 0; // host time to issue one cuBLAS GEMM (queued)
+  double gpu_launch_gap_s = 0;   // GPU-side cost of a launch with the queue full (empty kernel)
   // Overlapped collectives and compute share SMs and HBM (validate/comm/overlap_probe.cpp):
   // throughput of each while the other runs, as a fraction of alone (1 = no interference).
   double overlap_compute_rate = 1;

@@ -22,8 +22,8 @@ struct OpCost { // one operator, one GPU, one micro-batch, one pass
   double memory_s = 0;   // bytes / achieved bandwidth
   double launch_s = 0;   // fixed launch overhead
   double time_s = 0;     // max(compute, memory) + launch: the op alone (as a benchmark times it)
-  // In a step's stream of queued launches: max(compute, memory, host issue time of its
-  // launches) when the profile measured the host side (host_*launch_s), else time_s.
+  // In a step's stream of queued launches: max(max(compute, memory) + GPU launch gap, host
+  // issue time of its launches) when the profile measured the host side, else time_s.
   double queued_s = 0;
   double efficiency = 0; // achieved fraction of the dtype peak while computing
   bool compute_bound = false;

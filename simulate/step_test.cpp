@@ -2,7 +2,9 @@
 // invariants (more bandwidth or peak never slows a step; the breakdown sums to the step).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "hardware/load.hpp"
 #include "model/load.hpp"
@@ -229,4 +231,70 @@ TEST_CASE("bucketed overlap hides data-parallel communication; one huge bucket c
   CHECK(b == doctest::Approx(j.run(one_bucket_serial).breakdown_s.dp_comm));
   // Without overlap, many small buckets pay their latency on top: slower still.
   CHECK(c >= b);
+}
+
+TEST_CASE("queued launches: a short op costs the host's issue time, a long one body + GPU gap") {
+  const auto gpu = hw::load_gpu("h200");
+  auto prof = hw::default_profile("h200");
+  const auto small = gemm_cost(256, 256, 256, Dtype::bf16, gpu, prof);
+  const auto big = gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof);
+  // Not measured (host fields 0): a queued op costs what it costs alone.
+  CHECK(small.queued_s == doctest::Approx(small.time_s));
+  prof.host_launch_s = 5e-6;
+  prof.host_gemm_launch_s = 12e-6;
+  prof.gpu_launch_gap_s = 1.5e-6;
+  const auto small_q = gemm_cost(256, 256, 256, Dtype::bf16, gpu, prof);
+  const auto big_q = gemm_cost(8192, 8192, 8192, Dtype::bf16, gpu, prof);
+  CHECK(small_q.queued_s == doctest::Approx(12e-6)); // host-bound: cuBLAS's issue time
+  CHECK(big_q.queued_s ==
+        doctest::Approx(std::max(big_q.compute_s, big_q.memory_s) + 1.5e-6)); // GPU-bound
+  CHECK(big_q.time_s == doctest::Approx(big.time_s)); // the op alone is unchanged
+  model::Op relu;
+  relu.name = "relu";
+  relu.kind = model::OpKind::elementwise;
+  relu.fwd_exec_flops = 1 << 10;
+  relu.fwd_bytes = 4.0 * (1 << 10);
+  CHECK(op_cost(relu, Pass::forward, gpu, prof).queued_s == doctest::Approx(5e-6)); // our kernel
+}
+
+TEST_CASE("overlapped buckets: equal buckets without interference match the closed form") {
+  for (double c : {0.5e-3, 2e-3}) {
+    const std::vector<double> s(8, c), bytes(8, 1.0);
+    const BucketOverlap o = overlap_buckets(s, bytes, 10e-3, true, 1.0, 1.0);
+    CHECK(o.exposed_s == doctest::Approx(exposed_bucketed_s(8, c, 10e-3, true)));
+    CHECK(o.slowdown_s == 0);
+    CHECK(overlap_buckets(s, bytes, 10e-3, false, 0.5, 0.5).exposed_s ==
+          doctest::Approx(8 * c));
+  }
+}
+
+TEST_CASE("overlapped buckets: interference stretches communication and slows compute") {
+  // One bucket of 4 ms ready at the window's middle (it holds the first half of the bytes; the
+  // second, empty-cost bucket ends at the window). At comm rate 0.5 it needs 8 ms of wall
+  // time but only 5 ms of window remain: 2.5 ms of its work is done beside compute, 1.5 ms after.
+  const std::vector<double> s{4e-3, 0.0}, bytes{1.0, 1.0};
+  const BucketOverlap o = overlap_buckets(s, bytes, 10e-3, true, 0.8, 0.5);
+  CHECK(o.overlapped_s == doctest::Approx(5e-3));
+  CHECK(o.exposed_s == doctest::Approx(1.5e-3));
+  CHECK(o.slowdown_s == doctest::Approx(0.2 * 5e-3));
+  // Rates 1: the bucket finishes at 9 ms, nothing exposed, nothing slowed.
+  const BucketOverlap free = overlap_buckets(s, bytes, 10e-3, true, 1.0, 1.0);
+  CHECK(free.exposed_s == doctest::Approx(0.0));
+  CHECK(free.slowdown_s == doctest::Approx(0.0));
+}
+
+TEST_CASE("data parallel: the slowdown of overlapped buckets lands in backward") {
+  Job j;
+  j.plan = {};
+  j.plan.dp = 8;
+  j.setup.global_batch_size = 8;
+  const StepEstimate free = j.run();
+  j.prof.overlap_compute_rate = 0.75;
+  j.prof.overlap_comm_rate = 0.7;
+  const StepEstimate shared = j.run();
+  CHECK(shared.dp_overlap_slowdown_s > 0);
+  CHECK(shared.breakdown_s.backward ==
+        doctest::Approx(free.breakdown_s.backward + shared.dp_overlap_slowdown_s));
+  CHECK(shared.step_time_s > free.step_time_s);
+  CHECK(shared.breakdown_s.total() == doctest::Approx(shared.step_time_s));
 }

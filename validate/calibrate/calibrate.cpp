@@ -358,6 +358,7 @@ void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
   if (!probe.is_object() || !probe.contains("ops") || !probe["ops"].is_array())
     throw ConfigError(fmt::format("{}: ops: expected an array of {{name, host_us}}", source));
   std::vector<double> ours, gemm;
+  double gap_us = -1;
   for (const auto& op : probe["ops"]) {
     if (!op.is_object() || !op.contains("name") || !op["name"].is_string() ||
         !op.contains("host_us") || !op["host_us"].is_number())
@@ -368,6 +369,8 @@ void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
     if (!(us > 0 && us < 1000))
       throw ConfigError(fmt::format("{}: ops[{}].host_us = {}: must be in (0, 1000)", source,
                                     name, us));
+    if (name == "empty" && op.contains("gpu_us") && op["gpu_us"].is_number())
+      gap_us = op["gpu_us"].get<double>();
     if (name.rfind("gemm.cublas.", 0) == 0)
       gemm.push_back(us);
     else if (name.rfind("gemm.", 0) != 0)
@@ -377,21 +380,32 @@ void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
     throw ConfigError(fmt::format("{}: ops: need at least one gemm.cublas.* op and one other op "
                                   "(found {} and {})",
                                   source, gemm.size(), ours.size()));
+  if (!(gap_us >= 0 && gap_us < 1000))
+    throw ConfigError(fmt::format("{}: ops[empty].gpu_us: missing or outside [0, 1000) (the "
+                                  "GPU-side cost of a queued empty kernel)",
+                                  source));
   profile.host_launch_s = median(ours) * 1e-6;
   profile.host_gemm_launch_s = median(gemm) * 1e-6;
+  profile.gpu_launch_gap_s = gap_us * 1e-6;
   report.lines.push_back(fmt::format("host_launch_us = {:.2f} (median host time of {} queued "
                                      "launches of our kernels), host_gemm_launch_us = {:.2f} ({} "
-                                     "cublasGemmEx shapes), from {}",
+                                     "cublasGemmEx shapes), gpu_launch_gap_us = {:.2f} (empty "
+                                     "kernels queued behind GEMMs), from {}",
                                      profile.host_launch_s * 1e6, ours.size(),
-                                     profile.host_gemm_launch_s * 1e6, gemm.size(), source));
+                                     profile.host_gemm_launch_s * 1e6, gemm.size(), gap_us,
+                                     source));
 }
 
 void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                          hw::HardwareProfile& profile, FitReport& report) {
+  // The step-like scenario (a training step's GEMM shapes and 25 MiB buckets) when present.
+  const bool step_like = probe.is_object() && probe.contains("step_like") &&
+                         probe["step_like"].is_object();
+  const nlohmann::json& q = step_like ? probe["step_like"] : probe;
   auto rate = [&](const char* field) {
-    if (!probe.is_object() || !probe.contains(field) || !probe[field].is_number())
+    if (!q.is_object() || !q.contains(field) || !q[field].is_number())
       throw ConfigError(fmt::format("{}: {}: missing (a number in (0, 1])", source, field));
-    const double v = probe[field].get<double>();
+    const double v = q[field].get<double>();
     // A rate a little above 1 is timing noise (the other stream idle for a moment): clamp it.
     if (!(v > 0 && v <= 1.05))
       throw ConfigError(fmt::format("{}: {} = {}: must be in (0, 1.05]", source, field, v));
@@ -405,8 +419,8 @@ void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                                        "was a local copy, not communication",
                                        source, gpus));
   report.lines.push_back(fmt::format("overlap_compute_rate = {:.3f}, overlap_comm_rate = {:.3f} "
-                                     "(GEMM beside an all-reduce on {} GPUs, from {})",
+                                     "(GEMM beside an all-reduce on {} GPUs, {} scenario, from {})",
                                      profile.overlap_compute_rate, profile.overlap_comm_rate, gpus,
-                                     source));
+                                     step_like ? "step_like" : "large", source));
 }
 } // namespace trainsim::val

@@ -55,13 +55,15 @@ struct FitReport {
 /// Host cost of a queued launch from kernels/dev/launch_probe's JSON ("ops": name, host_us):
 /// host_launch_s = median host_us of our kernels (every op not named "gemm.*"),
 /// host_gemm_launch_s = median host_us of the "gemm.cublas.*" ops (cublasGemmEx: what
-/// validate/train issues). ConfigError naming `source` and the field when one is missing.
+/// validate/train issues), gpu_launch_gap_s = gpu_us of "empty" (queued behind GEMMs, so the
+/// host is ahead). ConfigError naming `source` and the field when one is missing.
 void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
                         hw::HardwareProfile& profile, FitReport& report);
 
 /// Compute / collective interference from validate/comm/overlap_probe's JSON:
-/// overlap_compute_rate = compute_rate_gemm, overlap_comm_rate = comm_rate_gemm (the backward
-/// pass that DDP overlaps is GEMM-dominated; the copy rates are recorded in the probe's file).
+/// overlap_compute_rate = compute_rate_gemm, overlap_comm_rate = comm_rate_gemm of the
+/// "step_like" scenario when present (else the top-level, large one): the backward pass that
+/// DDP overlaps is GEMM-dominated; the copy rates are recorded in the probe's file.
 /// ConfigError naming `source` and the field when one is missing or outside (0, 1.05].
 void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                          hw::HardwareProfile& profile, FitReport& report);

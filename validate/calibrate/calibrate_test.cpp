@@ -5,6 +5,7 @@
 #include <random>
 
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 #include "hardware/load.hpp"
 #include "validate/calibrate/calibrate.hpp"
 
@@ -150,4 +151,47 @@ TEST_CASE("the recorded H200 measurements load") {
   const auto ms = load_measurements(std::string(TRAINSIM_SOURCE_DIR) +
                                     "/validate/results/h200-calibration.json");
   CHECK(ms.items.size() > 50);
+}
+
+TEST_CASE("launch and overlap probes set the queued-launch and interference fields") {
+  hw::HardwareProfile p = hw::default_profile("h200");
+  FitReport report;
+  const auto launch = nlohmann::json::parse(R"({"ops": [
+    {"name": "empty", "host_us": 5.0, "gpu_us": 1.4},
+    {"name": "add.bf16.2048x768", "host_us": 5.2, "gpu_us": 3.1},
+    {"name": "rmsnorm.fwd.bf16.2048x768", "host_us": 5.4, "gpu_us": 4.5},
+    {"name": "gemm.cublas.bf16.a", "host_us": 12.0, "gpu_us": 7},
+    {"name": "gemm.cublas.bf16.b", "host_us": 9.0, "gpu_us": 13},
+    {"name": "gemm.cublas.bf16.c", "host_us": 13.0, "gpu_us": 12},
+    {"name": "gemm.cublaslt.bf16.a", "host_us": 99.0, "gpu_us": 7}]})");
+  apply_launch_probe(launch, "l.json", p, report);
+  CHECK(p.host_launch_s == doctest::Approx(5.2e-6));      // median of our kernels
+  CHECK(p.host_gemm_launch_s == doctest::Approx(12e-6));  // median of cublasGemmEx, not Lt
+  CHECK(p.gpu_launch_gap_s == doctest::Approx(1.4e-6));   // the empty kernel's GPU side
+  CHECK_THROWS_WITH_AS(apply_launch_probe(nlohmann::json::parse(R"({"ops": [{"name": "empty",
+    "host_us": 5, "gpu_us": 1}]})"), "l.json", p, report),
+                       doctest::Contains("need at least one gemm.cublas.* op"), ConfigError);
+  CHECK_THROWS_WITH_AS(apply_launch_probe(nlohmann::json::parse(R"({"ops": [{"name": "empty",
+    "host_us": -5, "gpu_us": 1}]})"), "l.json", p, report),
+                       doctest::Contains("host_us = -5"), ConfigError);
+
+  const auto overlap = nlohmann::json::parse(R"({"num_gpus": 2,
+    "compute_rate_gemm": 0.81, "comm_rate_gemm": 0.74,
+    "step_like": {"compute_rate_gemm": 0.76, "comm_rate_gemm": 0.71}})");
+  apply_overlap_probe(overlap, "o.json", p, report);
+  CHECK(p.overlap_compute_rate == doctest::Approx(0.76)); // the step-like scenario wins
+  CHECK(p.overlap_comm_rate == doctest::Approx(0.71));
+  CHECK_THROWS_WITH_AS(apply_overlap_probe(nlohmann::json::parse(R"({"num_gpus": 2,
+    "compute_rate_gemm": 1.7, "comm_rate_gemm": 0.7})"), "o.json", p, report),
+                       doctest::Contains("compute_rate_gemm = 1.7"), ConfigError);
+}
+
+TEST_CASE("the recorded probes load") {
+  hw::HardwareProfile p = hw::default_profile("h200");
+  FitReport report;
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
+  apply_launch_probe(load_json_file(dir + "h200-launch-probe.json"), "launch", p, report);
+  apply_overlap_probe(load_json_file(dir + "overlap-probe-x2.json"), "overlap", p, report);
+  CHECK(p.host_gemm_launch_s > p.host_launch_s); // cuBLAS's host path is the longer one
+  CHECK(p.overlap_compute_rate < 1.0);
 }

@@ -72,7 +72,8 @@ float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
   return ms * 1e3f;
 }
 
-void rank_main(int dev, ncclComm_t comm, std::barrier<>& sync, const Scenario& sc, Result& out) {
+void rank_main(int dev, ncclComm_t comm, std::barrier<>& sync, std::vector<int>& counts,
+               const Scenario& sc, Result& out) {
   CUDA_CHECK(cudaSetDevice(dev));
   kern::Stream compute, comm_stream;
   kern::CublasHandle cublas;
@@ -143,8 +144,15 @@ void rank_main(int dev, ncclComm_t comm, std::barrier<>& sync, const Scenario& s
   out.comm_alone_us = run(allreduce, n_comm, comm_stream.get(), none, 0, compute.get()).first;
   out.copy_alone_us = run(copy, n_copy, compute.get(), none, 0, comm_stream.get()).first;
   // Enough of the other side to cover twice the measured batch, measured at its solo speed.
-  auto cover = [](double measured_total_us, double other_each_us) {
-    return std::max(2, static_cast<int>(2.0 * measured_total_us / other_each_us) + 1);
+  // Every rank must issue the same number of all-reduces: each proposes a count from its own
+  // timings and all use the largest (shared through `counts`, between two barriers).
+  auto cover = [&](double measured_total_us, double other_each_us) {
+    counts[static_cast<std::size_t>(dev)] =
+        std::max(2, static_cast<int>(2.0 * measured_total_us / other_each_us) + 1);
+    sync.arrive_and_wait();
+    const int c = *std::max_element(counts.begin(), counts.end());
+    sync.arrive_and_wait();
+    return c;
   };
   out.gemm_under_comm_us =
       run(gemm, n_gemm, compute.get(), allreduce,
@@ -186,11 +194,12 @@ int main(int argc, char** argv) {
       std::vector<Result> results(static_cast<std::size_t>(n));
       std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
       std::barrier<> sync(n);
+      std::vector<int> counts(static_cast<std::size_t>(n), 0);
       std::vector<std::thread> threads;
       for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
           try {
-            rank_main(r, comms[static_cast<std::size_t>(r)], sync, *sc,
+            rank_main(r, comms[static_cast<std::size_t>(r)], sync, counts, *sc,
                       results[static_cast<std::size_t>(r)]);
           } catch (...) {
             errors[static_cast<std::size_t>(r)] = std::current_exception();

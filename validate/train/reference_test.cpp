@@ -235,3 +235,43 @@ TEST_CASE("reference: AdamW on the repeating-sequence task drives the loss far b
   CHECK(first == doctest::Approx(std::log(31.0)).epsilon(0.05));
   CHECK(last < 0.3);
 }
+
+TEST_CASE("gradient buckets: one per tensor (overlapped), >= the limit (bucketed), all covered") {
+  const ParamLayout l = make_layout(model::load_model("cs336-small"), "cs336-small");
+  const auto per_tensor = make_grad_buckets(l, DdpMode::overlapped, 25.0 * 1024 * 1024, 2);
+  CHECK(per_tensor.size() == l.tensors.size());
+  const double limit = 10.0 * 1024 * 1024;
+  const auto buckets = make_grad_buckets(l, DdpMode::bucketed, limit, 2);
+  CHECK(buckets.size() < per_tensor.size());
+  // Reverse layout order, contiguous, covering the padded buffer exactly once.
+  std::int64_t hi = l.num_padded_params;
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    CHECK(buckets[i].hi == hi);
+    hi = buckets[i].lo;
+    if (i + 1 < buckets.size())
+      CHECK(static_cast<double>(buckets[i].hi - buckets[i].lo) * 2 >= limit);
+  }
+  CHECK(hi == 0);
+  CHECK(buckets.back().first == 0); // the embedding's gradient is the last to become final
+}
+
+TEST_CASE("prediction: each gradient sync is priced as the collectives it issues") {
+  TrainOptions o;
+  o.model = model::load_model("cs336-small");
+  o.num_gpus = 2;
+  const hw::GpuSpec gpu = hw::load_gpu("h200");
+  const hw::HardwareProfile profile = hw::default_profile(gpu.name);
+  auto comm = [&](DdpMode m, double bucket_mb = 25) {
+    TrainOptions v = o;
+    v.ddp = m;
+    v.bucket_bytes = bucket_mb * 1024 * 1024;
+    return predict_train_step(v, gpu, profile).breakdown_s.dp_comm;
+  };
+  // naive: one all-reduce per tensor pays the latency each time; flat: one call.
+  CHECK(comm(DdpMode::naive) > comm(DdpMode::flat));
+  // overlapped and bucketed hide most of it behind backward.
+  CHECK(comm(DdpMode::bucketed) < comm(DdpMode::flat));
+  CHECK(comm(DdpMode::overlapped) < comm(DdpMode::flat));
+  // A bucket larger than all gradients is one call after backward: the flat cost.
+  CHECK(comm(DdpMode::bucketed, 1e6) == doctest::Approx(comm(DdpMode::flat)).epsilon(1e-6));
+}
