@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/compare_train_step.hpp"
 #include "cli/measure.hpp"
 #include "cli/output.hpp"
 #include "cli/plot.hpp"
@@ -24,9 +25,11 @@ struct CompareOptions {
   std::string base;
   std::string gpu;
   std::string collectives;
+  std::string train_step;
   std::string level = "intra-node";
   std::string plot;
-  double max_mape_pct = 0; // 0 = report only
+  double max_mape_pct = 0;       // 0 = report only
+  double max_step_error_pct = 0; // --train-step: 0 = report only
   OutputOptions out;
 };
 
@@ -121,7 +124,7 @@ int run_compare(const CompareOptions& o) {
   const auto cal = hw::load_profile(o.calibration);
   Sink sink(o.out);
   nlohmann::json out{{"calibration", o.calibration}};
-  if (!o.measurements.empty() || o.collectives.empty()) {
+  if (!o.measurements.empty() || (o.collectives.empty() && o.train_step.empty())) {
     const auto ms = measurements_from(o.measurements, o.suite);
     std::string gpu_name = o.gpu.empty() ? cal.gpu : o.gpu;
     if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
@@ -219,6 +222,9 @@ int run_compare(const CompareOptions& o) {
   }
   if (!o.collectives.empty())
     compare_collectives(o, cal, sink, out);
+  if (!o.train_step.empty())
+    compare_train_step(o.train_step, cal, o.gpu, o.plot.empty() ? "" : with_suffix(o.plot, "-train-step"),
+                       o.max_step_error_pct, sink, out);
   if (sink.format() == Format::json)
     sink.json(out);
   return 0;
@@ -245,6 +251,11 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--collectives", o->collectives,
                   "Collective measurements (bench collectives JSON)");
   cmd->add_option("--level", o->level, "Level of those collectives")->capture_default_str();
+  cmd->add_option("--train-step", o->train_step,
+                  "Recorded training-step runs (train-step.jsonl from scripts/train-step-bench.sh): "
+                  "each re-predicted now with --calibration");
+  cmd->add_option("--max-step-error-pct", o->max_step_error_pct,
+                  "With --train-step: exit 3 when a step-time |error| exceeds this (0 = report)");
   cmd->add_option("--max-mape-pct", o->max_mape_pct,
                   "Fail (exit 3) above this calibrated mean error")
       ->capture_default_str();
