@@ -107,6 +107,58 @@ add_test(NAME cli.compare_heldout
                  --base h200-datasheet --max-mape-pct 10)
 # Exit code 3 above the limit fails this test (no output pattern: ctest then checks the code).
 set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profile)
+
+# Collective model from the recorded 2x H200 run (2026-11-29, NVLink NV18, NCCL 2.28.3, mpirun -np
+# 2; validate/results/collectives-h200x2-mpi.json), no GPU needed: fit the regimes, then compare
+# every measured size. Issue #7's target: within 15% at every size >= 1 MiB. Five ops meet it
+# (max 12.4%, all-gather at 4 GiB). all-to-all does not: its 16 MiB point (89.7 us, slower than
+# the 81.8 us at 32 MiB; 50.1 us in the single-process run) is an outlier of that run, and the
+# fit reaches 24.9% there. Its guard is that figure rounded up to 25%, a regression bound,
+# not the target (docs/collectives.md, "2x H200 (NVLink), 2026-11-29").
+add_test(NAME cli.calibrate_collectives_recorded
+         COMMAND trainsim calibrate
+                 --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+                 --topology ${PROJECT_SOURCE_DIR}/validate/results/h200x2-topology.txt
+                 --base h200 --out ${CMAKE_CURRENT_BINARY_DIR}/h200x2-test-profile.json)
+set_tests_properties(cli.calibrate_collectives_recorded PROPERTIES FIXTURES_SETUP h200x2_profile
+                     PASS_REGULAR_EXPRESSION "all-reduce intra-node P=2: [1-3] regimes?: from 0 B")
+set(H200X2_COMPARE trainsim compare --calibration ${CMAKE_CURRENT_BINARY_DIR}/h200x2-test-profile.json
+                   --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json)
+add_test(NAME cli.compare_collectives_recorded
+         COMMAND ${H200X2_COMPARE} --ops all-reduce,all-gather,reduce-scatter,broadcast,send-recv
+                 --max-error-above-1mib-pct 15)
+add_test(NAME cli.compare_collectives_recorded_all_to_all
+         COMMAND ${H200X2_COMPARE} --ops all-to-all --max-error-above-1mib-pct 25)
+# The guard can fail: exit 3 with the figure and the limit.
+add_test(NAME cli.compare_collectives_guard COMMAND ${H200X2_COMPARE} --max-error-above-1mib-pct 5)
+add_test(NAME cli.compare_collectives_guard.message
+         COMMAND ${H200X2_COMPARE} --max-error-above-1mib-pct 5)
+set_tests_properties(cli.compare_collectives_recorded cli.compare_collectives_recorded_all_to_all
+                     cli.compare_collectives_guard cli.compare_collectives_guard.message
+                     PROPERTIES FIXTURES_REQUIRED h200x2_profile)
+set_tests_properties(cli.compare_collectives_guard PROPERTIES WILL_FAIL TRUE)
+set_tests_properties(cli.compare_collectives_guard.message PROPERTIES PASS_REGULAR_EXPRESSION
+                     "max \\|error\\| [0-9.]+% above 1 MiB > 5.0%")
+# The committed preset is that fit: the same bounds hold for it.
+add_test(NAME cli.compare_collectives_preset
+         COMMAND trainsim compare --calibration h200-x2-nvlink
+                 --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+                 --ops all-reduce,all-gather,reduce-scatter,broadcast,send-recv
+                 --max-error-above-1mib-pct 15)
+trainsim_cli_test(calibrate_topology "GPU0<->GPU1 NV18"
+  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+  --topology ${PROJECT_SOURCE_DIR}/validate/results/h200x2-topology.txt --base h200
+  --out ${CMAKE_CURRENT_BINARY_DIR}/h200x2-topology-profile.json --format json)
+trainsim_cli_error(calibrate_bad_topology "--topology .*no GPU rows"
+  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+  --topology ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad.json --base h200
+  --out ${CMAKE_CURRENT_BINARY_DIR}/unused-profile.json)
+trainsim_cli_error(calibrate_max_regimes "--max-regimes = 4: must be 1, 2 or 3"
+  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+  --base h200 --max-regimes 4 --out ${CMAKE_CURRENT_BINARY_DIR}/unused-profile.json)
+trainsim_cli_error(compare_bad_ops "--ops = 'all-sum': unknown collective"
+  compare --calibration h200-x2-nvlink --ops all-sum
+  --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json)
 trainsim_cli_error(calibrate_bad_file "measurements" calibrate --from ${CMAKE_CURRENT_SOURCE_DIR}/testdata/unknown_field.json --out x.json)
 # fp8 is a cuBLASLt GEMM only, at multiples of 16: rejected from the flags, before any device.
 trainsim_cli_error(bench_fp8_op "--dtype fp8: only --op gemm runs in fp8, not --op relu"

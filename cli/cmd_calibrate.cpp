@@ -1,10 +1,14 @@
 // `trainsim calibrate`: fit a hardware profile from kernel measurements (run now on the local
 // GPU, or read from a `bench kernels --format json` file) and from collective measurements
 // (`bench collectives --format json`), and write it as a profile JSON.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/measure.hpp"
@@ -12,6 +16,7 @@
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
 #include "common/presets.hpp"
+#include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "validate/bench/bench.hpp"
 #include "validate/calibrate/calibrate.hpp"
@@ -30,8 +35,125 @@ struct CalibrateOptions {
   std::string launch_probe, overlap_probe;
   std::string level = "intra-node";
   std::string suite = "calibration";
+  std::int64_t max_regimes = 3;
+  std::string topology;
+  std::vector<std::string> notes;
   OutputOptions output;
 };
+
+// GPU-to-GPU links from `nvidia-smi topo -m` output: the header row names the columns (GPU0,
+// GPU1, ..., NIC0, ...), each GPU row gives its link to every column (X, NV18, PIX, SYS, ...).
+// Returns "GPU0<->GPU1 NV18" per GPU pair.
+std::vector<std::string> topology_links(const std::string& text, const std::string& file) {
+  std::string clean; // drop ANSI escapes (nvidia-smi underlines the header)
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b') {
+      while (i < text.size() && !std::isalpha(static_cast<unsigned char>(text[i])))
+        ++i;
+      continue;
+    }
+    clean += text[i];
+  }
+  auto is_device = [](const std::string& tok, const char* prefix) {
+    const std::string p(prefix);
+    return tok.size() > p.size() && tok.rfind(p, 0) == 0 &&
+           std::all_of(tok.begin() + static_cast<std::ptrdiff_t>(p.size()), tok.end(),
+                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  };
+  std::vector<std::string> columns;
+  std::map<std::string, std::vector<std::string>> rows;
+  std::istringstream lines(clean);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> tok;
+    for (std::string w; words >> w;)
+      tok.push_back(w);
+    if (tok.empty())
+      continue;
+    if (columns.empty() && is_device(tok[0], "GPU")) {
+      for (const auto& t : tok) {
+        if (!is_device(t, "GPU") && !is_device(t, "NIC"))
+          break;
+        columns.push_back(t);
+      }
+    } else if (!columns.empty() && is_device(tok[0], "GPU") && tok.size() > columns.size()) {
+      rows[tok[0]] = std::vector<std::string>(
+          tok.begin() + 1, tok.begin() + 1 + static_cast<std::ptrdiff_t>(columns.size()));
+    }
+  }
+  std::vector<std::string> links;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const auto row = rows.find(columns[i]);
+    if (row == rows.end())
+      continue;
+    for (std::size_t j = i + 1; j < columns.size(); ++j)
+      if (is_device(columns[j], "GPU"))
+        links.push_back(fmt::format("{}<->{} {}", columns[i], columns[j], row->second[j]));
+  }
+  if (links.empty())
+    throw ConfigError(fmt::format("--topology {}: no GPU rows under a 'GPU0 GPU1 ...' header "
+                                  "(expected the output of `nvidia-smi topo -m` on a machine "
+                                  "with 2 or more GPUs)",
+                                  file));
+  return links;
+}
+
+std::string read_text_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(fmt::format("{} {}: cannot open file", flag, path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+// "2x NVIDIA H200" from the per-rank GPU names (or "NVIDIA H200, NVIDIA H100" when mixed).
+std::string device_summary(const nlohmann::json& gpu_names) {
+  std::vector<std::string> names;
+  if (gpu_names.is_array())
+    for (const auto& n : gpu_names)
+      if (n.is_string())
+        names.push_back(n.get<std::string>());
+  if (names.empty())
+    return "unknown devices";
+  if (std::all_of(names.begin(), names.end(), [&](const auto& n) { return n == names[0]; }))
+    return fmt::format("{}x {}", names.size(), names[0]);
+  return join(names, ", ");
+}
+
+// The report lines of one collective fit: the regimes, then the quality figures.
+std::vector<std::string> describe_fit(const val::CollectiveFitResult& r) {
+  const hw::CollectiveFit& f = r.fit;
+  const val::CollectiveFitQuality& q = r.quality;
+  std::vector<std::string> regimes;
+  for (const auto& g : f.regimes)
+    regimes.push_back(fmt::format("from {}: alpha {:.2f} us, busbw {:.1f} GB/s",
+                                  format_bytes_binary(g.min_bytes), g.alpha_s * 1e6,
+                                  g.busbw_bytes_per_s / 1e9));
+  auto at = [](double bytes) {
+    return std::isfinite(bytes) ? " at " + format_bytes_binary(bytes) : std::string();
+  };
+  return {fmt::format("{} {} P={}: {} regime{}: {}", f.op, f.level, f.num_ranks, f.regimes.size(),
+                      f.regimes.size() == 1 ? "" : "s", join(regimes, "; ")),
+          fmt::format("{} P={}: max error >= 1 MiB {:.1f}%{}, <= 64 KiB {:.1f}%{}; latency: alpha "
+                      "{:.2f} us vs median time <= 64 KiB {:.2f} us ({:+.1f}%); held-out (fit on "
+                      "even-indexed sizes, odd sizes >= 1 MiB): {:.1f}%{}, {:.1f}% away from "
+                      "breakpoints",
+                      f.op, f.num_ranks, 100 * q.max_rel_error_large_fraction,
+                      at(q.max_rel_error_large_bytes), 100 * q.max_rel_error_small_fraction,
+                      at(q.max_rel_error_small_bytes), q.small_alpha_s * 1e6,
+                      q.median_small_time_s * 1e6, 100 * q.small_alpha_error_fraction,
+                      100 * q.heldout_max_rel_error_large_fraction,
+                      at(q.heldout_max_rel_error_large_bytes),
+                      100 * q.heldout_max_rel_error_large_interior_fraction)};
+}
 
 std::string today() {
   const std::time_t t = std::time(nullptr);
@@ -94,6 +216,10 @@ namespace {
 int run_calibrate(const CalibrateOptions& o) {
   if (o.out.empty())
     throw ConfigError("--out: required (the profile JSON to write)");
+  if (o.max_regimes < 1 || o.max_regimes > 3)
+    throw ConfigError(fmt::format("--max-regimes = {}: must be 1, 2 or 3", o.max_regimes));
+  if (!o.topology.empty() && o.collectives.empty())
+    throw ConfigError("--topology: only used with --collectives (it describes their machine)");
   std::string gpu_name = o.gpu;
   nlohmann::json metadata{{"date", today()}};
   hw::HardwareProfile profile;
@@ -120,8 +246,12 @@ int run_calibrate(const CalibrateOptions& o) {
           "--gpu or --base: needed to start from a profile when only --collectives is given");
     profile = o.base.empty() ? hw::default_profile(gpu_name) : hw::load_profile(o.base);
   }
+  std::vector<std::pair<hw::CollectiveFit, nlohmann::json>> qualities;
+  std::string collective_source;
   if (!o.collectives.empty()) {
-    const auto fits = val::fit_collectives_file(o.collectives, o.level);
+    val::CollectiveFitOptions fit_options;
+    fit_options.max_regimes = o.max_regimes;
+    const auto fits = val::fit_collectives_file(o.collectives, o.level, fit_options);
     profile.collective_fits.erase(
         std::remove_if(profile.collective_fits.begin(), profile.collective_fits.end(),
                        [&](const hw::CollectiveFit& f) { return f.level == o.level; }),
@@ -133,14 +263,35 @@ int run_calibrate(const CalibrateOptions& o) {
         continue;
       }
       profile.collective_fits.push_back(f.fit);
-      lines.push_back(fmt::format("{} {} P={}: alpha {:.2f} us, busbw {:.1f} GB/s (max error above "
-                                  "1 MiB {:.1f}%, below 64 KiB {:.1f}%)",
-                                  f.fit.op, f.fit.level, f.fit.num_ranks, f.fit.alpha_s * 1e6,
-                                  f.fit.busbw_bytes_per_s / 1e9,
-                                  100 * f.quality.max_rel_error_large_fraction,
-                                  100 * f.quality.max_rel_error_small_fraction));
+      qualities.emplace_back(f.fit, val::to_json(f.quality));
+      for (const auto& l : describe_fit(f))
+        lines.push_back(l);
     }
     metadata["collective_measurements"] = o.collectives;
+    metadata["collective_fit_options"] = {
+        {"max_regimes", fit_options.max_regimes},
+        {"min_sizes_per_regime", fit_options.min_sizes_per_regime}};
+    // Provenance of the measurements: the device block `bench collectives` wrote.
+    const nlohmann::json doc = load_json_file(o.collectives);
+    std::vector<std::string> parts;
+    if (doc.contains("device") && doc["device"].is_object()) {
+      nlohmann::json device = doc["device"];
+      device.erase("hostname");
+      metadata["collective_device"] = device;
+      parts.push_back(device_summary(device.value("gpu_names", nlohmann::json())));
+      parts.push_back("NCCL " + device.value("nccl_version", std::string("?")));
+      parts.push_back("NCCL_NVLS_ENABLE=" + device.value("nccl_nvls_enable", std::string("?")));
+      parts.push_back(fmt::format("launcher {} ({} ranks)",
+                                  device.value("launcher", std::string("?")),
+                                  device.value("num_ranks", std::int64_t{0})));
+    }
+    if (!o.topology.empty()) {
+      const auto links = topology_links(read_text_file(o.topology, "--topology"), o.topology);
+      metadata["topology"] = {{"file", o.topology}, {"links", links}};
+      parts.push_back("topology " + join(links, ", "));
+    }
+    collective_source = fmt::format("collectives from {}{}", o.collectives,
+                                    parts.empty() ? "" : " (" + join(parts, ", ") + ")");
   }
   if (!o.launch_probe.empty() || !o.overlap_probe.empty()) {
     val::FitReport probes;
@@ -154,16 +305,32 @@ int run_calibrate(const CalibrateOptions& o) {
     }
     lines.insert(lines.end(), probes.lines.begin(), probes.lines.end());
   }
+  if (!o.notes.empty())
+    metadata["notes"] = o.notes;
+  if (!o.base.empty())
+    metadata["base_profile"] = o.base;
   if (!gpu_name.empty())
     profile.gpu = gpu_name;
   profile.name =
       o.name.empty() ? (profile.gpu.empty() ? "calibrated" : profile.gpu + " calibrated") : o.name;
-  profile.source =
-      fmt::format("trainsim calibrate on {} ({}); fitted: {}", today(),
-                  metadata.value("kernel_measurements", std::string("collectives only")),
-                  lines.empty() ? "nothing" : lines.front() + (lines.size() > 1 ? ", ..." : ""));
+  if (kernels)
+    profile.source =
+        fmt::format("trainsim calibrate on {} ({}); fitted: {}", today(),
+                    metadata.value("kernel_measurements", std::string("")),
+                    lines.empty() ? "nothing" : lines.front() + (lines.size() > 1 ? ", ..." : ""));
+  else
+    profile.source = fmt::format("trainsim calibrate on {}: {}{}{}", today(), collective_source,
+                                 o.notes.empty() ? "" : "; " + join(o.notes, "; "),
+                                 o.base.empty() ? "" : "; other fields from " + o.base);
+  if (kernels && !collective_source.empty())
+    profile.source += "; " + collective_source;
   hw::validate(profile, o.out);
   nlohmann::json j = hw::profile_to_json(profile);
+  // Each new collective fit carries its quality (the loader reads and ignores it).
+  for (auto& fj : j["collective_fits"])
+    for (const auto& [fit, quality] : qualities)
+      if (fj["op"] == fit.op && fj["level"] == fit.level && fj["num_ranks"] == fit.num_ranks)
+        fj["quality"] = quality;
   metadata["fit"] = lines;
   j["metadata"] = metadata;
   std::ofstream f(o.out);
@@ -199,7 +366,7 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--name", o->name, "Profile name");
   cmd->add_option(
       "--collectives", o->collectives,
-      "Collective measurements (bench collectives --format json) to fit alpha-beta from");
+      "Collective measurements (bench collectives --format json) to fit alpha-beta regimes from");
   cmd->add_option("--launch-probe", o->launch_probe,
                   "kernels/dev/launch_probe JSON: host time per queued launch (our kernels, "
                   "cuBLAS GEMMs), used when a step's kernels are queued back to back");
@@ -208,10 +375,19 @@ void add_calibrate(CLI::App& app) {
                   "overlapped, used for data-parallel gradient sync hidden behind backward");
   cmd->add_option("--level", o->level, "Level of those collectives: intra-node | inter-node")
       ->capture_default_str();
+  cmd->add_option("--max-regimes", o->max_regimes,
+                  "Size regimes per collective fit, 1..3 (1: one alpha-beta line)")
+      ->capture_default_str();
+  cmd->add_option("--topology", o->topology,
+                  "`nvidia-smi topo -m` output of the measured machine, recorded in the profile");
+  cmd->add_option("--note", o->notes,
+                  "Free text recorded in the profile's source and metadata (repeatable)");
   add_output_options(*cmd, o->output);
   cmd->footer("Examples:\n  trainsim calibrate --out h200.json                  # measure on this "
               "GPU, fit\n"
-              "  trainsim calibrate --from validate/results/h200-calibration.json --out h200.json");
+              "  trainsim calibrate --from validate/results/h200-calibration.json --out h200.json\n"
+              "  trainsim calibrate --collectives collectives.json --base h200 --topology topo.txt "
+              "--out h200-x2.json");
   cmd->callback([o] { run_calibrate(*o); });
 }
 

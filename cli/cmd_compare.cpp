@@ -1,8 +1,10 @@
 // `trainsim compare`: predicted vs measured, per kernel (with the datasheet profile and the
 // calibrated one) and per collective size; MAPE; plots of predicted vs measured, of the
 // roofline with the measured points, and of collective bus bandwidth against size.
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/compare_train_step.hpp"
@@ -11,6 +13,7 @@
 #include "cli/plot.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "simulate/collectives.hpp"
 #include "validate/comm/fit.hpp"
@@ -28,8 +31,10 @@ struct CompareOptions {
   std::string train_step;
   std::string level = "intra-node";
   std::string plot;
-  double max_mape_pct = 0;       // 0 = report only
-  double max_step_error_pct = 0; // --train-step: 0 = report only
+  double max_mape_pct = 0;             // 0 = report only
+  double max_step_error_pct = 0;       // --train-step: 0 = report only
+  std::string ops;                     // collectives to compare ("" = every op with a fit)
+  double max_error_above_1mib_pct = 0; // 0 = report only
   OutputOptions out;
 };
 
@@ -38,18 +43,59 @@ std::string with_suffix(const std::string& file, const std::string& suffix) {
   return dot == std::string::npos ? file + suffix : file.substr(0, dot) + suffix + file.substr(dot);
 }
 
+// Per-op figures of the collective comparison (docs/collectives.md reads them).
+struct OpSummary {
+  std::string op;
+  std::int64_t num_ranks = 0;
+  std::size_t num_regimes = 0;
+  double max_large_pct = 0, max_large_bytes = 0; // max |error| at sizes >= 1 MiB, and where
+  double max_small_pct = 0, max_small_bytes = 0; // max |error| at sizes <= 64 KiB, and where
+  double small_alpha_s = 0;                      // alpha of the smallest-size regime
+  double median_small_time_s = 0;                // median measured time at sizes <= 64 KiB
+};
+
+double median_of(std::vector<double> v) {
+  if (v.empty())
+    return std::nan("");
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Axis tics at powers of 1024 with binary-prefix labels (the sizes nccl-tests sweeps).
+std::string binary_size_tics() {
+  return "set xtics ('8 B' 8, '1 KiB' 1024, '32 KiB' 32768, '1 MiB' 1048576, '32 MiB' "
+         "33554432, '1 GiB' 1073741824)";
+}
+
 void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal, Sink& sink,
-                         nlohmann::json& out) {
+                         nlohmann::json& out, bool kernel_plots) {
   const auto doc = load_json_file(o.collectives);
   const auto series = val::read_collective_series(doc, o.collectives, o.level);
+  std::vector<std::string> wanted;
+  if (!o.ops.empty()) {
+    std::stringstream list(o.ops);
+    for (std::string op; std::getline(list, op, ',');) {
+      sim::Collective c;
+      if (!sim::parse_collective(op, c))
+        throw ConfigError(fmt::format("--ops = '{}': unknown collective '{}' (all-reduce, "
+                                      "all-gather, reduce-scatter, broadcast, all-to-all, "
+                                      "send-recv)",
+                                      o.ops, op));
+      wanted.push_back(op);
+    }
+  }
   Table t({"op", "P", "size (B)", "measured (us)", "predicted (us)", "error", "busbw meas. (GB/s)",
            "busbw pred. (GB/s)"},
           {"op", "num_ranks", "bytes", "measured_s", "predicted_s", "error_pct",
            "measured_busbw_bytes_per_s", "predicted_busbw_bytes_per_s"});
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<Series> plots;
+  std::vector<Panel> panels;
+  std::vector<OpSummary> summaries;
   double max_large = 0, max_small = 0;
   for (const auto& s : series) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), s.op) == wanted.end())
+      continue;
     const hw::CollectiveFit* fit = nullptr;
     for (const auto& f : cal.collective_fits)
       if (f.op == s.op && f.level == s.level && f.num_ranks == s.num_ranks)
@@ -60,18 +106,33 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
     if (!sim::parse_collective(s.op, op))
       continue;
     const double factor = sim::busbw_factor(op, op == sim::Collective::send_recv ? 2 : s.num_ranks);
-    Series meas{s.op + " measured", {}, "points pt 7", {}},
-        pred{s.op + " predicted", {}, "lines", {}};
+    OpSummary sum;
+    sum.op = s.op;
+    sum.num_ranks = s.num_ranks;
+    sum.num_regimes = std::max<std::size_t>(fit->regimes.size(), 1);
+    sum.small_alpha_s = hw::regime_for(*fit, 0).alpha_s;
+    std::vector<double> small_times;
+    Series meas{"measured", {}, "points pt 7 ps 0.7 lc rgb '#1f77b4'", {}},
+        pred{"model", {}, "lines lw 2 lc rgb '#d62728'", {}};
+    double lo = 0, hi = 0;
     for (const auto& p : s.points) {
-      const double t_pred = fit->alpha_s + p.bytes * factor / fit->busbw_bytes_per_s;
+      const double t_pred = hw::collective_fit_time_s(*fit, p.bytes, factor);
       const double err = 100 * (t_pred / p.time_s - 1);
-      if (p.bytes >= 1 << 20)
-        max_large = std::max(max_large, std::fabs(err));
-      if (p.bytes <= 64 << 10)
-        max_small = std::max(max_small, std::fabs(err));
+      lo = lo == 0 ? p.bytes : std::min(lo, p.bytes);
+      hi = std::max(hi, p.bytes);
+      if (p.bytes >= 1 << 20 && std::fabs(err) >= sum.max_large_pct) {
+        sum.max_large_pct = std::fabs(err);
+        sum.max_large_bytes = p.bytes;
+      }
+      if (p.bytes <= 64 << 10) {
+        small_times.push_back(p.time_s);
+        if (std::fabs(err) >= sum.max_small_pct) {
+          sum.max_small_pct = std::fabs(err);
+          sum.max_small_bytes = p.bytes;
+        }
+      }
       const double bw_m = p.bytes / p.time_s * factor, bw_p = p.bytes / t_pred * factor;
       meas.points.emplace_back(p.bytes, bw_m / 1e9);
-      pred.points.emplace_back(p.bytes, bw_p / 1e9);
       rows.push_back({{"op", s.op},
                       {"num_ranks", s.num_ranks},
                       {"bytes", p.bytes},
@@ -87,33 +148,86 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
                  fmt::format("{:.4f}", err), fmt::format("{:.6g}", bw_m),
                  fmt::format("{:.6g}", bw_p)});
     }
-    plots.push_back(meas);
-    plots.push_back(pred);
+    sum.median_small_time_s = median_of(small_times);
+    max_large = std::max(max_large, sum.max_large_pct);
+    max_small = std::max(max_small, sum.max_small_pct);
+    // The model's busbw on a fine grid (8 points per doubling) and on both sides of each regime
+    // boundary, so the switches show as steps.
+    std::vector<double> grid;
+    for (double b = lo; b <= hi * (1 + 1e-9); b *= std::pow(2.0, 0.125))
+      grid.push_back(b);
+    std::vector<double> boundaries;
+    for (std::size_t k = 1; k < fit->regimes.size(); ++k) {
+      const double b = fit->regimes[k].min_bytes;
+      boundaries.push_back(b);
+      grid.push_back(b * (1 - 1e-9));
+      grid.push_back(b);
+    }
+    std::sort(grid.begin(), grid.end());
+    for (double b : grid)
+      pred.points.emplace_back(b, b * factor / hw::collective_fit_time_s(*fit, b, factor) / 1e9);
+    panels.push_back(
+        {fmt::format("{} (P={}): {} regime{}; max |error| >= 1 MiB {:.1f}%", s.op, s.num_ranks,
+                     sum.num_regimes, sum.num_regimes == 1 ? "" : "s", sum.max_large_pct),
+         {meas, pred},
+         boundaries});
+    summaries.push_back(sum);
   }
   if (rows.empty())
     throw ConfigError(fmt::format("--collectives {}: no series matches a collective fit of the "
-                                  "calibration (run `trainsim calibrate --collectives` first)",
-                                  o.collectives));
+                                  "calibration{} (run `trainsim calibrate --collectives` first)",
+                                  o.collectives, o.ops.empty() ? "" : " among --ops " + o.ops));
+  nlohmann::json per_op = nlohmann::json::array();
+  Table st({"op", "P", "regimes", "max |error| >= 1 MiB", "at", "max |error| <= 64 KiB", "at",
+            "alpha (us)", "median time <= 64 KiB (us)", "alpha vs median"});
+  for (const OpSummary& m : summaries) {
+    per_op.push_back({{"op", m.op},
+                      {"num_ranks", m.num_ranks},
+                      {"num_regimes", m.num_regimes},
+                      {"max_abs_error_pct_above_1mib", m.max_large_pct},
+                      {"max_abs_error_bytes_above_1mib", m.max_large_bytes},
+                      {"max_abs_error_pct_below_64kib", m.max_small_pct},
+                      {"max_abs_error_bytes_below_64kib", m.max_small_bytes},
+                      {"small_alpha_s", m.small_alpha_s},
+                      {"median_time_s_below_64kib", m.median_small_time_s}});
+    st.add_row({m.op, fmt::format("{}", m.num_ranks), fmt::format("{}", m.num_regimes),
+                fmt::format("{:.1f}%", m.max_large_pct), format_bytes_binary(m.max_large_bytes),
+                fmt::format("{:.1f}%", m.max_small_pct), format_bytes_binary(m.max_small_bytes),
+                fmt::format("{:.2f}", m.small_alpha_s * 1e6),
+                fmt::format("{:.2f}", m.median_small_time_s * 1e6),
+                fmt::format("{:+.1f}%", 100 * (m.small_alpha_s / m.median_small_time_s - 1))});
+  }
   out["collectives"] = {{"rows", rows},
+                        {"per_op", per_op},
                         {"max_abs_error_pct_above_1mib", max_large},
                         {"max_abs_error_pct_below_64kib", max_small}};
   if (sink.format() != Format::json) {
-    sink.comment(fmt::format("collectives: measured ({}) vs the calibration's alpha-beta fits",
+    sink.comment(fmt::format("collectives: measured ({}) vs the calibration's fits (regime "
+                             "covering each size)",
                              o.collectives));
     t.print(sink);
-    if (sink.format() == Format::table)
+    if (sink.format() == Format::table) {
+      sink.write("\n");
+      st.print(sink);
       sink.write(fmt::format("collectives: max |error| {:.1f}% above 1 MiB, {:.1f}% below 64 KiB\n",
                              max_large, max_small));
+    }
   }
   if (!o.plot.empty())
-    plot_xy({with_suffix(o.plot, "-collectives"),
-             "collective bus bandwidth: measured and predicted",
-             "message size (bytes)",
-             "busbw (GB/s)",
-             true,
-             true,
-             {}},
-            plots);
+    plot_panels({kernel_plots ? with_suffix(o.plot, "-collectives") : o.plot,
+                 fmt::format("bus bandwidth, measured ({}) and model ({}); dashed: regime "
+                             "boundaries",
+                             o.collectives, cal.name),
+                 "message size",
+                 "busbw (GB/s)",
+                 true,
+                 false, // linear busbw, as nccl-tests' curves: the large-size fit is what to see
+                 {binary_size_tics(), "set yrange [0:*]"}},
+                panels, 3);
+  if (o.max_error_above_1mib_pct > 0 && max_large > o.max_error_above_1mib_pct)
+    throw CheckFailed(fmt::format("collectives: max |error| {:.1f}% above 1 MiB > {:.1f}% "
+                                  "(--max-error-above-1mib-pct)",
+                                  max_large, o.max_error_above_1mib_pct));
 }
 
 int run_compare(const CompareOptions& o) {
@@ -124,7 +238,8 @@ int run_compare(const CompareOptions& o) {
   const auto cal = hw::load_profile(o.calibration);
   Sink sink(o.out);
   nlohmann::json out{{"calibration", o.calibration}};
-  if (!o.measurements.empty() || (o.collectives.empty() && o.train_step.empty())) {
+  const bool kernels = !o.measurements.empty() || (o.collectives.empty() && o.train_step.empty());
+  if (kernels) {
     const auto ms = measurements_from(o.measurements, o.suite);
     std::string gpu_name = o.gpu.empty() ? cal.gpu : o.gpu;
     if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
@@ -220,10 +335,20 @@ int run_compare(const CompareOptions& o) {
       throw CheckFailed(
           fmt::format("calibrated mean |error| {:.1f}% > {:.1f}%", mape_cal, o.max_mape_pct));
   }
-  if (!o.collectives.empty())
-    compare_collectives(o, cal, sink, out);
+  if (!o.collectives.empty()) {
+    try {
+      compare_collectives(o, cal, sink, out, kernels);
+    } catch (const CheckFailed&) {
+      if (sink.format() == Format::json)
+        sink.json(out);
+      throw;
+    }
+  }
   if (!o.train_step.empty())
-    compare_train_step(o.train_step, cal, o.gpu, o.plot.empty() ? "" : with_suffix(o.plot, "-train-step"),
+    compare_train_step(o.train_step, cal, o.gpu,
+                       o.plot.empty()                             ? ""
+                       : kernels || !o.collectives.empty() ? with_suffix(o.plot, "-train-step")
+                                                            : o.plot,
                        o.max_step_error_pct, sink, out);
   if (sink.format() == Format::json)
     sink.json(out);
@@ -259,12 +384,20 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--max-mape-pct", o->max_mape_pct,
                   "Fail (exit 3) above this calibrated mean error")
       ->capture_default_str();
+  cmd->add_option("--ops", o->ops,
+                  "Collectives to compare, comma-separated (default: every op with a fit)");
+  cmd->add_option("--max-error-above-1mib-pct", o->max_error_above_1mib_pct,
+                  "Fail (exit 3) when a collective's |error| at a size >= 1 MiB exceeds this")
+      ->capture_default_str();
   cmd->add_option("--plot", o->plot,
-                  "Predicted-vs-measured chart (.png/.svg); also writes "
-                  "<name>-roofline and <name>-collectives");
+                  "Charts (.png/.svg): kernels predicted vs measured here, plus <name>-roofline "
+                  "and <name>-collectives; with --collectives only, the busbw panels here");
   add_output_options(*cmd, o->out);
-  cmd->footer("Example: trainsim compare --calibration presets/profiles/h200.json --measurements "
-              "validate/results/h200-held-out.json --plot docs/img/h200-compare.png");
+  cmd->footer(
+      "Examples:\n  trainsim compare --calibration presets/profiles/h200.json --measurements "
+      "validate/results/h200-held-out.json --plot docs/img/h200-compare.png\n"
+      "  trainsim compare --calibration h200-x2-nvlink --collectives "
+      "validate/results/collectives-h200x2-mpi.json --max-error-above-1mib-pct 15");
   cmd->callback([o] { run_compare(*o); });
 }
 

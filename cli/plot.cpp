@@ -1,6 +1,7 @@
 // gnuplot-iostream implementation of the plots (plot.hpp).
 #include "cli/plot.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
@@ -12,11 +13,11 @@
 namespace trainsim::cli {
 namespace {
 
-std::string terminal_for(const std::string& file) {
+std::string terminal_for(const std::string& file, int width = 1000, int height = 650) {
   if (file.ends_with(".png"))
-    return "pngcairo size 1000,650 noenhanced font ',10'";
+    return fmt::format("pngcairo size {},{} noenhanced font ',10'", width, height);
   if (file.ends_with(".svg"))
-    return "svg size 1000,650 noenhanced font ',10'";
+    return fmt::format("svg size {},{} noenhanced font ',10'", width, height);
   throw ConfigError(fmt::format("--plot {}: the file must end in .png or .svg", file));
 }
 
@@ -88,6 +89,40 @@ void plot_xy(const PlotSpec& spec, const std::vector<Series>& series) {
   }
 }
 
+void plot_panels(const PlotSpec& spec, const std::vector<Panel>& panels, int columns) {
+  Gnuplot gp = open_gnuplot(spec.file);
+  const int cols = std::max(columns, 1);
+  const int rows = static_cast<int>((panels.size() + static_cast<std::size_t>(cols) - 1) /
+                                    static_cast<std::size_t>(cols));
+  gp << "set terminal " << terminal_for(spec.file, 480 * cols, 40 + 360 * std::max(rows, 1))
+     << "\n";
+  gp << "set output " << quote(spec.file) << "\n";
+  gp << "set xlabel " << quote(spec.xlabel) << "\n";
+  gp << "set ylabel " << quote(spec.ylabel) << "\n";
+  gp << "set grid\nset key top left font ',8'\n";
+  if (spec.logx)
+    gp << "set logscale x 2\n";
+  if (spec.logy)
+    gp << "set logscale y 10\n";
+  for (const auto& e : spec.extra)
+    gp << e << "\n";
+  gp << "set multiplot layout " << rows << "," << cols << " title " << quote(spec.title) << "\n";
+  for (const Panel& panel : panels) {
+    gp << "set title " << quote(panel.title) << "\nunset arrow\n";
+    for (double x : panel.vlines)
+      gp << "set arrow from " << x << ", graph 0 to " << x
+         << ", graph 1 nohead dashtype 2 lc rgb 'gray40'\n";
+    gp << "plot ";
+    for (std::size_t i = 0; i < panel.series.size(); ++i)
+      gp << (i ? ", " : "") << "'-' using 1:2 with " << panel.series[i].style << " title "
+         << quote(panel.series[i].title);
+    gp << "\n";
+    for (const Series& s : panel.series)
+      gp.send1d(s.points);
+  }
+  gp << "unset multiplot\n";
+}
+
 void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
                const std::vector<std::string>& groups,
                const std::vector<std::vector<double>>& values) {
@@ -115,6 +150,12 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
 #else
 
 void plot_xy(const PlotSpec& spec, const std::vector<Series>&) {
+  terminal_for(spec.file);
+  throw ConfigError("--plot: built without gnuplot-iostream (Debian: libgnuplot-iostream-dev); "
+                    "run scripts/install-deps.sh and rebuild");
+}
+
+void plot_panels(const PlotSpec& spec, const std::vector<Panel>&, int) {
   terminal_for(spec.file);
   throw ConfigError("--plot: built without gnuplot-iostream (Debian: libgnuplot-iostream-dev); "
                     "run scripts/install-deps.sh and rebuild");

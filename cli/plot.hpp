@@ -22,11 +22,22 @@ struct PlotSpec {
   std::vector<std::string> extra; // raw gnuplot commands (e.g. arrows, ranges)
 };
 
+/// One small plot of a multi-panel figure: its own title, series and vertical marker lines.
+struct Panel {
+  std::string title;
+  std::vector<Series> series;
+  std::vector<double> vlines; // x positions of dashed vertical lines (e.g. regime boundaries)
+};
+
 /// Throws ConfigError unless `file` ends in .png or .svg (call before any work is done).
 void check_plot_file(const std::string& file);
 
 /// Line/point plot of several series.
 void plot_xy(const PlotSpec& spec, const std::vector<Series>& series);
+
+/// Several panels on one page (gnuplot multiplot, `columns` per row); `spec` gives the file, the
+/// page title, the axis labels and log scales shared by every panel.
+void plot_panels(const PlotSpec& spec, const std::vector<Panel>& panels, int columns);
 
 /// Bar chart: one bar per label; `groups` names several values per label (clustered bars).
 void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,

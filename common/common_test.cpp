@@ -64,6 +64,10 @@ TEST_CASE("nearest names") {
 
 TEST_CASE("formatting") {
   CHECK(format_bytes(1.5e9) == "1.50 GB");
+  CHECK(format_bytes_binary(8) == "8 B");
+  CHECK(format_bytes_binary(65536) == "64 KiB");
+  CHECK(format_bytes_binary(4294967296.0) == "4 GiB");
+  CHECK(format_bytes_binary(1482911) == "1.41 MiB"); // 1482911 / 2^20 = 1.4142...
   CHECK(format_seconds(143.9 * 86400) == "143.9 days");
   CHECK(format_count(124439808) == "124.44 M");
 }

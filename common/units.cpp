@@ -80,6 +80,19 @@ std::string format_bytes(double bytes) {
   return i == 0 ? fmt::format("{:.0f} B", v) : fmt::format("{:.2f} {}", v, units[i]);
 }
 
+std::string format_bytes_binary(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  double v = bytes;
+  while (std::fabs(v) >= 1024.0 && i < 4) {
+    v /= 1024.0;
+    ++i;
+  }
+  if (v == std::floor(v))
+    return fmt::format("{:.0f} {}", v, units[i]);
+  return fmt::format("{:.3g} {}", v, units[i]);
+}
+
 std::string format_count(double count) {
   const char* units[] = {"", " K", " M", " B", " T"};
   int i = 0;

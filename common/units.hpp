@@ -26,6 +26,9 @@ inline constexpr double kSecondsPerDay = 86400.0;
 
 /// "1.23 GB" style with decimal prefixes (B, KB, MB, GB, TB).
 [[nodiscard]] std::string format_bytes(double bytes);
+/// Message sizes with binary prefixes, as nccl-tests sweeps them: "8 B", "64 KiB", "1.41 MiB",
+/// "4 GiB" (whole numbers print without decimals).
+[[nodiscard]] std::string format_bytes_binary(double bytes);
 /// "7.00 B" / "124.4 M" style for counts (K, M, B, T).
 [[nodiscard]] std::string format_count(double count);
 /// A duration with a unit chosen for readability (us, ms, s, min, h, days).

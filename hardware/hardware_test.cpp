@@ -51,6 +51,101 @@ TEST_CASE("every profile preset loads and validates") {
   CHECK(default_profile("v100").name == load_profile("default").name);
 }
 
+namespace {
+// A valid profile document (the h200 preset) with `fits` as its collective_fits.
+nlohmann::json profile_with_fits(const nlohmann::json& fits) {
+  nlohmann::json j = profile_to_json(load_profile("h200"));
+  j["collective_fits"] = fits;
+  return j;
+}
+} // namespace
+
+TEST_CASE("collective fits: the one-line format of older profiles loads as one regime") {
+  const auto j = profile_with_fits(nlohmann::json::parse(R"([{"op": "all-reduce",
+    "level": "intra-node", "alpha_us": 7.5, "busbw_gb_per_s": 300, "num_ranks": 2}])"));
+  const HardwareProfile p = profile_from_json(j, "old.json");
+  REQUIRE(p.collective_fits.size() == 1);
+  const CollectiveFit& f = p.collective_fits[0];
+  CHECK(f.regimes.empty()); // one line: every size uses (alpha_s, busbw_bytes_per_s)
+  CHECK(regime_for(f, 8).min_bytes == 0);
+  CHECK(regime_for(f, 4294967296.0).alpha_s == doctest::Approx(7.5e-6).epsilon(1e-12));
+  CHECK(regime_for(f, 8).busbw_bytes_per_s == doctest::Approx(300e9).epsilon(1e-12));
+  CHECK(f.alpha_s == doctest::Approx(7.5e-6).epsilon(1e-12));
+  CHECK(f.busbw_bytes_per_s == doctest::Approx(300e9).epsilon(1e-12));
+  // Written back in the same one-line form.
+  const nlohmann::json out = profile_to_json(p)["collective_fits"][0];
+  CHECK(out.contains("alpha_us"));
+  CHECK_FALSE(out.contains("regimes"));
+}
+
+TEST_CASE("collective fits: regimes load, pick by size and round-trip") {
+  const auto j = profile_with_fits(nlohmann::json::parse(R"([{"op": "all-reduce",
+    "level": "intra-node", "num_ranks": 2, "quality": {"anything": 1}, "regimes": [
+      {"min_bytes": 0, "alpha_us": 7, "busbw_gb_per_s": 160},
+      {"min_bytes": 1482911, "alpha_us": 20, "busbw_gb_per_s": 295},
+      {"min_bytes": 189812532, "alpha_us": 129, "busbw_gb_per_s": 348}]}])"));
+  const HardwareProfile p = profile_from_json(j, "new.json");
+  const CollectiveFit& f = p.collective_fits.at(0);
+  REQUIRE(f.regimes.size() == 3);
+  // The summary fields are the largest-size regime.
+  CHECK(f.alpha_s == doctest::Approx(129e-6).epsilon(1e-12));
+  CHECK(f.busbw_bytes_per_s == doctest::Approx(348e9).epsilon(1e-12));
+  CHECK(regime_for(f, 8).alpha_s == doctest::Approx(7e-6).epsilon(1e-12));
+  CHECK(regime_for(f, 1482910).alpha_s == doctest::Approx(7e-6).epsilon(1e-12));
+  CHECK(regime_for(f, 1482911).alpha_s == doctest::Approx(20e-6).epsilon(1e-12));
+  CHECK(regime_for(f, 4294967296.0).alpha_s == doctest::Approx(129e-6).epsilon(1e-12));
+  // 1 MiB at P = 2 (factor 1): 7 us + 1048576 B / 160 GB/s = 7 us + 6.5536 us.
+  CHECK(collective_fit_time_s(f, 1048576, 1.0) == doctest::Approx(13.5536e-6).epsilon(1e-9));
+  const HardwareProfile again = profile_from_json(profile_to_json(p), "round-trip");
+  REQUIRE(again.collective_fits.at(0).regimes.size() == 3);
+  CHECK(again.collective_fits[0].regimes[1].min_bytes == 1482911);
+  CHECK(again.collective_fits[0].regimes[2].busbw_bytes_per_s == doctest::Approx(348e9));
+}
+
+TEST_CASE("collective fits: malformed regimes are rejected naming the field and the rule") {
+  auto load = [](const char* fits) {
+    return profile_from_json(profile_with_fits(nlohmann::json::parse(fits)), "bad.json");
+  };
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "regimes": [
+      {"min_bytes": 8, "alpha_us": 7, "busbw_gb_per_s": 160}]}])"),
+                       doctest::Contains("collective_fits[0] (all-reduce intra-node).regimes[0]"
+                                         ".min_bytes = 8: must be 0"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "regimes": [
+      {"min_bytes": 0, "alpha_us": 7, "busbw_gb_per_s": 160},
+      {"min_bytes": 4096, "alpha_us": 9, "busbw_gb_per_s": 200},
+      {"min_bytes": 1024, "alpha_us": 20, "busbw_gb_per_s": 300}]}])"),
+                       doctest::Contains("regimes[2].min_bytes = 1024: must be greater than "
+                                         "regimes[1].min_bytes = 4096"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-gather", "level": "intra-node", "regimes": [
+      {"min_bytes": 0, "alpha_us": -1, "busbw_gb_per_s": 160},
+      {"min_bytes": 4096, "alpha_us": 9, "busbw_gb_per_s": 0}]}])"),
+                       doctest::Contains("regimes[0].alpha_us = -1: must be >= 0"), ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-gather", "level": "intra-node", "regimes": [
+      {"min_bytes": 0, "alpha_us": 1, "busbw_gb_per_s": 160},
+      {"min_bytes": 4096, "alpha_us": 9, "busbw_gb_per_s": 0}]}])"),
+                       doctest::Contains("regimes[1].busbw_gb_per_s = 0: must be > 0"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7,
+      "busbw_gb_per_s": 300, "regimes": [{"min_bytes": 0, "alpha_us": 7,
+      "busbw_gb_per_s": 300}]}])"),
+                       doctest::Contains("not both"), ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "regimes": []}])"),
+                       doctest::Contains("collective_fits[0]: regimes: expected a non-empty array"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "regimes": [
+      {"min_bytes": 0, "alpha_us": 7, "busbw_gb_per_s": 300, "colour": 1}]}])"),
+                       doctest::Contains("collective_fits[0].regimes[0]"), ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7,
+      "busbw_gb_per_s": -3}])"),
+                       doctest::Contains("collective_fits[0] (all-reduce intra-node)"
+                                         ".busbw_gb_per_s = -3: must be > 0"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7}])"),
+                       doctest::Contains("busbw_gb_per_s: missing required field"), ConfigError);
+}
+
 TEST_CASE("bad GPU preset: unknown dtype, missing and negative fields") {
   const auto j = parse_json_text(R"({"name": "g", "source": "s",
     "peak_tflops": {"bf16": 100, "fp4": 3}, "memory_gb": -1, "pcie_bandwidth_gb_per_s": 32,

@@ -1,6 +1,7 @@
 // JSON <-> GpuSpec / ClusterSpec / HardwareProfile with strict keys and unit conversion.
 #include "hardware/load.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -230,9 +231,30 @@ void validate(const HardwareProfile& prof, const std::string& source) {
     p.add("context_overhead_mb: must not be negative");
   if (prof.intra_node_step_latency_s < 0 || prof.inter_node_step_latency_s < 0)
     p.add("*_step_latency_us: must not be negative");
-  for (const auto& f : prof.collective_fits) {
-    if (f.alpha_s < 0 || f.busbw_bytes_per_s <= 0)
-      p.add(fmt::format("collective_fits[{} {}]: alpha must be >= 0 and busbw > 0", f.op, f.level));
+  for (std::size_t i = 0; i < prof.collective_fits.size(); ++i) {
+    const CollectiveFit& f = prof.collective_fits[i];
+    const std::string where = fmt::format("collective_fits[{}] ({} {})", i, f.op, f.level);
+    auto check_line = [&](const std::string& prefix, double alpha_s, double busbw) {
+      if (!(alpha_s >= 0 && std::isfinite(alpha_s)))
+        p.add(fmt::format("{}.alpha_us = {}: must be >= 0", prefix, alpha_s * 1e6));
+      if (!(busbw > 0 && std::isfinite(busbw)))
+        p.add(fmt::format("{}.busbw_gb_per_s = {}: must be > 0", prefix, busbw / kGB));
+    };
+    if (f.regimes.empty())
+      check_line(where, f.alpha_s, f.busbw_bytes_per_s);
+    for (std::size_t k = 0; k < f.regimes.size(); ++k) {
+      const CollectiveRegime& r = f.regimes[k];
+      const std::string at = fmt::format("{}.regimes[{}]", where, k);
+      if (k == 0 && r.min_bytes != 0)
+        p.add(fmt::format("{}.min_bytes = {}: must be 0 (the first regime starts at the smallest "
+                          "message)",
+                          at, r.min_bytes));
+      if (k > 0 && !(r.min_bytes > f.regimes[k - 1].min_bytes))
+        p.add(fmt::format("{}.min_bytes = {}: must be greater than regimes[{}].min_bytes = {} "
+                          "(regimes are sorted by size)",
+                          at, r.min_bytes, k - 1, f.regimes[k - 1].min_bytes));
+      check_line(at, r.alpha_s, r.busbw_bytes_per_s);
+    }
   }
   p.throw_if_any();
 }
@@ -279,21 +301,51 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
     if (!fits->is_array()) {
       p.add("collective_fits: expected an array");
     } else {
-      for (const auto& f : *fits) {
-        Problems fp(source + ": collective_fits[]");
+      for (std::size_t i = 0; i < fits->size(); ++i) {
+        const nlohmann::json& f = (*fits)[i];
+        Problems fp(fmt::format("{}: collective_fits[{}]", source, i));
         JsonObjectReader fr(f, fp);
         CollectiveFit cf;
-        double alpha_us = 0, busbw_gb = 0;
         fr.get("op", cf.op, true);
         fr.get("level", cf.level, true);
-        fr.get("alpha_us", alpha_us, true);
-        fr.get("busbw_gb_per_s", busbw_gb, true);
         fr.get("num_ranks", cf.num_ranks);
-        (void)fr.take("quality");
+        (void)fr.take("quality"); // free-form: how well the fit reproduced its measurements
+        // One line (alpha_us, busbw_gb_per_s: the format before regimes) or a list of regimes.
+        const nlohmann::json* regimes = fr.take("regimes");
+        if (regimes && (fr.has("alpha_us") || fr.has("busbw_gb_per_s"))) {
+          fp.add("alpha_us, busbw_gb_per_s and regimes: give one line (alpha_us, busbw_gb_per_s) "
+                 "or a list of regimes, not both");
+        } else if (regimes) {
+          if (!regimes->is_array() || regimes->empty())
+            fp.add("regimes: expected a non-empty array of {min_bytes, alpha_us, busbw_gb_per_s}");
+          else
+            for (std::size_t k = 0; k < regimes->size(); ++k) {
+              Problems rp(fmt::format("{}: collective_fits[{}].regimes[{}]", source, i, k));
+              JsonObjectReader rr((*regimes)[k], rp);
+              CollectiveRegime reg;
+              double alpha_us = 0, busbw_gb = 0;
+              rr.get("min_bytes", reg.min_bytes, true);
+              rr.get("alpha_us", alpha_us, true);
+              rr.get("busbw_gb_per_s", busbw_gb, true);
+              rr.finish();
+              rp.throw_if_any();
+              reg.alpha_s = alpha_us * 1e-6;
+              reg.busbw_bytes_per_s = busbw_gb * kGB;
+              cf.regimes.push_back(reg);
+            }
+        } else {
+          double alpha_us = 0, busbw_gb = 0;
+          fr.get("alpha_us", alpha_us, true);
+          fr.get("busbw_gb_per_s", busbw_gb, true);
+          cf.alpha_s = alpha_us * 1e-6; // no regimes: regime_for() gives this one line
+          cf.busbw_bytes_per_s = busbw_gb * kGB;
+        }
         fr.finish();
         fp.throw_if_any();
-        cf.alpha_s = alpha_us * 1e-6;
-        cf.busbw_bytes_per_s = busbw_gb * kGB;
+        if (!cf.regimes.empty()) {
+          cf.alpha_s = cf.regimes.back().alpha_s;
+          cf.busbw_bytes_per_s = cf.regimes.back().busbw_bytes_per_s;
+        }
         prof.collective_fits.push_back(cf);
       }
     }
@@ -313,12 +365,22 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
 
 nlohmann::json profile_to_json(const HardwareProfile& prof) {
   nlohmann::json fits = nlohmann::json::array();
-  for (const auto& f : prof.collective_fits)
-    fits.push_back({{"op", f.op},
-                    {"level", f.level},
-                    {"alpha_us", f.alpha_s * 1e6},
-                    {"busbw_gb_per_s", f.busbw_bytes_per_s / kGB},
-                    {"num_ranks", f.num_ranks}});
+  for (const auto& f : prof.collective_fits) {
+    nlohmann::json fj{{"op", f.op}, {"level", f.level}, {"num_ranks", f.num_ranks}};
+    if (f.regimes.size() <= 1) { // one line: the format older profiles use
+      const CollectiveRegime r = regime_for(f, 0);
+      fj["alpha_us"] = r.alpha_s * 1e6;
+      fj["busbw_gb_per_s"] = r.busbw_bytes_per_s / kGB;
+    } else {
+      nlohmann::json regimes = nlohmann::json::array();
+      for (const CollectiveRegime& r : f.regimes)
+        regimes.push_back({{"min_bytes", r.min_bytes},
+                           {"alpha_us", r.alpha_s * 1e6},
+                           {"busbw_gb_per_s", r.busbw_bytes_per_s / kGB}});
+      fj["regimes"] = regimes;
+    }
+    fits.push_back(fj);
+  }
   return {{"name", prof.name},
           {"source", prof.source},
           {"gpu", prof.gpu},

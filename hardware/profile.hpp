@@ -12,15 +12,39 @@
 
 namespace trainsim::hw {
 
-/// One fitted collective: time(bytes) = alpha_s + bytes * busbw_factor(P) / busbw.
+/// One size regime of a fitted collective. NCCL picks an algorithm (ring, tree) and a protocol
+/// (LL, LL128, Simple) per call by message size, each with its own latency and bandwidth (its
+/// tuning model is latency + bytes / bandwidth per algorithm and protocol: NCCL's
+/// src/graph/tuning.cc, and the NCCL_ALGO / NCCL_PROTO docs); a regime is the line of one choice:
+///   time(bytes) = alpha_s + bytes * busbw_factor(P) / busbw_bytes_per_s.
+struct CollectiveRegime {
+  double min_bytes = 0;         // first message size (bytes) of the regime; it ends where the
+                                // next regime's min_bytes begins (the first regime starts at 0)
+  double alpha_s = 0;           // fixed latency per call
+  double busbw_bytes_per_s = 0; // bus bandwidth (nccl-tests' busbw) of the regime
+};
+
+/// One fitted collective: contiguous size regimes (validate/comm/fit.hpp explains the fit).
 struct CollectiveFit {
   std::string
       op; // "all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all", "send-recv"
-  std::string level;            // "intra-node" or "inter-node"
-  double alpha_s = 0;           // fixed latency per call
-  double busbw_bytes_per_s = 0; // asymptotic bus bandwidth (nccl-tests' busbw)
-  std::int64_t num_ranks = 0;   // ranks the fit was measured with
+  std::string level; // "intra-node" or "inter-node"
+  // The largest-size regime (the only one of a one-line fit); a summary for callers that want
+  // one line. Predictions go through regime_for(), which uses `regimes` when there are any.
+  double alpha_s = 0;
+  double busbw_bytes_per_s = 0;
+  std::int64_t num_ranks = 0;            // ranks the fit was measured with
+  std::vector<CollectiveRegime> regimes; // sorted by min_bytes, first at 0; empty: one regime
+                                         // (0, alpha_s, busbw_bytes_per_s)
 };
+
+/// The regime of `fit` that covers a message of `bytes`: the last with min_bytes <= bytes.
+[[nodiscard]] CollectiveRegime regime_for(const CollectiveFit& fit, double bytes);
+
+/// Predicted time (s) of `bytes` under `fit`: alpha_s + bytes * busbw_factor / busbw of the
+/// regime covering `bytes`; `busbw_factor` is nccl-tests' factor for the op at the fit's P.
+[[nodiscard]] double collective_fit_time_s(const CollectiveFit& fit, double bytes,
+                                           double busbw_factor);
 
 /// GEMM time model (simulate/roofline): a GEMM [m,k]x[k,n] is cut into output tiles of
 /// gemm_tile_m x gemm_tile_n; tiles run in waves of num_sms; efficiency =

@@ -60,7 +60,13 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   cmake --build "$BUILD" --target launch_probe -j"$JOBS" >/dev/null 2>&1 &&
     step 60 "$BUILD/kernels/launch_probe" "$OUT/h200-launch-probe.json" >"$OUT/h200-launch-probe.txt" 2>&1
   cat "$OUT/h200-launch-probe.txt" >>"$log" 2>/dev/null
-  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 --out "$OUT/h200-profile.json" >>"$log" 2>&1
+  # The profile: kernel fit, plus the queued-launch costs, plus the overlap rates (measured by the
+  # dp step of an earlier call on this machine, else the recorded 2x H200 probe).
+  probes=()
+  [ -f "$OUT/h200-launch-probe.json" ] && probes+=(--launch-probe "$OUT/h200-launch-probe.json")
+  ov=$(ls "$BUILD"/overlap-probe-x*.json 2>/dev/null | head -1)
+  probes+=(--overlap-probe "${ov:-validate/results/overlap-probe-x2.json}")
+  "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 "${probes[@]}" --out "$OUT/h200-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
   tail -1 "$OUT/h200-compare.txt" | tee -a "$log"
   # Kept in the build folder too, so a later `train` call on the same machine predicts with it.
@@ -90,6 +96,7 @@ if { [ "$mode" = all ] || [ "$mode" = dp ]; } && [ -x scripts/train-step-bench.s
   cmake --build "$BUILD" --target overlap_probe -j"$JOBS" >/dev/null 2>&1 &&
     step 120 "$BUILD/validate/comm/overlap_probe" "$OUT/overlap-probe-x$n.json" >"$OUT/overlap-probe-x$n.txt" 2>&1
   cat "$OUT/overlap-probe-x$n.txt" | tee -a "$log"
+  cp "$OUT/overlap-probe-x$n.json" "$BUILD/" 2>/dev/null # for a later `kernels` call's profile
   step "${DP_LIMIT_S:-540}" env TRAINSIM_BIN="$T" BUILD="$BUILD" OUT="$OUT/dp" CALIBRATION="$profile" \
     MODELS= PEERS=0 TABLES="${TABLES:-0}" CHECK_MODELS="${CHECK_MODELS-cs336-xl}" scripts/train-step-bench.sh >>"$log" 2>&1
   grep -E "step .* ms \(pred|FAILED|DIFFER" "$OUT/dp/train-step.log" | tee -a "$log" | head -40
@@ -109,8 +116,14 @@ if [ "$mode" = all ] || [ "$mode" = collectives ]; then
   fi
   base=$OUT/h200-profile.json
   [ -f "$base" ] || base=${profile:-presets/profiles/h200.json}
-  "$T" calibrate --collectives "$OUT/collectives-x$n.json" --base "$base" --out "$OUT/h200x$n-profile.json" >>"$log" 2>&1
-  "$T" compare --calibration "$OUT/h200x$n-profile.json" --collectives "$OUT/collectives-x$n.json" >"$OUT/collectives-x$n-compare.txt" 2>&1
+  # The profile comes from the mpirun sweep when there is one (one process per GPU, as training
+  # runs); the topology is recorded in it when nvidia-smi printed one.
+  coll=$OUT/collectives-x$n.json
+  [ -f "$OUT/collectives-x$n-mpi.json" ] && coll=$OUT/collectives-x$n-mpi.json
+  topo=()
+  grep -q 'GPU1' "$OUT/topology.txt" 2>/dev/null && topo=(--topology "$OUT/topology.txt")
+  "$T" calibrate --collectives "$coll" --base "$base" "${topo[@]}" --out "$OUT/h200x$n-profile.json" >>"$log" 2>&1
+  "$T" compare --calibration "$OUT/h200x$n-profile.json" --collectives "$coll" >"$OUT/collectives-x$n-compare.txt" 2>&1
   tail -1 "$OUT/collectives-x$n-compare.txt" | tee -a "$log"
 fi
 

@@ -80,12 +80,14 @@ CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
   c.level = inter ? "inter-node" : "intra-node";
   const double P = static_cast<double>(std::max<std::int64_t>(group.size, 2));
   const double factor = busbw_factor(op, op == Collective::send_recv ? 2 : group.size);
-  // A measured fit for this op and level wins over the datasheet model.
+  // A measured fit for this op and level wins over the datasheet model; its regime is the one
+  // covering this message size (NCCL's protocol/algorithm for that size: profile.hpp).
   for (const auto& f : profile.collective_fits) {
     if (f.op == to_string(op) && f.level == c.level) {
+      const hw::CollectiveRegime r = hw::regime_for(f, bytes);
       c.from_fit = true;
-      c.latency_s = f.alpha_s;
-      c.busbw_bytes_per_s = f.busbw_bytes_per_s;
+      c.latency_s = r.alpha_s;
+      c.busbw_bytes_per_s = r.busbw_bytes_per_s;
       break;
     }
   }

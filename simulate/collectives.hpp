@@ -3,7 +3,8 @@
 // group spanning nodes is bound by the slower of NVLink and the node's network links
 // shared among the group's members on that node. Ring: T = steps x alpha + factor(P) x n /
 // busbw; tree all-reduce: 2 log2(P) x alpha + 2 n / busbw. Measured fits in the profile
-// (collective_fits) replace the datasheet model for their op and level.
+// (collective_fits) replace the datasheet model for their op and level, with the size regime
+// that covers the message (hw::regime_for).
 #pragma once
 
 #include <cstdint>

@@ -74,6 +74,39 @@ TEST_CASE("a collective spanning nodes is bound by the network") {
   CHECK(tree.latency_s < ring.latency_s);
 }
 
+TEST_CASE("a measured collective fit: the regime covering the message size is used") {
+  const auto cluster = node_of("dgx-h200", 1);
+  auto prof = hw::default_profile("h200");
+  hw::CollectiveFit f;
+  f.op = "all-reduce";
+  f.level = "intra-node";
+  f.num_ranks = 2;
+  // Below 1 MiB: 7 us + n / 150 GB/s; from 1 MiB: 20 us + n / 320 GB/s (all-reduce factor at
+  // P = 2 is 2 * 1 / 2 = 1).
+  f.regimes = {{0, 7e-6, 150e9}, {1048576, 20e-6, 320e9}};
+  f.alpha_s = 20e-6;
+  f.busbw_bytes_per_s = 320e9;
+  prof.collective_fits = {f};
+  auto cost = [&](double bytes) {
+    return collective_cost(Collective::all_reduce, bytes, {2, 2}, cluster, prof, Algorithm::ring);
+  };
+  // 64 KiB: 7 us + 65536 / 150e9 s = 7.437 us.
+  CHECK(cost(65536).from_fit);
+  CHECK(cost(65536).time_s == doctest::Approx(7e-6 + 65536 / 150e9).epsilon(1e-12));
+  // The boundary belongs to the upper regime; one byte below it, to the lower one.
+  CHECK(cost(1048575).latency_s == 7e-6);
+  CHECK(cost(1048575).busbw_bytes_per_s == 150e9);
+  CHECK(cost(1048576).latency_s == 20e-6);
+  CHECK(cost(1048576).busbw_bytes_per_s == 320e9);
+  // 1 GiB: 20 us + 2^30 / 320e9 s = 20 us + 3355.44 us.
+  CHECK(cost(1073741824).time_s == doctest::Approx(20e-6 + 1073741824 / 320e9).epsilon(1e-12));
+  // An op without a fit keeps the datasheet model.
+  CHECK_FALSE(collective_cost(Collective::all_gather, 65536, {2, 2}, cluster, prof).from_fit);
+  // A fit without regimes (built in code) is the one line (alpha_s, busbw_bytes_per_s).
+  prof.collective_fits[0].regimes.clear();
+  CHECK(cost(65536).latency_s == 20e-6);
+}
+
 TEST_CASE("roofline: ReLU is memory-bound, a big GEMM compute-bound") {
   const auto gpu = hw::load_gpu("h100-sxm");
   const auto prof = hw::default_profile("h100-sxm");
