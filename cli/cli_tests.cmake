@@ -180,3 +180,20 @@ trainsim_cli_error(zero_gpus "--num-gpus = 0: must be in 1..10000000" estimate -
 # train-step --predict-only: trainsim's side of the training-step comparison, without a GPU.
 trainsim_cli_test(train_step_predict_only "\"step\": \\{\n *\"predicted_s\": 0\\.0[0-9]+"
   train-step --model cs336-small --predict-only --format json)
+
+# Recorded training steps (validate/results, 2026-11-29 on H200s) re-predicted with the
+# committed profiles, no GPU needed. Issue target: step time within 10%, peak memory within 5%.
+# One GPU (20 runs, small..2.7B, fp32 and bf16-mixed, recompute none and full): max 7.2%.
+add_test(NAME cli.compare_train_step_single
+         COMMAND trainsim compare --calibration h200
+                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200-train-step.jsonl
+                 --max-step-error-pct 10)
+# Two GPUs (18 runs: every DDP variant, buckets 1..1000 MiB, ZeRO-1, accumulation): max 11.0%,
+# at cs336-xl with gradient accumulation 2 (docs/train-step.md): the 10% target is NOT met
+# there; the bound is a regression guard at the recorded figure plus one point.
+add_test(NAME cli.compare_train_step_dp
+         COMMAND trainsim compare --calibration h200-x2-nvlink
+                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200x2-dp-train-step.jsonl
+                 --max-step-error-pct 12)
+trainsim_cli_error(compare_train_step_bad_line "bad_train_step.jsonl line 3: batch_size = -4: must be an integer in 1"
+  compare --calibration h200 --train-step ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad_train_step.jsonl)

@@ -13,7 +13,6 @@
 #include "cli/plot.hpp"
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
-#include "model/load.hpp"
 #include "validate/train/train.hpp"
 
 namespace trainsim::cli {
@@ -23,37 +22,9 @@ namespace {
 namespace vt = val::train;
 
 double number(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_number())
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number())
     throw ConfigError(fmt::format("{}: {}: missing (a number)", where, key));
   return j[key].get<double>();
-}
-
-std::string text(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_string())
-    throw ConfigError(fmt::format("{}: {}: missing (a string)", where, key));
-  return j[key].get<std::string>();
-}
-
-model::Precision precision_of(const std::string& s, const std::string& where) {
-  for (auto p : {model::Precision::fp32, model::Precision::bf16_mixed})
-    if (model::to_string(p) == s)
-      return p;
-  throw ConfigError(fmt::format("{}: precision = '{}': must be fp32 or bf16-mixed", where, s));
-}
-
-model::AttentionImpl attention_of(const std::string& s, const std::string& where) {
-  for (auto a : {model::AttentionImpl::flash, model::AttentionImpl::naive})
-    if (model::to_string(a) == s)
-      return a;
-  throw ConfigError(fmt::format("{}: attention = '{}': must be flash or naive", where, s));
-}
-
-model::Recompute recompute_of(const std::string& s, const std::string& where) {
-  for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full})
-    if (model::to_string(r) == s)
-      return r;
-  throw ConfigError(
-      fmt::format("{}: recompute = '{}': must be none, selective or full", where, s));
 }
 
 // A short label for a configuration: "xl bf16 flash rc=none dp2 bucketed 25MiB".
@@ -121,20 +92,7 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
       throw ConfigError(fmt::format("{}: needs inputs, time.step, time.dp_comm and memory.total "
                                     "(the output of `train-step --format json`)",
                                     where));
-    const nlohmann::json& i = j["inputs"];
-    vt::TrainOptions o;
-    o.source = where;
-    o.model = model::load_model(text(i, "model", where));
-    o.batch_size = static_cast<std::int64_t>(number(i, "batch_size", where));
-    o.seq_len = static_cast<std::int64_t>(number(i, "seq_len", where));
-    o.precision = precision_of(text(i, "precision", where), where);
-    o.attention = attention_of(text(i, "attention", where), where);
-    o.recompute = recompute_of(text(i, "recompute", where), where);
-    o.num_gpus = static_cast<std::int64_t>(number(i, "num_gpus", where));
-    o.ddp = vt::parse_ddp(text(i, "ddp", where));
-    o.bucket_bytes = number(i, "bucket_bytes", where);
-    o.zero_stage = static_cast<std::int64_t>(number(i, "zero_stage", where));
-    o.grad_accumulation = static_cast<std::int64_t>(number(i, "grad_accumulation", where));
+    const vt::TrainOptions o = vt::options_from_inputs_json(j["inputs"], where);
     const sim::StepEstimate est = vt::predict_train_step(o, gpu, cal);
     const double step_m = number(j["time"]["step"], "measured_median_s", where);
     const double comm_m = number(j["time"]["dp_comm"], "measured_median_s", where);

@@ -413,7 +413,10 @@ void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
   };
   profile.overlap_compute_rate = rate("compute_rate_gemm");
   profile.overlap_comm_rate = rate("comm_rate_gemm");
-  const auto gpus = probe.value("num_gpus", 0);
+  if (!probe.contains("num_gpus") || !probe["num_gpus"].is_number_integer() ||
+      probe["num_gpus"].get<std::int64_t>() < 1 || probe["num_gpus"].get<std::int64_t>() > 4096)
+    throw ConfigError(fmt::format("{}: num_gpus: missing (an integer in 1..4096)", source));
+  const auto gpus = probe["num_gpus"].get<std::int64_t>();
   if (gpus < 2)
     report.lines.push_back(fmt::format("warning: {} was measured on {} GPU(s): the all-reduce "
                                        "was a local copy, not communication",

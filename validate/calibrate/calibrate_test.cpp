@@ -195,3 +195,48 @@ TEST_CASE("the recorded probes load") {
   CHECK(p.host_gemm_launch_s > p.host_launch_s); // cuBLAS's host path is the longer one
   CHECK(p.overlap_compute_rate < 1.0);
 }
+
+TEST_CASE("fuzz: probe files set valid fields or fail with a ConfigError naming the file") {
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
+  const nlohmann::json launch = load_json_file(dir + "h200-launch-probe.json");
+  const nlohmann::json overlap = load_json_file(dir + "overlap-probe-x2.json");
+  const std::vector<nlohmann::json> values = {-1, 0, 0.5, 1.2, 1e300, "x", nullptr,
+                                              nlohmann::json::array({1}),
+                                              nlohmann::json::object({{"a", 1}})};
+  std::mt19937_64 rng(29);
+  auto mutate = [&](nlohmann::json j) {
+    // Edit a top-level field, a field of "step_like", or a field of one "ops" entry.
+    nlohmann::json* target = &j;
+    if (j.contains("ops") && j["ops"].is_array() && !j["ops"].empty() && rng() % 2)
+      target = &j["ops"][rng() % j["ops"].size()];
+    else if (j.contains("step_like") && rng() % 2)
+      target = &j["step_like"];
+    if (!target->is_object() || target->empty())
+      return j;
+    auto it = target->begin();
+    std::advance(it, static_cast<long>(rng() % target->size()));
+    if (rng() % 4 == 0)
+      target->erase(it.key());
+    else
+      (*target)[it.key()] = values[rng() % values.size()];
+    return j;
+  };
+  int ok = 0, bad = 0;
+  for (int i = 0; i < 1000; ++i) {
+    hw::HardwareProfile p = hw::default_profile("h200");
+    FitReport report;
+    try {
+      if (i % 2)
+        apply_launch_probe(mutate(launch), "probe.json", p, report);
+      else
+        apply_overlap_probe(mutate(overlap), "probe.json", p, report);
+      hw::validate(p, "fuzzed profile"); // whatever was accepted keeps the profile valid
+      ++ok;
+    } catch (const ConfigError& e) {
+      CHECK(std::string(e.what()).find("probe.json") != std::string::npos);
+      ++bad;
+    }
+  }
+  CHECK(ok > 0);
+  CHECK(bad > 0);
+}

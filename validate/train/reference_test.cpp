@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <random>
 
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
@@ -274,4 +275,47 @@ TEST_CASE("prediction: each gradient sync is priced as the collectives it issues
   CHECK(comm(DdpMode::overlapped) < comm(DdpMode::flat));
   // A bucket larger than all gradients is one call after backward: the flat cost.
   CHECK(comm(DdpMode::bucketed, 1e6) == doctest::Approx(comm(DdpMode::flat)).epsilon(1e-6));
+}
+
+TEST_CASE("fuzz: recorded-run inputs load into valid options or fail with a ConfigError") {
+  const nlohmann::json valid = nlohmann::json::parse(R"({"model": "cs336-small", "batch_size": 4,
+    "seq_len": 512, "precision": "bf16-mixed", "attention": "flash", "recompute": "none",
+    "num_gpus": 2, "ddp": "bucketed", "bucket_bytes": 26214400, "zero_stage": 0,
+    "grad_accumulation": 1, "gpu": "h200", "profile": "p"})");
+  const TrainOptions o = options_from_inputs_json(valid, "v");
+  CHECK(o.num_gpus == 2);
+  CHECK(o.ddp == DdpMode::bucketed);
+  const std::vector<nlohmann::json> values = {
+      -1, 0, 3, 1e300, -1e300, 2.5, "x", "fp32", "naive", "full", nullptr, true,
+      nlohmann::json::array({1}), nlohmann::json::object({{"a", 1}}), 9007199254740993.0};
+  std::mt19937_64 rng(20261129);
+  int loaded = 0, rejected = 0;
+  const hw::GpuSpec gpu = hw::load_gpu("h200");
+  const hw::HardwareProfile profile = hw::default_profile(gpu.name);
+  for (int i = 0; i < 1500; ++i) {
+    nlohmann::json j = valid;
+    for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e) {
+      auto it = j.begin();
+      std::advance(it, static_cast<long>(rng() % j.size()));
+      if (rng() % 5 == 0)
+        j.erase(it.key());
+      else
+        j[it.key()] = values[rng() % values.size()];
+      if (j.empty())
+        break;
+    }
+    try {
+      const TrainOptions t = options_from_inputs_json(j, "fuzz");
+      const sim::StepEstimate e = predict_train_step(t, gpu, profile);
+      CHECK(std::isfinite(e.step_time_s));
+      CHECK(e.step_time_s > 0);
+      ++loaded;
+    } catch (const ConfigError& e) {
+      INFO(std::string(e.what()));
+      CHECK(std::string(e.what()).find("fuzz") != std::string::npos);
+      ++rejected;
+    }
+  }
+  CHECK(loaded > 0);
+  CHECK(rejected > 0);
 }

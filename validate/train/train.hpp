@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
 #include "model/spec.hpp"
@@ -131,6 +133,13 @@ struct GradBucket {
 [[nodiscard]] std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, DdpMode ddp,
                                                         double bucket_bytes,
                                                         std::size_t elem_bytes);
+
+/// The configuration of a recorded run from its "inputs" object (as `train-step --format json`
+/// writes it: model preset name, batch_size, seq_len, precision, attention, recompute,
+/// num_gpus, ddp, bucket_bytes, zero_stage, grad_accumulation), validated. ConfigError naming
+/// `where` and the field for a missing, mistyped or out-of-range value.
+[[nodiscard]] TrainOptions options_from_inputs_json(const nlohmann::json& inputs,
+                                                    const std::string& where);
 
 /// Runs warmup + steps optimizer steps. DeviceError without CUDA / GPUs / NCCL.
 [[nodiscard]] TrainResult run_train_step(const TrainOptions& o);

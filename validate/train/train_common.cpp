@@ -1,12 +1,14 @@
 // Parts of the training-step API that need no GPU: option validation, statistics and the
 // prediction through sim::estimate_step.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <numeric>
 
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
+#include "model/load.hpp"
 #include "model/ops.hpp"
 #include "simulate/roofline.hpp"
 #include "validate/train/train.hpp"
@@ -135,6 +137,78 @@ std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, DdpMode ddp
     }
   }
   return buckets;
+}
+
+namespace {
+
+std::int64_t int_field(const nlohmann::json& j, const char* key, std::int64_t lo, std::int64_t hi,
+                       const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number())
+    throw ConfigError(fmt::format("{}: {}: missing (an integer in {}..{})", where, key, lo, hi));
+  const double v = j[key].get<double>();
+  if (!(v >= static_cast<double>(lo) && v <= static_cast<double>(hi)) || v != std::floor(v))
+    throw ConfigError(fmt::format("{}: {} = {}: must be an integer in {}..{}", where, key,
+                                  j[key].dump(), lo, hi));
+  return static_cast<std::int64_t>(v);
+}
+
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_string())
+    throw ConfigError(fmt::format("{}: {}: missing (a string)", where, key));
+  return j[key].get<std::string>();
+}
+
+template <class E, std::size_t N>
+E enum_field(const nlohmann::json& j, const char* key, const std::array<E, N>& values,
+             const std::string& where) {
+  const std::string s = string_field(j, key, where);
+  std::string names;
+  for (E v : values) {
+    if (model::to_string(v) == s)
+      return v;
+    names += (names.empty() ? "" : ", ") + std::string(model::to_string(v));
+  }
+  throw ConfigError(fmt::format("{}: {} = '{}': must be one of {}", where, key, s, names));
+}
+
+} // namespace
+
+TrainOptions options_from_inputs_json(const nlohmann::json& in, const std::string& where) {
+  if (!in.is_object())
+    throw ConfigError(fmt::format("{}: inputs: expected an object", where));
+  TrainOptions o;
+  o.source = where;
+  const std::string name = string_field(in, "model", where);
+  try {
+    o.model = model::load_model(name);
+  } catch (const ConfigError& e) { // the loader speaks of --model; here it is a file's field
+    throw ConfigError(fmt::format("{}: model = '{}': not a model preset ({})", where, name,
+                                  e.what()));
+  }
+  o.batch_size = int_field(in, "batch_size", 1, 1 << 20, where);
+  o.seq_len = int_field(in, "seq_len", 1, 1 << 24, where);
+  o.precision = enum_field(
+      in, "precision", std::array{model::Precision::fp32, model::Precision::bf16_mixed}, where);
+  o.attention = enum_field(
+      in, "attention", std::array{model::AttentionImpl::flash, model::AttentionImpl::naive}, where);
+  o.recompute = enum_field(in, "recompute",
+                           std::array{model::Recompute::none, model::Recompute::selective,
+                                      model::Recompute::full},
+                           where);
+  o.num_gpus = int_field(in, "num_gpus", 1, 1 << 16, where);
+  try {
+    o.ddp = parse_ddp(string_field(in, "ddp", where));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", where, e.what()));
+  }
+  if (!in.contains("bucket_bytes") || !in["bucket_bytes"].is_number() ||
+      !(in["bucket_bytes"].get<double>() > 0 && in["bucket_bytes"].get<double>() <= 1e15))
+    throw ConfigError(fmt::format("{}: bucket_bytes: must be a number in (0, 1e15]", where));
+  o.bucket_bytes = in["bucket_bytes"].get<double>();
+  o.zero_stage = int_field(in, "zero_stage", 0, 1, where);
+  o.grad_accumulation = int_field(in, "grad_accumulation", 1, 1 << 20, where);
+  validate(o);
+  return o;
 }
 
 model::ParallelPlan train_plan(const TrainOptions& o) {
