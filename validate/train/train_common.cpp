@@ -240,11 +240,14 @@ sim::StepEstimate predict_train_step(const TrainOptions& o, const hw::GpuSpec& g
   so.bucket_bytes = o.bucket_bytes;
   so.dp_overlap = o.ddp == DdpMode::overlapped || o.ddp == DdpMode::bucketed;
   // The collectives this run issues, priced one by one: naive all-reduces every tensor after
-  // backward, flat the whole padded buffer once, overlapped/bucketed the buckets of the GPU step.
-  if (o.num_gpus > 1 && o.zero_stage == 0 && o.ddp != DdpMode::none) {
+  // backward, flat the whole padded buffer once, overlapped/bucketed the buckets of the GPU step,
+  // ZeRO-1 reduce-scatters the whole padded buffer once.
+  if (o.num_gpus > 1 && (o.zero_stage == 1 || o.ddp != DdpMode::none)) {
     const ParamLayout layout = make_layout(o.model, o.source);
     const double esz = o.precision == model::Precision::fp32 ? 4.0 : 2.0;
-    if (o.ddp == DdpMode::naive) {
+    if (o.zero_stage == 1) { // one reduce-scatter of the whole flat buffer after backward
+      so.dp_bucket_list_bytes.push_back(static_cast<double>(layout.num_padded_params) * esz);
+    } else if (o.ddp == DdpMode::naive) {
       for (const ParamTensor& t : layout.tensors)
         so.dp_bucket_list_bytes.push_back(static_cast<double>(t.num_elements()) * esz);
     } else if (o.ddp == DdpMode::flat) {
