@@ -195,5 +195,10 @@ add_test(NAME cli.compare_train_step_dp
          COMMAND trainsim compare --calibration h200-x2-nvlink
                  --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200x2-dp-train-step.jsonl
                  --max-step-error-pct 12)
+# Four configurations first run after the model changes (out of sample): max 5.5%.
+add_test(NAME cli.compare_train_step_confirm
+         COMMAND trainsim compare --calibration h200-x2-nvlink
+                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200x2-confirm-train-step.jsonl
+                 --max-step-error-pct 10)
 trainsim_cli_error(compare_train_step_bad_line "bad_train_step.jsonl line 3: batch_size = -4: must be an integer in 1"
   compare --calibration h200 --train-step ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad_train_step.jsonl)
