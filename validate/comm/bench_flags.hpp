@@ -20,6 +20,7 @@ struct CollectiveBenchFlags {
   std::string dtype = "fp32";
   std::int64_t num_gpus = 0;
   std::int64_t iters = 20;
+  std::int64_t repeats = 1;
   std::int64_t warmup = 5;
   double timeout_s = 300;
   bool no_check = false;
@@ -44,6 +45,10 @@ inline void add_bench_flags(CLI::App& cmd, CollectiveBenchFlags& f) {
                  "Single process: local GPUs to drive (0 = all visible); under MPI one per rank")
       ->capture_default_str();
   cmd.add_option("--iters,-n", f.iters, "Timed iterations per size")->capture_default_str();
+  cmd.add_option("--repeats", f.repeats,
+                 "Time each size this many times (batches of --iters); report the median batch "
+                 "(1 = nccl-tests' single mean; more resists a stray slow batch)")
+      ->capture_default_str();
   cmd.add_option("--warmup,-w", f.warmup, "Untimed warm-up iterations per size")
       ->capture_default_str();
   cmd.add_option("--timeout-s", f.timeout_s,
@@ -70,6 +75,7 @@ inline void add_bench_flags(CLI::App& cmd, CollectiveBenchFlags& f) {
   o.dtype = *dtype;
   o.num_gpus = f.num_gpus;
   o.iters = f.iters;
+  o.repeats = f.repeats;
   o.warmup = f.warmup;
   o.timeout_s = f.timeout_s;
   o.check = !f.no_check;

@@ -105,6 +105,8 @@ void validate(const CollectiveBenchOptions& o) {
     problems.add("ops: empty: name at least one collective");
   if (o.iters < 1)
     problems.add(fmt::format("iters = {}: must be >= 1", o.iters));
+  if (o.repeats < 1 || o.repeats > 1000)
+    problems.add(fmt::format("repeats = {}: must be in 1..1000", o.repeats));
   if (o.warmup < 0)
     problems.add(fmt::format("warmup = {}: must be >= 0", o.warmup));
   if (o.num_gpus < 0)

@@ -61,6 +61,7 @@ struct CollectiveBenchOptions {
   Dtype dtype = Dtype::fp32;
   std::int64_t num_gpus = 0;   // single-process: GPUs to drive (0 = all visible)
   std::int64_t iters = 20;     // timed iterations per size
+  std::int64_t repeats = 1;    // batches of iters per size; the reported time is their median
   std::int64_t warmup = 5;     // untimed iterations per size
   double timeout_s = 300;      // a wait on NCCL longer than this aborts the communicator
   bool check = true;           // verify results after timing

@@ -4,6 +4,7 @@
 // ranks), then a correctness pass on freshly filled inputs. Follows nccl-tests' common.cu.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -317,22 +318,29 @@ std::int64_t check(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t 
   return wrong;
 }
 
-// Mean seconds per call over `iters` back-to-back launches (nccl-tests: one wait at the end).
+// Mean seconds per call over `iters` back-to-back launches (nccl-tests: one wait at the end),
+// max over ranks; with repeats > 1 the median of that many such batches.
 double time_op(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t nranks,
                std::int64_t count, const CollectiveBenchOptions& o, bool in_place,
                const detail::MpiContext* mpi) {
   for (std::int64_t i = 0; i < o.warmup; ++i)
     launch_all(op, ranks, nranks, count, o.dtype, in_place);
   wait_all(ranks, o.timeout_s);
-  if (mpi)
-    mpi->barrier();
-  const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < o.iters; ++i)
-    launch_all(op, ranks, nranks, count, o.dtype, in_place);
-  wait_all(ranks, o.timeout_s);
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  const double time_s = elapsed.count() / static_cast<double>(o.iters);
-  return mpi ? mpi->max(time_s) : time_s;
+  std::vector<double> batches;
+  for (std::int64_t r = 0; r < std::max<std::int64_t>(o.repeats, 1); ++r) {
+    if (mpi)
+      mpi->barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < o.iters; ++i)
+      launch_all(op, ranks, nranks, count, o.dtype, in_place);
+    wait_all(ranks, o.timeout_s);
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    const double time_s = elapsed.count() / static_cast<double>(o.iters);
+    batches.push_back(mpi ? mpi->max(time_s) : time_s);
+  }
+  std::sort(batches.begin(), batches.end());
+  const std::size_t n = batches.size();
+  return n % 2 ? batches[n / 2] : 0.5 * (batches[n / 2 - 1] + batches[n / 2]);
 }
 
 std::string version_string(int v) { // CUDA style: 13000 -> "13.0"
