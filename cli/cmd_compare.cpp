@@ -391,13 +391,16 @@ void add_compare(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--plot", o->plot,
                   "Charts (.png/.svg): kernels predicted vs measured here, plus <name>-roofline "
-                  "and <name>-collectives; with --collectives only, the busbw panels here");
+                  "and <name>-collectives (<name>-train-step); with --collectives or --train-step "
+                  "alone, that chart here");
   add_output_options(*cmd, o->out);
   cmd->footer(
       "Examples:\n  trainsim compare --calibration presets/profiles/h200.json --measurements "
       "validate/results/h200-held-out.json --plot docs/img/h200-compare.png\n"
       "  trainsim compare --calibration h200-x2-nvlink --collectives "
-      "validate/results/collectives-h200x2-mpi.json --max-error-above-1mib-pct 15");
+      "validate/results/collectives-h200x2-mpi.json --max-error-above-1mib-pct 15\n"
+      "  trainsim compare --calibration h200-x2-nvlink --train-step "
+      "validate/results/h200x2-dp-train-step.jsonl --plot dp.png");
   cmd->callback([o] { run_compare(*o); });
 }
 
