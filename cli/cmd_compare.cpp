@@ -359,8 +359,9 @@ int run_compare(const CompareOptions& o) {
 
 void add_compare(CLI::App& app) {
   auto o = std::make_shared<CompareOptions>();
-  auto* cmd = app.add_subcommand("compare", "Predicted vs measured per kernel and per collective "
-                                            "size, with the datasheet and the calibrated profile");
+  auto* cmd = app.add_subcommand("compare", "Predicted vs measured: per kernel (datasheet and "
+                                            "calibrated profile), per collective size, per "
+                                            "recorded training step");
   cmd->add_option("--calibration", o->calibration, "Calibrated profile (from `trainsim calibrate`)")
       ->required();
   cmd->add_option("--measurements", o->measurements,
