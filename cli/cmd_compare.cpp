@@ -346,9 +346,9 @@ int run_compare(const CompareOptions& o) {
   }
   if (!o.train_step.empty())
     compare_train_step(o.train_step, cal, o.gpu,
-                       o.plot.empty()                             ? ""
+                       o.plot.empty()                      ? ""
                        : kernels || !o.collectives.empty() ? with_suffix(o.plot, "-train-step")
-                                                            : o.plot,
+                                                           : o.plot,
                        o.max_step_error_pct, sink, out);
   if (sink.format() == Format::json)
     sink.json(out);
@@ -377,9 +377,10 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--collectives", o->collectives,
                   "Collective measurements (bench collectives JSON)");
   cmd->add_option("--level", o->level, "Level of those collectives")->capture_default_str();
-  cmd->add_option("--train-step", o->train_step,
-                  "Recorded training-step runs (train-step.jsonl from scripts/train-step-bench.sh): "
-                  "each re-predicted now with --calibration");
+  cmd->add_option(
+      "--train-step", o->train_step,
+      "Recorded training-step runs (train-step.jsonl from scripts/train-step-bench.sh): "
+      "each re-predicted now with --calibration");
   cmd->add_option("--max-step-error-pct", o->max_step_error_pct,
                   "With --train-step: exit 3 when a step-time |error| exceeds this (0 = report)");
   cmd->add_option("--max-mape-pct", o->max_mape_pct,

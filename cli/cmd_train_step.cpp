@@ -278,11 +278,12 @@ void print_prediction_only(const TrainStepOptions& a, const vt::TrainOptions& o,
                            const sim::StepEstimate& est, const hw::HardwareProfile& profile) {
   const auto& b = est.breakdown_s;
   const auto& mem = est.memory;
-  const std::vector<std::pair<std::string, double>> parts = {{"forward", b.forward},
-                                                             {"backward", b.backward + b.recompute},
-                                                             {"dp_comm", b.dp_comm - est.zero_allgather_s},
-                                                             {"optimizer", b.optimizer + est.zero_allgather_s},
-                                                             {"step", est.step_time_s}};
+  const std::vector<std::pair<std::string, double>> parts = {
+      {"forward", b.forward},
+      {"backward", b.backward + b.recompute},
+      {"dp_comm", b.dp_comm - est.zero_allgather_s},
+      {"optimizer", b.optimizer + est.zero_allgather_s},
+      {"step", est.step_time_s}};
   Sink sink(a.out);
   if (sink.format() == Format::json) {
     nlohmann::json j;
@@ -424,12 +425,9 @@ int run_train_step(const TrainStepOptions& a) {
     if (o.trace)
       add_trace_json(j, r.trace, vt::predict_trace(o, gpu, profile), r.step.median_s);
     if (pcheck)
-      j["param_check"] = {{"steps", pcheck->steps},
-                          {"compared_params", pcheck->compared},
-                          {"rms_difference", pcheck->rms},
-                          {"max_abs_difference", pcheck->max_abs},
-                          {"limit_rms", pcheck->limit_rms},
-                          {"lr", pcheck->lr},
+      j["param_check"] = {{"steps", pcheck->steps},         {"compared_params", pcheck->compared},
+                          {"rms_difference", pcheck->rms},  {"max_abs_difference", pcheck->max_abs},
+                          {"limit_rms", pcheck->limit_rms}, {"lr", pcheck->lr},
                           {"match", pcheck->pass}};
     sink.json(j);
   } else {

@@ -32,8 +32,9 @@ std::string label(const vt::TrainOptions& o) {
   std::string m = o.model.name;
   if (m.rfind("cs336-", 0) == 0)
     m = m.substr(6);
-  std::string s = fmt::format("{} {} {}", m, o.precision == model::Precision::fp32 ? "fp32" : "bf16",
-                              model::to_string(o.attention));
+  std::string s =
+      fmt::format("{} {} {}", m, o.precision == model::Precision::fp32 ? "fp32" : "bf16",
+                  model::to_string(o.attention));
   if (o.recompute != model::Recompute::none)
     s += fmt::format(" rc={}", model::to_string(o.recompute));
   if (o.num_gpus > 1) {
@@ -68,7 +69,8 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
            "predicted_dp_comm_s", "measured_peak_bytes", "predicted_peak_bytes",
            "memory_error_pct"});
   nlohmann::json rows = nlohmann::json::array();
-  Series one{"1 GPU", {}, "points pt 7 ps 1.3", {}}, many{"data parallel", {}, "points pt 5 ps 1.3", {}};
+  Series one{"1 GPU", {}, "points pt 7 ps 1.3", {}},
+      many{"data parallel", {}, "points pt 5 ps 1.3", {}};
   double max_step = 0, max_mem = 0, sum_step = 0;
   std::string line;
   int line_no = 0;
@@ -101,7 +103,7 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
       throw ConfigError(fmt::format("{}: measured step and peak memory must be > 0", where));
     const double step_p = est.step_time_s;
     const double comm_p = est.breakdown_s.dp_comm - est.zero_allgather_s; // as train-step does
-    const double mem_p = est.memory.total - est.memory.overhead;         // allocator-visible
+    const double mem_p = est.memory.total - est.memory.overhead;          // allocator-visible
     const double e_step = 100 * (step_p / step_m - 1), e_mem = 100 * (mem_p / mem_m - 1);
     max_step = std::max(max_step, std::fabs(e_step));
     max_mem = std::max(max_mem, std::fabs(e_mem));
@@ -176,8 +178,8 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
             series);
   }
   if (max_error_pct > 0 && max_step > max_error_pct)
-    throw CheckFailed(fmt::format("--train-step: max step-time |error| {:.1f}% > {:.1f}%",
-                                  max_step, max_error_pct));
+    throw CheckFailed(fmt::format("--train-step: max step-time |error| {:.1f}% > {:.1f}%", max_step,
+                                  max_error_pct));
 }
 
 } // namespace trainsim::cli

@@ -178,8 +178,8 @@ TEST_CASE("profile: host launch and overlap fields are optional and range-checke
   j.erase("host_launch_us");
   j.erase("overlap_comm_rate");
   const HardwareProfile p = profile_from_json(j, "p.json");
-  CHECK(p.host_launch_s == 0);        // not measured: steps use launch_overhead_s
-  CHECK(p.overlap_comm_rate == 1.0);  // not measured: no interference
+  CHECK(p.host_launch_s == 0);       // not measured: steps use launch_overhead_s
+  CHECK(p.overlap_comm_rate == 1.0); // not measured: no interference
   j["overlap_compute_rate"] = 0;
   j["host_gemm_launch_us"] = -3;
   try {

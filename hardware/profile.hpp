@@ -79,8 +79,8 @@ struct HardwareProfile {
   double attention_kv_half = 0; // keys (queries, backward) a FlashAttention block must loop over
                                 // for its fixed per-block cost to halve the efficiency (0: off)
   double copy_bw_fraction = 0;  // device-to-device copy: of HBM bandwidth
-  double optimizer_bw_fraction = 0;  // fused optimizer update (memory-bound): of HBM bandwidth
-  double launch_overhead_s = 0;      // per kernel launch (CPU issue + GPU ramp)
+  double optimizer_bw_fraction = 0; // fused optimizer update (memory-bound): of HBM bandwidth
+  double launch_overhead_s = 0;     // per kernel launch (CPU issue + GPU ramp)
   // Inside a step kernels are queued back to back: an op then costs max(its body + the GPU's
   // gap per launch, the host's time to issue its launches), not body + launch_overhead
   // (kernels/dev/launch_probe.cu measures all three). host_*launch_s = 0 (not measured): steps

@@ -34,9 +34,9 @@ double exposed_bucketed_s(double nb, double c, double w, bool overlap) {
   return std::max(0.0, std::max(w / nb + nb * c, w + c) - w);
 }
 
-BucketOverlap overlap_buckets(const std::vector<double>& bucket_s,
-                              const std::vector<double>& bytes, double window_s, bool overlap,
-                              double compute_rate, double comm_rate) {
+BucketOverlap overlap_buckets(const std::vector<double>& bucket_s, const std::vector<double>& bytes,
+                              double window_s, bool overlap, double compute_rate,
+                              double comm_rate) {
   BucketOverlap r;
   double total = 0;
   for (double b : bytes)

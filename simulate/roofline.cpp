@@ -115,12 +115,12 @@ OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
   // Queued back to back, most of the launch latency hides behind the previous kernel: the GPU
   // still spends a small gap per launch, and the host must have issued it (cuBLAS's host path
   // is longer than a plain kernel launch's); whichever side is slower sets the pace.
-  const double host = op.kind == model::OpKind::gemm ? profile.host_gemm_launch_s
-                                                     : profile.host_launch_s;
-  c.queued_s = host > 0 ? std::max(std::max(c.compute_s, c.memory_s) +
-                                       launches * profile.gpu_launch_gap_s,
-                                   launches * host)
-                        : c.time_s;
+  const double host =
+      op.kind == model::OpKind::gemm ? profile.host_gemm_launch_s : profile.host_launch_s;
+  c.queued_s =
+      host > 0 ? std::max(std::max(c.compute_s, c.memory_s) + launches * profile.gpu_launch_gap_s,
+                          launches * host)
+               : c.time_s;
   return c;
 }
 

@@ -16,12 +16,12 @@ enum class Pass { forward, backward };
 
 struct OpCost { // one operator, one GPU, one micro-batch, one pass
   std::string name;
-  double flops = 0;      // executed FLOPs
-  double bytes = 0;      // HBM bytes read + written
-  double compute_s = 0;  // FLOPs / achieved FLOP/s
-  double memory_s = 0;   // bytes / achieved bandwidth
-  double launch_s = 0;   // fixed launch overhead
-  double time_s = 0;     // max(compute, memory) + launch: the op alone (as a benchmark times it)
+  double flops = 0;     // executed FLOPs
+  double bytes = 0;     // HBM bytes read + written
+  double compute_s = 0; // FLOPs / achieved FLOP/s
+  double memory_s = 0;  // bytes / achieved bandwidth
+  double launch_s = 0;  // fixed launch overhead
+  double time_s = 0;    // max(compute, memory) + launch: the op alone (as a benchmark times it)
   // In a step's stream of queued launches: max(max(compute, memory) + GPU launch gap, host
   // issue time of its launches) when the profile measured the host side, else time_s.
   double queued_s = 0;

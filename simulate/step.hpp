@@ -24,7 +24,7 @@ struct StepOptions {
   // Explicit gradient buckets (bytes, in the order backward makes them ready), e.g. one per
   // parameter tensor for per-parameter all-reduce; empty: equal buckets of bucket_bytes.
   std::vector<double> dp_bucket_list_bytes;
-  bool dp_overlap = true;                   // bucketed gradient reduction overlapped with backward
+  bool dp_overlap = true;  // bucketed gradient reduction overlapped with backward
   bool tp_overlap = false; // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
   Algorithm dp_algorithm = Algorithm::automatic;
 };
@@ -49,9 +49,9 @@ struct StepEstimate {
   double peak_flops_per_s = 0;
   std::int64_t micro_batches = 1; // per step per pipeline (gradient accumulation)
   std::int64_t global_batch_size = 0;
-  double micro_batch_stage_s = 0; // one micro-batch through the slowest stage (fwd+bwd+...)
-  double dp_bytes = 0;            // gradient bytes reduced per step per GPU
-  double dp_volume_bytes = 0;     // bytes each GPU sends for DP/ZeRO per step (bus volume)
+  double micro_batch_stage_s = 0;   // one micro-batch through the slowest stage (fwd+bwd+...)
+  double dp_bytes = 0;              // gradient bytes reduced per step per GPU
+  double dp_volume_bytes = 0;       // bytes each GPU sends for DP/ZeRO per step (bus volume)
   double dp_overlap_slowdown_s = 0; // compute lost to overlapped DP traffic (inside backward)
   double zero_allgather_s = 0;      // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
   MemoryBreakdown memory;

@@ -296,8 +296,7 @@ TEST_CASE("overlapped buckets: equal buckets without interference match the clos
     const BucketOverlap o = overlap_buckets(s, bytes, 10e-3, true, 1.0, 1.0);
     CHECK(o.exposed_s == doctest::Approx(exposed_bucketed_s(8, c, 10e-3, true)));
     CHECK(o.slowdown_s == 0);
-    CHECK(overlap_buckets(s, bytes, 10e-3, false, 0.5, 0.5).exposed_s ==
-          doctest::Approx(8 * c));
+    CHECK(overlap_buckets(s, bytes, 10e-3, false, 0.5, 0.5).exposed_s == doctest::Approx(8 * c));
   }
 }
 

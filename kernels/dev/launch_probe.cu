@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
     rows.push_back({"empty", time_three_ways([&] { kern::launch_empty(s); }, s)});
 
     const std::int64_t tokens = 2048, d = 768, ffn = 2048;
-    DeviceBuffer a(tokens * ffn * 2), b(ffn * 3 * d * 2), c(tokens * 3 * d * 2); // largest shape: n = 3d
+    DeviceBuffer a(tokens * ffn * 2), b(ffn * 3 * d * 2),
+        c(tokens * 3 * d * 2); // largest shape: n = 3d
     CUDA_CHECK(cudaMemsetAsync(a.get(), 0, tokens * ffn * 2, s));
     CUDA_CHECK(cudaMemsetAsync(b.get(), 0, ffn * 3 * d * 2, s));
     const std::int64_t shapes[][3] = {{tokens, d, d}, {tokens, 3 * d, d}, {tokens, ffn, d}};
@@ -153,8 +154,8 @@ int main(int argc, char** argv) {
       g.lt = lt.get();
       g.workspace = ws.get();
       g.workspace_bytes = ws_bytes;
-      const std::string shape = std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
-                                std::to_string(g.k);
+      const std::string shape =
+          std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
       rows.push_back({"gemm.cublas.bf16." + shape,
                       time_three_ways([&] { kern::launch_gemm_cublas(g, s); }, s)});
       rows.push_back(

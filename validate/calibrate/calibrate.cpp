@@ -352,7 +352,6 @@ double mape(const std::vector<Comparison>& cs, bool calibrated) {
   return s / static_cast<double>(cs.size());
 }
 
-
 void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
                         hw::HardwareProfile& profile, FitReport& report) {
   if (!probe.is_object() || !probe.contains("ops") || !probe["ops"].is_array())
@@ -362,13 +361,13 @@ void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
   for (const auto& op : probe["ops"]) {
     if (!op.is_object() || !op.contains("name") || !op["name"].is_string() ||
         !op.contains("host_us") || !op["host_us"].is_number())
-      throw ConfigError(fmt::format("{}: ops[]: each needs a string name and a number host_us",
-                                    source));
+      throw ConfigError(
+          fmt::format("{}: ops[]: each needs a string name and a number host_us", source));
     const auto name = op["name"].get<std::string>();
     const double us = op["host_us"].get<double>();
     if (!(us > 0 && us < 1000))
-      throw ConfigError(fmt::format("{}: ops[{}].host_us = {}: must be in (0, 1000)", source,
-                                    name, us));
+      throw ConfigError(
+          fmt::format("{}: ops[{}].host_us = {}: must be in (0, 1000)", source, name, us));
     if (name == "empty" && op.contains("gpu_us") && op["gpu_us"].is_number())
       gap_us = op["gpu_us"].get<double>();
     if (name.rfind("gemm.cublas.", 0) == 0)
@@ -399,8 +398,8 @@ void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
 void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                          hw::HardwareProfile& profile, FitReport& report) {
   // The step-like scenario (a training step's GEMM shapes and 25 MiB buckets) when present.
-  const bool step_like = probe.is_object() && probe.contains("step_like") &&
-                         probe["step_like"].is_object();
+  const bool step_like =
+      probe.is_object() && probe.contains("step_like") && probe["step_like"].is_object();
   const nlohmann::json& q = step_like ? probe["step_like"] : probe;
   auto rate = [&](const char* field) {
     if (!q.is_object() || !q.contains(field) || !q[field].is_number())

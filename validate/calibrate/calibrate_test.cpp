@@ -165,14 +165,16 @@ TEST_CASE("launch and overlap probes set the queued-launch and interference fiel
     {"name": "gemm.cublas.bf16.c", "host_us": 13.0, "gpu_us": 12},
     {"name": "gemm.cublaslt.bf16.a", "host_us": 99.0, "gpu_us": 7}]})");
   apply_launch_probe(launch, "l.json", p, report);
-  CHECK(p.host_launch_s == doctest::Approx(5.2e-6));      // median of our kernels
-  CHECK(p.host_gemm_launch_s == doctest::Approx(12e-6));  // median of cublasGemmEx, not Lt
-  CHECK(p.gpu_launch_gap_s == doctest::Approx(1.4e-6));   // the empty kernel's GPU side
+  CHECK(p.host_launch_s == doctest::Approx(5.2e-6));     // median of our kernels
+  CHECK(p.host_gemm_launch_s == doctest::Approx(12e-6)); // median of cublasGemmEx, not Lt
+  CHECK(p.gpu_launch_gap_s == doctest::Approx(1.4e-6));  // the empty kernel's GPU side
   CHECK_THROWS_WITH_AS(apply_launch_probe(nlohmann::json::parse(R"({"ops": [{"name": "empty",
-    "host_us": 5, "gpu_us": 1}]})"), "l.json", p, report),
+    "host_us": 5, "gpu_us": 1}]})"),
+                                          "l.json", p, report),
                        doctest::Contains("need at least one gemm.cublas.* op"), ConfigError);
   CHECK_THROWS_WITH_AS(apply_launch_probe(nlohmann::json::parse(R"({"ops": [{"name": "empty",
-    "host_us": -5, "gpu_us": 1}]})"), "l.json", p, report),
+    "host_us": -5, "gpu_us": 1}]})"),
+                                          "l.json", p, report),
                        doctest::Contains("host_us = -5"), ConfigError);
 
   const auto overlap = nlohmann::json::parse(R"({"num_gpus": 2,
@@ -182,7 +184,8 @@ TEST_CASE("launch and overlap probes set the queued-launch and interference fiel
   CHECK(p.overlap_compute_rate == doctest::Approx(0.76)); // the step-like scenario wins
   CHECK(p.overlap_comm_rate == doctest::Approx(0.71));
   CHECK_THROWS_WITH_AS(apply_overlap_probe(nlohmann::json::parse(R"({"num_gpus": 2,
-    "compute_rate_gemm": 1.7, "comm_rate_gemm": 0.7})"), "o.json", p, report),
+    "compute_rate_gemm": 1.7, "comm_rate_gemm": 0.7})"),
+                                           "o.json", p, report),
                        doctest::Contains("compute_rate_gemm = 1.7"), ConfigError);
 }
 
@@ -200,7 +203,13 @@ TEST_CASE("fuzz: probe files set valid fields or fail with a ConfigError naming 
   const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
   const nlohmann::json launch = load_json_file(dir + "h200-launch-probe.json");
   const nlohmann::json overlap = load_json_file(dir + "overlap-probe-x2.json");
-  const std::vector<nlohmann::json> values = {-1, 0, 0.5, 1.2, 1e300, "x", nullptr,
+  const std::vector<nlohmann::json> values = {-1,
+                                              0,
+                                              0.5,
+                                              1.2,
+                                              1e300,
+                                              "x",
+                                              nullptr,
                                               nlohmann::json::array({1}),
                                               nlohmann::json::object({{"a", 1}})};
   std::mt19937_64 rng(29);

@@ -37,8 +37,8 @@
   do {                                                                                             \
     ncclResult_t probe_rc_ = (call);                                                               \
     if (probe_rc_ != ncclSuccess)                                                                  \
-      throw ::trainsim::DeviceError(std::string(#call) + " failed: " +                            \
-                                    ncclGetErrorString(probe_rc_));                                \
+      throw ::trainsim::DeviceError(std::string(#call) +                                           \
+                                    " failed: " + ncclGetErrorString(probe_rc_));                  \
   } while (0)
 
 namespace {
@@ -53,18 +53,18 @@ struct Result {
 // A scenario: the compute kernels and the all-reduce calls that run beside each other.
 struct Scenario {
   const char* name;
-  std::int64_t m, n, k;    // bf16 GEMM [m,k] x [k,n]
-  std::size_t comm_bytes;  // buffer all-reduced per call (bf16)
-  std::size_t copy_bytes;  // device-to-device copy per call
+  std::int64_t m, n, k;     // bf16 GEMM [m,k] x [k,n]
+  std::size_t comm_bytes;   // buffer all-reduced per call (bf16)
+  std::size_t copy_bytes;   // device-to-device copy per call
   int gemms, comms, copies; // calls per measured batch
 };
 // large: the steady state (big kernels, one 1 GiB all-reduce); step_like: cs336-xl's shapes at
 // batch 4 x 512 (2048 tokens; the fused SwiGLU up-projection 2048 x 12800 x 1600), gradients in
 // 25 MiB buckets (PyTorch DDP's default), an activation-sized copy.
 constexpr Scenario kLarge{"large", 8192, 8192, 8192, std::size_t{1} << 30, std::size_t{1} << 30,
-                          10, 5, 10};
-constexpr Scenario kStepLike{"step_like", 2048, 12800, 1600, std::size_t{25} << 20,
-                             std::size_t{26} << 20, 200, 100, 200};
+                          10,      5,    10};
+constexpr Scenario kStepLike{"step_like",           2048, 12800, 1600, std::size_t{25} << 20,
+                             std::size_t{26} << 20, 200,  100,   200};
 
 float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
   float ms = 0;
@@ -111,8 +111,8 @@ void rank_main(int dev, ncclComm_t comm, std::barrier<>& sync, std::vector<int>&
   };
   auto allreduce = [&](int n) {
     for (int i = 0; i < n; ++i)
-      PROBE_NCCL_CHECK(ncclAllReduce(grad.get(), grad.get(), sc.comm_bytes / 2, ncclBfloat16, ncclSum, comm,
-                               comm_stream.get()));
+      PROBE_NCCL_CHECK(ncclAllReduce(grad.get(), grad.get(), sc.comm_bytes / 2, ncclBfloat16,
+                                     ncclSum, comm, comm_stream.get()));
   };
   kern::Event c0, c1, m0, m1;
   // Times `work` on `s` (events c0/c1) while `other` runs on `o` (events m0/m1); returns the
@@ -220,14 +220,13 @@ int main(int argc, char** argv) {
                   "%ldx%ldx%ld, copy %zu MiB (rank 0, us per call)\n",
                   sc->name, n, nccl_version, sc->comm_bytes >> 20, static_cast<long>(sc->m),
                   static_cast<long>(sc->n), static_cast<long>(sc->k), sc->copy_bytes >> 20);
-      std::printf("  gemm alone %.1f, under all-reduce %.1f: compute rate %.3f\n",
-                  r.gemm_alone_us, r.gemm_under_comm_us, r_gemm);
+      std::printf("  gemm alone %.1f, under all-reduce %.1f: compute rate %.3f\n", r.gemm_alone_us,
+                  r.gemm_under_comm_us, r_gemm);
       std::printf("  all-reduce alone %.1f, under gemm %.1f: comm rate %.3f\n", r.comm_alone_us,
                   r.comm_under_gemm_us, r_comm_g);
       std::printf("  copy alone %.1f, under all-reduce %.1f: copy rate %.3f\n", r.copy_alone_us,
                   r.copy_under_comm_us, r_copy);
-      std::printf("  all-reduce under copy %.1f: comm rate %.3f\n", r.comm_under_copy_us,
-                  r_comm_c);
+      std::printf("  all-reduce under copy %.1f: comm rate %.3f\n", r.comm_under_copy_us, r_comm_c);
       const std::string body = fmt::format(
           "\"comm_bytes\": {}, \"gemm_m\": {}, \"gemm_n\": {}, \"gemm_k\": {}, \"copy_bytes\": {}, "
           "\"gemm_alone_us\": {:.3f}, \"gemm_under_comm_us\": {:.3f}, \"comm_alone_us\": {:.3f}, "

@@ -285,9 +285,21 @@ TEST_CASE("fuzz: recorded-run inputs load into valid options or fail with a Conf
   const TrainOptions o = options_from_inputs_json(valid, "v");
   CHECK(o.num_gpus == 2);
   CHECK(o.ddp == DdpMode::bucketed);
-  const std::vector<nlohmann::json> values = {
-      -1, 0, 3, 1e300, -1e300, 2.5, "x", "fp32", "naive", "full", nullptr, true,
-      nlohmann::json::array({1}), nlohmann::json::object({{"a", 1}}), 9007199254740993.0};
+  const std::vector<nlohmann::json> values = {-1,
+                                              0,
+                                              3,
+                                              1e300,
+                                              -1e300,
+                                              2.5,
+                                              "x",
+                                              "fp32",
+                                              "naive",
+                                              "full",
+                                              nullptr,
+                                              true,
+                                              nlohmann::json::array({1}),
+                                              nlohmann::json::object({{"a", 1}}),
+                                              9007199254740993.0};
   std::mt19937_64 rng(20261129);
   int loaded = 0, rejected = 0;
   const hw::GpuSpec gpu = hw::load_gpu("h200");

@@ -123,15 +123,14 @@ std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, DdpMode ddp
   GradBucket cur;
   for (std::size_t i = layout.tensors.size(); i-- > 0;) {
     const std::int64_t lo = layout.tensors[i].offset;
-    const std::int64_t hi = i + 1 < layout.tensors.size() ? layout.tensors[i + 1].offset
-                                                           : layout.num_padded_params;
+    const std::int64_t hi =
+        i + 1 < layout.tensors.size() ? layout.tensors[i + 1].offset : layout.num_padded_params;
     if (cur.tensors.empty())
       cur.hi = hi;
     cur.lo = lo;
     cur.first = i;
     cur.tensors.push_back(i);
-    if (static_cast<double>(cur.hi - cur.lo) * static_cast<double>(elem_bytes) >= limit ||
-        i == 0) {
+    if (static_cast<double>(cur.hi - cur.lo) * static_cast<double>(elem_bytes) >= limit || i == 0) {
       buckets.push_back(cur);
       cur = GradBucket{};
     }
@@ -182,19 +181,19 @@ TrainOptions options_from_inputs_json(const nlohmann::json& in, const std::strin
   try {
     o.model = model::load_model(name);
   } catch (const ConfigError& e) { // the loader speaks of --model; here it is a file's field
-    throw ConfigError(fmt::format("{}: model = '{}': not a model preset ({})", where, name,
-                                  e.what()));
+    throw ConfigError(
+        fmt::format("{}: model = '{}': not a model preset ({})", where, name, e.what()));
   }
   o.batch_size = int_field(in, "batch_size", 1, 1 << 20, where);
   o.seq_len = int_field(in, "seq_len", 1, 1 << 24, where);
-  o.precision = enum_field(
-      in, "precision", std::array{model::Precision::fp32, model::Precision::bf16_mixed}, where);
+  o.precision = enum_field(in, "precision",
+                           std::array{model::Precision::fp32, model::Precision::bf16_mixed}, where);
   o.attention = enum_field(
       in, "attention", std::array{model::AttentionImpl::flash, model::AttentionImpl::naive}, where);
-  o.recompute = enum_field(in, "recompute",
-                           std::array{model::Recompute::none, model::Recompute::selective,
-                                      model::Recompute::full},
-                           where);
+  o.recompute = enum_field(
+      in, "recompute",
+      std::array{model::Recompute::none, model::Recompute::selective, model::Recompute::full},
+      where);
   o.num_gpus = int_field(in, "num_gpus", 1, 1 << 16, where);
   try {
     o.ddp = parse_ddp(string_field(in, "ddp", where));

@@ -943,9 +943,8 @@ TrainResult run_train_step(const TrainOptions& o) {
       if (r == 0)
         res.num_padded_params = make_layout(o.model, o.model.name).num_padded_params;
       StepEvents ev(o.grad_accumulation);
-      TrainResult* cap = o.capture_params || o.capture_final
-                             ? &captures[static_cast<std::size_t>(r)]
-                             : nullptr;
+      TrainResult* cap =
+          o.capture_params || o.capture_final ? &captures[static_cast<std::size_t>(r)] : nullptr;
       for (Index t = 0; t < total; ++t) {
         const bool measured = t >= o.warmup;
         const double loss = rank.step(t, r == 0 ? &ev : nullptr, r == 0 && t + 1 == total, cap);
