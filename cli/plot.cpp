@@ -43,13 +43,17 @@ void check_plot_file(const std::string& file) { (void)terminal_for(file); }
 #ifdef TRAINSIM_HAVE_PLOT
 
 namespace {
-void header(Gnuplot& gp, const PlotSpec& spec) {
-  gp << "set terminal " << terminal_for(spec.file) << "\n";
+// Terminal, output, labels, grid, key, log axes and the spec's extra commands. A multiplot
+// (plot_panels) passes its own terminal size and key, and puts the title on the layout.
+void header(Gnuplot& gp, const PlotSpec& spec, const std::string& terminal,
+            const char* key = "outside right top", bool title = true) {
+  gp << "set terminal " << terminal << "\n";
   gp << "set output " << quote(spec.file) << "\n";
-  gp << "set title " << quote(spec.title) << "\n";
+  if (title)
+    gp << "set title " << quote(spec.title) << "\n";
   gp << "set xlabel " << quote(spec.xlabel) << "\n";
   gp << "set ylabel " << quote(spec.ylabel) << "\n";
-  gp << "set grid\nset key outside right top\n";
+  gp << "set grid\nset key " << key << "\n";
   if (spec.logx)
     gp << "set logscale x 2\n";
   if (spec.logy)
@@ -68,7 +72,7 @@ Gnuplot open_gnuplot(const std::string& file) {
 
 void plot_xy(const PlotSpec& spec, const std::vector<Series>& series) {
   Gnuplot gp = open_gnuplot(spec.file);
-  header(gp, spec);
+  header(gp, spec, terminal_for(spec.file));
   gp << "plot ";
   for (std::size_t i = 0; i < series.size(); ++i) {
     if (i)
@@ -94,18 +98,8 @@ void plot_panels(const PlotSpec& spec, const std::vector<Panel>& panels, int col
   const int cols = std::max(columns, 1);
   const int rows = static_cast<int>((panels.size() + static_cast<std::size_t>(cols) - 1) /
                                     static_cast<std::size_t>(cols));
-  gp << "set terminal " << terminal_for(spec.file, 480 * cols, 40 + 360 * std::max(rows, 1))
-     << "\n";
-  gp << "set output " << quote(spec.file) << "\n";
-  gp << "set xlabel " << quote(spec.xlabel) << "\n";
-  gp << "set ylabel " << quote(spec.ylabel) << "\n";
-  gp << "set grid\nset key top left font ',8'\n";
-  if (spec.logx)
-    gp << "set logscale x 2\n";
-  if (spec.logy)
-    gp << "set logscale y 10\n";
-  for (const auto& e : spec.extra)
-    gp << e << "\n";
+  header(gp, spec, terminal_for(spec.file, 480 * cols, 40 + 360 * std::max(rows, 1)),
+         "top left font ',8'", false);
   gp << "set multiplot layout " << rows << "," << cols << " title " << quote(spec.title) << "\n";
   for (const Panel& panel : panels) {
     gp << "set title " << quote(panel.title) << "\nunset arrow\n";
@@ -127,7 +121,7 @@ void plot_bars(const PlotSpec& spec, const std::vector<std::string>& labels,
                const std::vector<std::string>& groups,
                const std::vector<std::vector<double>>& values) {
   Gnuplot gp = open_gnuplot(spec.file);
-  header(gp, spec);
+  header(gp, spec, terminal_for(spec.file));
   gp << "set style data histogram\nset style histogram rowstacked\n"
         "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n";
   gp << "plot ";
