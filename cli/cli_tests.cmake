@@ -167,6 +167,10 @@ trainsim_cli_error(bench_fp8_shape "--m 40 --n 64 --k 64: must all be multiples 
   bench kernels --op gemm --dtype fp8 --m 40 --n 64 --k 64)
 trainsim_cli_error(bench_fp8_cublas "--gemm-impl cublas has no fp8 path"
   bench kernels --op gemm --dtype fp8 --gemm-impl cublas)
+# Hostile model names, GPU preset names and --plot paths never run a command (every plotting
+# command; needs gnuplot, which the quick start installs).
+add_test(NAME cli.plot_injection
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/plot_injection.sh $<TARGET_FILE:trainsim>)
 trainsim_cli_error(plot_extension "must end in .png or .svg" memory --model gpt2 --gpu h100-sxm --plot out.pdf)
 # Every model field can be overridden by a flag (GPT-2 untied: 124,439,808 + 50257 x 768).
 trainsim_cli_test(model_override_untied "\"total\": 163037184"

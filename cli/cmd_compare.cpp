@@ -63,9 +63,9 @@ double median_of(std::vector<double> v) {
 }
 
 // Axis tics at powers of 1024 with binary-prefix labels (the sizes nccl-tests sweeps).
-std::string binary_size_tics() {
-  return "set xtics ('8 B' 8, '1 KiB' 1024, '32 KiB' 32768, '1 MiB' 1048576, '32 MiB' "
-         "33554432, '1 GiB' 1073741824)";
+std::vector<std::pair<std::string, double>> binary_size_tics() {
+  return {{"8 B", 8},         {"1 KiB", 1024},      {"32 KiB", 32768},
+          {"1 MiB", 1048576}, {"32 MiB", 33554432}, {"1 GiB", 1073741824}};
 }
 
 void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal, Sink& sink,
@@ -213,17 +213,17 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
                              max_large, max_small));
     }
   }
-  if (!o.plot.empty())
-    plot_panels({kernel_plots ? with_suffix(o.plot, "-collectives") : o.plot,
-                 fmt::format("bus bandwidth, measured ({}) and model ({}); dashed: regime "
-                             "boundaries",
-                             o.collectives, cal.name),
-                 "message size",
-                 "busbw (GB/s)",
-                 true,
-                 false, // linear busbw, as nccl-tests' curves: the large-size fit is what to see
-                 {binary_size_tics(), "set yrange [0:*]"}},
-                panels, 3);
+  if (!o.plot.empty()) {
+    PlotSpec spec = plot_spec(kernel_plots ? with_suffix(o.plot, "-collectives") : o.plot,
+                              fmt::format("bus bandwidth, measured ({}) and model ({}); dashed: "
+                                          "regime boundaries",
+                                          o.collectives, cal.name),
+                              "message size", "busbw (GB/s)");
+    spec.logx = true; // linear busbw, as nccl-tests' curves: the large-size fit is what to see
+    spec.yrange.lo = 0;
+    spec.xtics = binary_size_tics();
+    plot_panels(spec, panels, 3);
+  }
   if (o.max_error_above_1mib_pct > 0 && max_large > o.max_error_above_1mib_pct)
     throw CheckFailed(fmt::format("collectives: max |error| {:.1f}% above 1 MiB > {:.1f}% "
                                   "(--max-error-above-1mib-pct)",
@@ -300,14 +300,11 @@ int run_compare(const CompareOptions& o) {
         hi = std::max(hi, c.measured_s * 1e6);
       }
       Series diag{"predicted = measured", {{lo / 2, lo / 2}, {hi * 2, hi * 2}}, "lines", {}};
-      plot_xy({o.plot,
-               fmt::format("{}: predicted vs measured kernel time", gpu.name),
-               "measured (us)",
-               "predicted (us)",
-               true,
-               true,
-               {}},
-              {diag, base_pts, cal_pts});
+      PlotSpec spec =
+          plot_spec(o.plot, fmt::format("{}: predicted vs measured kernel time", gpu.name),
+                    "measured (us)", "predicted (us)");
+      spec.logx = spec.logy = true;
+      plot_xy(spec, {diag, base_pts, cal_pts});
       // Roofline with the measured points.
       const double peak = gpu.peak_flops_per_s[Dtype::bf16], bw = gpu.hbm_bandwidth_bytes_per_s;
       Series roof{"datasheet roofline (bf16)", {}, "lines", {}};
@@ -322,14 +319,12 @@ int run_compare(const CompareOptions& o) {
         if (flops > 0 && bytes > 0)
           pts.points.emplace_back(flops / bytes, flops / item.median_s / 1e12);
       }
-      plot_xy({with_suffix(o.plot, "-roofline"),
-               fmt::format("{}: measured kernels on the roofline", gpu.name),
-               "arithmetic intensity (FLOP/byte)",
-               "TFLOP/s",
-               true,
-               true,
-               {fmt::format("set yrange [0.01:{}]", 3 * peak / 1e12)}},
-              {roof, pts});
+      PlotSpec roof_spec = plot_spec(with_suffix(o.plot, "-roofline"),
+                                     fmt::format("{}: measured kernels on the roofline", gpu.name),
+                                     "arithmetic intensity (FLOP/byte)", "TFLOP/s");
+      roof_spec.logx = roof_spec.logy = true;
+      roof_spec.yrange = {0.01, 3 * peak / 1e12};
+      plot_xy(roof_spec, {roof, pts});
     }
     if (o.max_mape_pct > 0 && mape_cal > o.max_mape_pct)
       throw CheckFailed(

@@ -192,23 +192,16 @@ int run_memory(const MemoryOptions& o) {
                              100 * b.total / mc.gpu.memory_bytes, max_mb));
   }
   if (!o.plot.empty()) {
-    PlotSpec spec{
-        o.plot,
-        fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
-                    "recompute {})",
-                    m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
-                    model::to_string(p.recompute)),
-        "",
-        "GB per GPU",
-        false,
-        false,
-        {fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead "
-                     "lc rgb 'red' lw 2",
-                     mc.gpu.memory_bytes / 1e9),
-         fmt::format("set label 'GPU memory {:.0f} GB' at graph 0.02, first {} tc rgb "
-                     "'red' offset 0,0.7",
-                     mc.gpu.memory_bytes / 1e9, mc.gpu.memory_bytes / 1e9),
-         fmt::format("set yrange [0:{}]", 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9)}};
+    PlotSpec spec =
+        plot_spec(o.plot,
+                  fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
+                              "recompute {})",
+                              m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
+                              model::to_string(p.recompute)),
+                  "", "GB per GPU");
+    spec.hmarkers.push_back({mc.gpu.memory_bytes / 1e9,
+                             fmt::format("GPU memory {:.0f} GB", mc.gpu.memory_bytes / 1e9)});
+    spec.yrange = {0, 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9};
     plot_bars(spec, {"this plan"},
               {"weights", "gradients", "optimizer", "activations", "buffers", "overhead"},
               {{b.weights / 1e9},

@@ -422,15 +422,12 @@ int run_plan(const PlanOptionsCli& o) {
         best = t;
         front.points.emplace_back(mem, t);
       }
-    plot_xy({o.plot,
-             fmt::format("{} on {} x {}: step time vs memory per GPU", m.name, mc.num_gpus,
-                         mc.gpu.name),
-             "memory per GPU (GB)",
-             "step time (s)",
-             false,
-             true,
-             {}},
-            {pts, front});
+    PlotSpec spec = plot_spec(
+        o.plot,
+        fmt::format("{} on {} x {}: step time vs memory per GPU", m.name, mc.num_gpus, mc.gpu.name),
+        "memory per GPU (GB)", "step time (s)");
+    spec.logy = true;
+    plot_xy(spec, {pts, front});
   }
   return 0;
 }

@@ -130,15 +130,13 @@ int run_roofline(const RooflineOptions& o) {
       pts.points.emplace_back(r.flops / r.bytes, r.flops / r.cost.time_s / 1e12);
       pts.labels.push_back(r.name);
     }
-    plot_xy({o.plot,
-             fmt::format("Roofline of {} ({}), ridge {:.0f} FLOP/byte", mc.gpu.name,
-                         dtype_name(dtype), ridge),
-             "arithmetic intensity (FLOP/byte)",
-             "TFLOP/s",
-             true,
-             true,
-             {fmt::format("set yrange [0.01:{}]", 3 * peak / 1e12)}},
-            {roof, pts});
+    PlotSpec spec = plot_spec(o.plot,
+                              fmt::format("Roofline of {} ({}), ridge {:.0f} FLOP/byte",
+                                          mc.gpu.name, dtype_name(dtype), ridge),
+                              "arithmetic intensity (FLOP/byte)", "TFLOP/s");
+    spec.logx = spec.logy = true;
+    spec.yrange = {0.01, 3 * peak / 1e12};
+    plot_xy(spec, {roof, pts});
   }
   return 0;
 }

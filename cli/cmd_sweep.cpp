@@ -149,15 +149,12 @@ int run_sweep(const SweepOptions& o) {
                              o.vary, m.name));
     t.print(sink);
   }
-  if (!o.plot.empty())
-    plot_xy({o.plot,
-             fmt::format("{}: {} against {}", m.name, o.metric, o.vary),
-             o.vary,
-             o.metric,
-             o.vary == "num-gpus" || o.vary == "seq-len",
-             false,
-             {}},
-            {series});
+  if (!o.plot.empty()) {
+    PlotSpec spec = plot_spec(o.plot, fmt::format("{}: {} against {}", m.name, o.metric, o.vary),
+                              o.vary, o.metric);
+    spec.logx = o.vary == "num-gpus" || o.vary == "seq-len";
+    plot_xy(spec, {series});
+  }
   return 0;
 }
 

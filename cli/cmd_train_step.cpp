@@ -247,10 +247,7 @@ void plot_memory(const std::string& file, const vt::TrainOptions& o, const vt::T
   for (const auto& p : r.timeline)
     if (p.phase != phase) {
       phase = p.phase;
-      spec.extra.push_back(
-          fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 2", p.event));
-      spec.extra.push_back(
-          fmt::format("set label '{}' at {},graph 0.97 rotate left font ',8'", phase, p.event));
+      spec.markers.push_back({static_cast<double>(p.event), phase});
     }
   plot_xy(spec, series);
 }

@@ -167,15 +167,12 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
     for (Series* s : {&one, &many})
       if (!s->points.empty())
         series.push_back(*s);
-    plot_xy({plot,
-             "training step time: predicted vs measured",
-             "measured step (ms)",
-             "predicted step (ms)",
-             true,
-             true,
-             {fmt::format("set xrange [{}:{}]", lo, hi), fmt::format("set yrange [{}:{}]", lo, hi),
-              "set key top left"}},
-            series);
+    PlotSpec spec = plot_spec(plot, "training step time: predicted vs measured",
+                              "measured step (ms)", "predicted step (ms)");
+    spec.logx = spec.logy = true;
+    spec.xrange = spec.yrange = {lo, hi};
+    spec.key = KeyPlace::top_left;
+    plot_xy(spec, series);
   }
   if (max_error_pct > 0 && max_step > max_error_pct)
     throw CheckFailed(fmt::format("--train-step: max step-time |error| {:.1f}% > {:.1f}%", max_step,

@@ -173,15 +173,11 @@ void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Ma
   std::vector<std::vector<double>> groups;
   for (double v : values)
     groups.push_back({v});
-  PlotSpec spec{file,
-                fmt::format("{} on {} x {}: one step = {:.3f} s (tp {} pp {} dp {}, MFU {:.1f}%)",
-                            m.name, p.num_gpus(), mc.gpu.name, e.step_time_s, p.tp, p.pp, p.dp,
-                            100 * e.mfu),
-                "",
-                "seconds per step",
-                false,
-                false,
-                {}};
+  const PlotSpec spec = plot_spec(
+      file,
+      fmt::format("{} on {} x {}: one step = {:.3f} s (tp {} pp {} dp {}, MFU {:.1f}%)", m.name,
+                  p.num_gpus(), mc.gpu.name, e.step_time_s, p.tp, p.pp, p.dp, 100 * e.mfu),
+      "", "seconds per step");
   plot_bars(spec, {"step"}, parts, groups);
 }
 

@@ -2,6 +2,8 @@
 #include "cli/output.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
@@ -24,7 +26,8 @@ Sink::Sink(const OutputOptions& opts) : opts_(opts) {
   if (!opts_.output.empty()) {
     file_ = std::fopen(opts_.output.c_str(), "w");
     if (!file_)
-      throw ConfigError(fmt::format("--output {}: cannot open for writing", opts_.output));
+      throw ConfigError(fmt::format("--output {}: cannot open for writing: {}", opts_.output,
+                                    std::strerror(errno)));
   }
 }
 
@@ -35,7 +38,12 @@ Sink::~Sink() {
 
 void Sink::write(const std::string& text) {
   std::FILE* f = file_ ? file_ : stdout;
-  std::fwrite(text.data(), 1, text.size(), f);
+  // Flushed at once so that a full disk or a closed pipe is an error here, not a silent loss
+  // at exit (results are small; the cost is one write call per printed block).
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fflush(f) != 0)
+    throw ConfigError(fmt::format("{}: write failed: {}",
+                                  file_ ? "--output " + opts_.output : std::string("stdout"),
+                                  std::strerror(errno)));
 }
 
 void Sink::comment(const std::string& text) {

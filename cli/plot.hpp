@@ -1,8 +1,12 @@
 // gnuplot plots (through gnuplot-iostream; no Python). The file extension picks the
-// terminal: .png (pngcairo) or .svg. Only cli/ plots (STYLE.md section 8).
+// terminal: .png (pngcairo) or .svg. Only cli/ plots (STYLE.md section 8). Data goes to gnuplot
+// as data; every string (titles, names, labels, paths) passes gnuplot_string() or data_token(),
+// so no input can run a gnuplot or shell command. A plot that is not written is an error.
 #pragma once
 
+#include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,12 +19,46 @@ struct Series {
   std::vector<std::string> labels;   // optional point labels (same length as points)
 };
 
+/// A dashed vertical line at x with an optional label written along it.
+struct Marker {
+  double x = 0;
+  std::string label;
+};
+
+/// An axis range; NaN leaves that end to gnuplot (autoscale).
+struct Range {
+  double lo = std::numeric_limits<double>::quiet_NaN();
+  double hi = std::numeric_limits<double>::quiet_NaN();
+};
+
+enum class KeyPlace { outside_right, top_left };
+
 struct PlotSpec {
   std::string file;
   std::string title, xlabel, ylabel;
   bool logx = false, logy = false;
-  std::vector<std::string> extra; // raw gnuplot commands (e.g. arrows, ranges)
+  Range xrange, yrange;
+  KeyPlace key = KeyPlace::outside_right;
+  std::vector<std::pair<std::string, double>> xtics; // (label, x); empty: gnuplot's own
+  std::vector<Marker> markers;                       // dashed vertical lines at x
+  std::vector<Marker> hmarkers; // solid red horizontal lines at y = Marker::x (e.g. capacity)
 };
+
+/// A spec with the four fields every plot sets; the rest keep their defaults.
+[[nodiscard]] PlotSpec plot_spec(std::string file, std::string title, std::string xlabel,
+                                 std::string ylabel);
+
+/// `s` as a single-quoted gnuplot string literal: valid UTF-8 (other bytes become '?'), control
+/// characters (newlines) as spaces, quotes doubled. Inside single quotes gnuplot expands
+/// nothing, so the result is inert text whatever `s` holds.
+[[nodiscard]] std::string gnuplot_string(std::string_view s);
+
+/// `s` as one column of gnuplot inline data: no whitespace, quotes, '#' or control characters
+/// (they would split the row, start a comment, or end the data block early).
+[[nodiscard]] std::string data_token(std::string_view s);
+
+/// `s` with invalid UTF-8 and control characters replaced by '?' (for error messages).
+[[nodiscard]] std::string printable(std::string_view s);
 
 /// One small plot of a multi-panel figure: its own title, series and vertical marker lines.
 struct Panel {
@@ -29,7 +67,8 @@ struct Panel {
   std::vector<double> vlines; // x positions of dashed vertical lines (e.g. regime boundaries)
 };
 
-/// Throws ConfigError unless `file` ends in .png or .svg (call before any work is done).
+/// Throws ConfigError unless `file` ends in .png or .svg, is a plain path (no control
+/// characters) and its directory exists and is writable (call before any work is done).
 void check_plot_file(const std::string& file);
 
 /// Line/point plot of several series.
