@@ -69,13 +69,13 @@ int run_collective(const CollectiveOptions& o) {
                     {"time_s", c.time_s},
                     {"algbw_bytes_per_s", algbw},
                     {"busbw_bytes_per_s", algbw * factor},
-                    {"level", c.level}});
+                    {"level", sim::to_string(c.level)}});
     t.add_row({fmt::format("{:.0f}", b), fmt::format("{:.0f}", b / 4), "float",
                fmt::format("{:.2f}", c.time_s * 1e6), fmt::format("{:.2f}", algbw / 1e9),
-               fmt::format("{:.2f}", algbw * factor / 1e9), c.level},
+               fmt::format("{:.2f}", algbw * factor / 1e9), std::string(sim::to_string(c.level))},
               {fmt::format("{:.0f}", b), fmt::format("{:.0f}", b / 4), "float",
                fmt::format("{:.9g}", c.time_s), fmt::format("{:.6g}", algbw),
-               fmt::format("{:.6g}", algbw * factor), c.level});
+               fmt::format("{:.6g}", algbw * factor), std::string(sim::to_string(c.level))});
   }
   if (sink.format() == Format::json) {
     sink.json({{"op", o.op},

@@ -18,6 +18,15 @@ std::string_view to_string(Collective c) {
   return "?";
 }
 
+std::string_view to_string(LinkLevel level) {
+  switch (level) {
+  case LinkLevel::none: return "none";
+  case LinkLevel::intra_node: return "intra-node";
+  case LinkLevel::inter_node: return "inter-node";
+  }
+  return "?";
+}
+
 bool parse_collective(std::string_view s, Collective& out) {
   for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather,
                        Collective::broadcast, Collective::all_to_all, Collective::send_recv}) {
@@ -72,18 +81,18 @@ CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
   c.bytes = bytes;
   c.num_ranks = group.size;
   if ((group.size <= 1 && op != Collective::send_recv) || bytes <= 0) {
-    c.level = "none";
+    c.level = LinkLevel::none;
     return c;
   }
   const bool inter = group.spans_nodes() ||
                      (op == Collective::send_recv && group.per_node <= 1 && cluster.num_nodes > 1);
-  c.level = inter ? "inter-node" : "intra-node";
+  c.level = inter ? LinkLevel::inter_node : LinkLevel::intra_node;
   const double P = static_cast<double>(std::max<std::int64_t>(group.size, 2));
   const double factor = busbw_factor(op, op == Collective::send_recv ? 2 : group.size);
   // A measured fit for this op and level wins over the datasheet model; its regime is the one
   // covering this message size (NCCL's protocol/algorithm for that size: profile.hpp).
   for (const auto& f : profile.collective_fits) {
-    if (f.op == to_string(op) && f.level == c.level) {
+    if (f.op == to_string(op) && f.level == to_string(c.level)) {
       const hw::CollectiveRegime r = hw::regime_for(f, bytes);
       c.from_fit = true;
       c.latency_s = r.alpha_s;

@@ -27,6 +27,12 @@ enum class Algorithm { ring, tree, automatic };
 /// all-to-all (P-1)/P; broadcast and send/recv 1. P = 1 gives 0 except for send/recv.
 [[nodiscard]] double busbw_factor(Collective c, std::int64_t num_ranks);
 
+/// Where a collective runs: inside one node (NVLink), across nodes (network), or nowhere (one
+/// rank, or no bytes).
+enum class LinkLevel { none, intra_node, inter_node };
+/// "none", "intra-node", "inter-node" (the spelling of profile fits and JSON output).
+[[nodiscard]] std::string_view to_string(LinkLevel level);
+
 /// Placement of a group: its size and how many of its members share a node.
 struct Group {
   std::int64_t size = 1;
@@ -43,7 +49,7 @@ struct CollectiveCost {
   double time_s = 0;
   double busbw_bytes_per_s = 0; // achieved bus bandwidth the model used
   double algbw_bytes_per_s = 0; // bytes / time
-  std::string level;            // "intra-node" / "inter-node" / "none"
+  LinkLevel level = LinkLevel::none;
   bool from_fit = false;
 };
 

@@ -71,6 +71,28 @@ BucketOverlap overlap_buckets(const std::vector<double>& bucket_s, const std::ve
   return r;
 }
 
+BucketOverlap overlap_equal_buckets(double nb, double c, double w, bool overlap,
+                                    double compute_rate, double comm_rate) {
+  BucketOverlap r;
+  if (nb <= 0 || c <= 0)
+    return r;
+  if (!overlap) {
+    r.exposed_s = nb * c;
+    return r;
+  }
+  const double delta = std::max(w, 0.0) / nb;
+  const double wall = c / comm_rate; // one bucket's wall time beside compute
+  if (wall <= delta) {
+    r.exposed_s = c;
+    r.overlapped_s = (nb - 1) * wall;
+  } else {
+    r.overlapped_s = std::max(w, 0.0) - delta;
+    r.exposed_s = std::max(0.0, nb * c - r.overlapped_s * comm_rate);
+  }
+  r.slowdown_s = (1 - compute_rate) * r.overlapped_s;
+  return r;
+}
+
 namespace {
 
 bool is_attention_part(const model::Op& op) {

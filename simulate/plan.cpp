@@ -193,6 +193,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                 StepEstimate est;
                 compose_step(p1.acc, p1.times, m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
                              c.flops_per_token, est, &mem);
+                r.collective_evaluations += est.collective_evaluations;
                 PlanCandidate cand;
                 cand.plan = plan;
                 cand.micro_batch_size = mb;
@@ -269,9 +270,15 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   });
   std::atomic<std::size_t> next{0};
   auto worker = [&](int t) {
+    // Counters and the top-k live on this thread's stack while it works: neighbouring
+    // elements of `partial` share cache lines, and bumping them from two cores in the inner
+    // loop (false sharing) made two threads slower than one.
+    PlanSearchResult mine;
+    TopK top = tops[static_cast<std::size_t>(t)];
     for (std::size_t i = next++; i < work.size(); i = next++)
-      search_tp_cp(c, work[i].first, work[i].second, partial[static_cast<std::size_t>(t)],
-                   tops[static_cast<std::size_t>(t)]);
+      search_tp_cp(c, work[i].first, work[i].second, mine, top);
+    partial[static_cast<std::size_t>(t)] = std::move(mine);
+    tops[static_cast<std::size_t>(t)] = std::move(top);
   };
   if (threads == 1) {
     worker(0);
@@ -289,6 +296,7 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     out.evaluated += partial[t].evaluated;
     out.feasible += partial[t].feasible;
     out.phase1_builds += partial[t].phase1_builds;
+    out.collective_evaluations += partial[t].collective_evaluations;
     for (std::size_t k = 0; k < out.rejected.size(); ++k)
       out.rejected[k] += partial[t].rejected[k];
     for (const auto& cand : tops[t].items)

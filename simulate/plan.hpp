@@ -61,7 +61,8 @@ struct PlanSearchResult {
   std::int64_t space_size = 0; // candidates enumerated (== evaluated + every rejection)
   std::int64_t evaluated = 0;  // reached the cost model (memory, then time)
   std::int64_t feasible = 0;
-  std::int64_t phase1_builds = 0; // distinct (tp, cp, SP, micro-batch) op lists built
+  std::int64_t phase1_builds = 0;          // distinct (tp, cp, SP, micro-batch) op lists built
+  std::int64_t collective_evaluations = 0; // collective_cost() calls of phase 2, all plans
   std::array<std::int64_t, static_cast<std::size_t>(Reject::count_)> rejected{};
   std::vector<PlanCandidate> plans; // best first, at most top_k
 };

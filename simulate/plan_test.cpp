@@ -98,3 +98,67 @@ TEST_CASE("no feasible plan: everything rejected with reasons") {
   CHECK(r.feasible == 0);
   CHECK(r.rejected[static_cast<std::size_t>(Reject::does_not_fit)] > 0);
 }
+
+TEST_CASE("closed-form equal buckets: the same plans and step times as the per-bucket walk") {
+  // Several searches (dense and MoE, one node and many, data-parallel heavy) with the closed
+  // form and with every bucket priced and walked one by one, as explicit lists are.
+  struct Case {
+    const char* model;
+    const char* cluster;
+    std::int64_t nodes, batch, seq;
+    double bucket_bytes;
+  };
+  for (const Case& k : {Case{"llama3-8b", "dgx-h100", 8, 256, 4096, 25.0 * 1024 * 1024},
+                        Case{"llama3-8b", "dgx-h100", 2, 64, 2048, 1.0 * 1024 * 1024},
+                        Case{"gpt3-175b", "dgx-a100", 64, 1536, 2048, 25.0 * 1024 * 1024},
+                        Case{"mixtral-8x7b", "dgx-h100", 4, 128, 4096, 100.0 * 1024 * 1024},
+                        Case{"cs336-xl", "dgx-h200", 1, 32, 1024, 10.0 * 1024 * 1024}}) {
+    CAPTURE(k.model);
+    Search a;
+    a.m = model::load_model(k.model);
+    a.cluster = hw::load_cluster(k.cluster);
+    a.gpu = hw::load_gpu(a.cluster.gpu);
+    a.prof = hw::default_profile(a.cluster.gpu);
+    a.cluster.num_nodes = k.nodes;
+    a.s.global_batch_size = k.batch;
+    a.s.seq_len = k.seq;
+    a.o.memory_bytes = a.gpu.memory_bytes;
+    a.o.top_k = 50;
+    a.o.step.bucket_bytes = k.bucket_bytes;
+    const auto fast = a.run();
+    a.o.step.closed_form_buckets = false;
+    const auto walk = a.run();
+    CHECK(fast.feasible == walk.feasible);
+    REQUIRE(fast.plans.size() == walk.plans.size());
+    REQUIRE(!fast.plans.empty());
+    for (std::size_t i = 0; i < fast.plans.size(); ++i) {
+      CHECK(fast.plans[i].step_time_s == doctest::Approx(walk.plans[i].step_time_s).epsilon(1e-9));
+      CHECK(fast.plans[i].plan.tp == walk.plans[i].plan.tp);
+      CHECK(fast.plans[i].plan.pp == walk.plans[i].plan.pp);
+      CHECK(fast.plans[i].plan.dp == walk.plans[i].plan.dp);
+      CHECK(fast.plans[i].plan.zero_stage == walk.plans[i].plan.zero_stage);
+      CHECK(fast.plans[i].micro_batch_size == walk.plans[i].micro_batch_size);
+    }
+  }
+}
+
+TEST_CASE("guard: the work per evaluated plan stays constant (collective evaluations)") {
+  // Phase 2 prices at most three collectives per plan (pipeline send, one gradient bucket, the
+  // ZeRO all-gather), whatever the model size: pricing every bucket of a 1T model made the
+  // search ~115x slower once. Deterministic (a count, not a time).
+  Search a;
+  a.m = model::load_model("megatron-1t");
+  a.cluster = hw::load_cluster("dgx-a100");
+  a.gpu = hw::load_gpu("a100-80g");
+  a.prof = hw::default_profile("a100-80g");
+  a.cluster.num_nodes = 384;
+  a.s.global_batch_size = 3072;
+  a.s.seq_len = 2048;
+  a.s.precision = model::Precision::fp16_mixed;
+  a.s.attention = model::AttentionImpl::naive;
+  a.o.memory_bytes = a.gpu.memory_bytes;
+  const auto r = a.run();
+  REQUIRE(r.feasible > 1000);
+  CHECK(r.collective_evaluations <= 3 * r.feasible);
+  CHECK(r.collective_evaluations > 0);
+}

@@ -18,6 +18,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const model::TrainingSetup& setup, const StepOptions& options,
                   double model_flops_per_token, StepEstimate& est, const MemoryBreakdown* memory) {
   est.placement = place_groups(plan, cluster);
+  est.collective_evaluations = 0;
   const Placement& pl = est.placement;
   const int rc = static_cast<int>(plan.recompute);
 
@@ -70,6 +71,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     b.pp_comm =
         mb * 2 * v *
         collective_cost(Collective::send_recv, a.pp_send_bytes, pair, cluster, profile).time_s;
+    ++est.collective_evaluations;
   }
 
   // ---- data parallel gradient reduction + ZeRO traffic ----
@@ -91,21 +93,35 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                                                 : half * (grad_bytes + 2 * mb * weight_bytes);
     const Collective reduce =
         plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-    std::vector<double> bucket_bytes = options.dp_bucket_list_bytes;
-    if (bucket_bytes.empty()) {
-      const double nb =
-          options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0;
-      bucket_bytes.assign(static_cast<std::size_t>(std::max(nb, 1.0)),
-                          grad_bytes / std::max(nb, 1.0));
+    BucketOverlap ov;
+    if (options.dp_bucket_list_bytes.empty() && options.closed_form_buckets) {
+      // Equal buckets: one collective price, closed-form overlap.
+      const double nb = std::max(
+          options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0, 1.0);
+      const double bucket_s =
+          collective_cost(reduce, grad_bytes / nb, pl.dp, cluster, profile, options.dp_algorithm)
+              .time_s;
+      ++est.collective_evaluations;
+      ov = overlap_equal_buckets(nb, bucket_s, window, options.dp_overlap,
+                                 profile.overlap_compute_rate, profile.overlap_comm_rate);
+    } else {
+      std::vector<double> bucket_bytes = options.dp_bucket_list_bytes;
+      if (bucket_bytes.empty()) {
+        const double nb =
+            options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0;
+        bucket_bytes.assign(static_cast<std::size_t>(std::max(nb, 1.0)),
+                            grad_bytes / std::max(nb, 1.0));
+      }
+      std::vector<double> bucket_s;
+      bucket_s.reserve(bucket_bytes.size());
+      for (double bytes : bucket_bytes) {
+        bucket_s.push_back(
+            collective_cost(reduce, bytes, pl.dp, cluster, profile, options.dp_algorithm).time_s);
+        ++est.collective_evaluations;
+      }
+      ov = overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
+                           profile.overlap_compute_rate, profile.overlap_comm_rate);
     }
-    std::vector<double> bucket_s;
-    bucket_s.reserve(bucket_bytes.size());
-    for (double bytes : bucket_bytes)
-      bucket_s.push_back(
-          collective_cost(reduce, bytes, pl.dp, cluster, profile, options.dp_algorithm).time_s);
-    const BucketOverlap ov =
-        overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
-                        profile.overlap_compute_rate, profile.overlap_comm_rate);
     b.dp_comm = ov.exposed_s;
     // Overlapped buckets share SMs and HBM with the backward pass they hide behind.
     est.dp_overlap_slowdown_s = ov.slowdown_s;
@@ -114,11 +130,13 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
       // All-gather the updated 16-bit weights after the optimizer step.
       est.zero_allgather_s =
           collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
+      ++est.collective_evaluations;
       b.dp_comm += est.zero_allgather_s;
     } else if (plan.zero_stage == 3) {
       // Gather the weights before each forward and each backward, prefetched under compute.
       const double ag =
           collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
+      ++est.collective_evaluations;
       b.dp_comm += mb * std::max(0.0, 2 * ag - (stage.fwd + stage.bwd));
     }
   }

@@ -27,6 +27,9 @@ struct StepOptions {
   bool dp_overlap = true;  // bucketed gradient reduction overlapped with backward
   bool tp_overlap = false; // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
   Algorithm dp_algorithm = Algorithm::automatic;
+  // Equal buckets (no explicit list) are priced once and overlapped in closed form
+  // (overlap_equal_buckets); false walks them one by one as an explicit list would (for tests).
+  bool closed_form_buckets = true;
 };
 
 struct StepBreakdown { // seconds per step, on the critical path
@@ -54,6 +57,8 @@ struct StepEstimate {
   double dp_volume_bytes = 0;       // bytes each GPU sends for DP/ZeRO per step (bus volume)
   double dp_overlap_slowdown_s = 0; // compute lost to overlapped DP traffic (inside backward)
   double zero_allgather_s = 0;      // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
+  std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
+                                           // plan search's work per plan; guarded by a test)
   MemoryBreakdown memory;
   std::vector<OpCost> layer_forward, layer_backward; // one layer, for explanations
   Placement placement;

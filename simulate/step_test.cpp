@@ -38,7 +38,7 @@ TEST_CASE("ring all-reduce: 2(P-1) alpha + 2(P-1)/P n / B; P = 1 costs nothing")
   const auto c = collective_cost(Collective::all_reduce, n, {8, 8}, cluster, prof, Algorithm::ring);
   const double B = 450e9 * prof.intra_node_busbw_fraction;
   CHECK(c.time_s == doctest::Approx(14 * prof.intra_node_step_latency_s + 1.75 * n / B));
-  CHECK(c.level == "intra-node");
+  CHECK(c.level == LinkLevel::intra_node);
   CHECK(collective_cost(Collective::all_reduce, n, {1, 1}, cluster, prof).time_s == 0.0);
   // Reduce-scatter + all-gather = all-reduce volume.
   const auto rs = collective_cost(Collective::reduce_scatter, n, {8, 8}, cluster, prof);
@@ -63,7 +63,7 @@ TEST_CASE("a collective spanning nodes is bound by the network") {
   const auto prof = hw::default_profile("h100-sxm");
   const auto inside = collective_cost(Collective::all_reduce, 1e9, {8, 8}, cluster, prof);
   const auto across = collective_cost(Collective::all_reduce, 1e9, {32, 1}, cluster, prof);
-  CHECK(across.level == "inter-node");
+  CHECK(across.level == LinkLevel::inter_node);
   CHECK(across.busbw_bytes_per_s == doctest::Approx(50e9 * prof.inter_node_busbw_fraction));
   CHECK(across.time_s > inside.time_s);
   // Tree all-reduce: fewer latency steps, more bandwidth time than ring for large P.
@@ -329,4 +329,23 @@ TEST_CASE("data parallel: the slowdown of overlapped buckets lands in backward")
         doctest::Approx(free.breakdown_s.backward + shared.dp_overlap_slowdown_s));
   CHECK(shared.step_time_s > free.step_time_s);
   CHECK(shared.breakdown_s.total() == doctest::Approx(shared.step_time_s));
+}
+
+TEST_CASE("overlap_equal_buckets equals the per-bucket walk on equal buckets") {
+  for (double nb : {1.0, 2.0, 7.0, 64.0, 1000.0})
+    for (double c : {1e-6, 1e-4, 1e-3, 5e-2})
+      for (double w : {0.0, 1e-3, 0.1, 2.0})
+        for (double rate : {1.0, 0.713})
+          for (bool overlap : {true, false}) {
+            CAPTURE(nb);
+            CAPTURE(c);
+            CAPTURE(w);
+            const std::vector<double> s(static_cast<std::size_t>(nb), c),
+                bytes(static_cast<std::size_t>(nb), 1e6);
+            const BucketOverlap walk = overlap_buckets(s, bytes, w, overlap, 0.762, rate);
+            const BucketOverlap closed = overlap_equal_buckets(nb, c, w, overlap, 0.762, rate);
+            CHECK(closed.exposed_s == doctest::Approx(walk.exposed_s).epsilon(1e-9));
+            CHECK(closed.overlapped_s == doctest::Approx(walk.overlapped_s).epsilon(1e-9));
+            CHECK(closed.slowdown_s == doctest::Approx(walk.slowdown_s).epsilon(1e-9));
+          }
 }
