@@ -17,13 +17,13 @@ ParamCount count_params(const ModelSpec& model) {
   if (model.is_moe()) {
     const double used = static_cast<double>(model.top_k) / static_cast<double>(model.num_experts);
     for (const auto& op : ops.layer)
-      if (op.name.starts_with("moe.experts."))
+      if (is_routed_expert(op.role))
         inactive += op.params * (1.0 - used);
   }
   c.active = c.total - inactive * static_cast<double>(ops.num_layers);
   double lm = 0;
   for (const auto& op : ops.head)
-    if (op.name == "head.lm")
+    if (op.role == OpRole::lm_head)
       lm = op.params;
   c.non_embedding = c.total - c.embedding - lm;
   return c;

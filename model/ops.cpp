@@ -20,11 +20,57 @@ struct Dims {
 
 } // namespace
 
-Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double count, double params,
-           double e) {
+std::string_view to_string(OpRole r) {
+  switch (r) {
+  case OpRole::other: return "other";
+  case OpRole::embedding: return "embedding";
+  case OpRole::position: return "position";
+  case OpRole::norm: return "norm";
+  case OpRole::qkv_proj: return "qkv_proj";
+  case OpRole::rope: return "rope";
+  case OpRole::attention_core: return "attention_core";
+  case OpRole::attention_scores: return "attention_scores";
+  case OpRole::attention_softmax: return "attention_softmax";
+  case OpRole::attention_dropout: return "attention_dropout";
+  case OpRole::attention_pv: return "attention_pv";
+  case OpRole::out_proj: return "out_proj";
+  case OpRole::dropout: return "dropout";
+  case OpRole::residual: return "residual";
+  case OpRole::ffn_up: return "ffn_up";
+  case OpRole::ffn_act: return "ffn_act";
+  case OpRole::ffn_down: return "ffn_down";
+  case OpRole::router: return "router";
+  case OpRole::expert_up: return "expert_up";
+  case OpRole::expert_act: return "expert_act";
+  case OpRole::expert_down: return "expert_down";
+  case OpRole::expert_combine: return "expert_combine";
+  case OpRole::lm_head: return "lm_head";
+  case OpRole::loss: return "loss";
+  case OpRole::tp_comm: return "tp_comm";
+  case OpRole::count_: break;
+  }
+  return "?";
+}
+
+bool is_naive_attention_part(OpRole r) {
+  return r == OpRole::attention_scores || r == OpRole::attention_softmax ||
+         r == OpRole::attention_dropout || r == OpRole::attention_pv;
+}
+
+bool is_attention_part(OpRole r) {
+  return r == OpRole::attention_core || is_naive_attention_part(r);
+}
+
+bool is_routed_expert(OpRole r) {
+  return r == OpRole::expert_up || r == OpRole::expert_act || r == OpRole::expert_down;
+}
+
+Op gemm_op(std::string name, OpRole role, Dtype dtype, double m, double k, double n, double count,
+           double params, double e) {
   Op op;
   op.name = std::move(name);
   op.kind = OpKind::gemm;
+  op.role = role;
   op.dtype = dtype;
   op.m = static_cast<std::int64_t>(m + 0.5);
   op.k = static_cast<std::int64_t>(k + 0.5);
@@ -43,11 +89,12 @@ Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double c
   return op;
 }
 
-Op memory_op(std::string name, OpKind kind, Dtype dtype, double elements_in, double elements_out,
-             double e, double flops_per_element) {
+Op memory_op(std::string name, OpKind kind, OpRole role, Dtype dtype, double elements_in,
+             double elements_out, double e, double flops_per_element) {
   Op op;
   op.name = std::move(name);
   op.kind = kind;
+  op.role = role;
   op.dtype = dtype;
   op.fwd_bytes = e * (elements_in + elements_out);
   op.fwd_bytes_written = e * elements_out;
@@ -65,6 +112,7 @@ Op flash_attention_op(std::string name, Dtype dtype, double b, double heads, dou
   Op core;
   core.name = std::move(name);
   core.kind = OpKind::attention_core;
+  core.role = OpRole::attention_core;
   core.dtype = dtype;
   core.batch = static_cast<std::int64_t>(b);
   core.heads = static_cast<std::int64_t>(heads);
@@ -89,8 +137,8 @@ Op flash_attention_op(std::string name, Dtype dtype, double b, double heads, dou
   core.bwd_bytes_written = q_bytes + 2 * kv_bytes;
   core.bwd_bytes = 3 * q_bytes + 2 * kv_bytes + lse_bytes + core.bwd_bytes_written;
   core.saved = {{"attn.q", q_bytes, false},
-                {"attn.k", kv_bytes, false},
-                {"attn.v", kv_bytes, false},
+                {"attn.k", kv_bytes, false, TensorRole::attention_k},
+                {"attn.v", kv_bytes, false, TensorRole::attention_v},
                 {"attn.o", q_bytes, false},
                 {"attn.lse", b * heads * seq_q * 4.0, false}};
   return core;
@@ -102,6 +150,7 @@ Op comm(std::string name, CommKind fwd, CommKind bwd, double bytes) {
   Op op;
   op.name = std::move(name);
   op.kind = OpKind::tp_comm;
+  op.role = OpRole::tp_comm;
   op.fwd_comm = fwd;
   op.bwd_comm = bwd;
   op.comm_bytes = bytes;
@@ -115,11 +164,11 @@ double norm_params(const ModelSpec& m) {
 // A norm over `tokens` rows of width h: saves its input and per-row statistics (fp32 rstd,
 // plus fp32 mean for LayerNorm).
 Op norm_op(const std::string& prefix, const ModelSpec& m, const Dims& d, Dtype dtype,
-           const std::string& input_id) {
-  Op op = memory_op(prefix + ".norm", OpKind::norm, dtype, d.tokens_norm * d.h, d.tokens_norm * d.h,
-                    d.e, m.norm == NormKind::layernorm ? 8 : 5);
+           const std::string& input_id, TensorRole input_role = TensorRole::other) {
+  Op op = memory_op(prefix + ".norm", OpKind::norm, OpRole::norm, dtype, d.tokens_norm * d.h,
+                    d.tokens_norm * d.h, d.e, m.norm == NormKind::layernorm ? 8 : 5);
   op.params = norm_params(m);
-  op.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
+  op.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false, input_role});
   const double stats = m.norm == NormKind::layernorm ? 2.0 : 1.0;
   op.saved.push_back({prefix + ".norm.stats", d.tokens_norm * 4.0 * stats, false});
   return op;
@@ -145,11 +194,13 @@ void add_dropout_residual(std::vector<Op>& ops, const std::string& prefix, const
                           const Dims& d, Dtype dtype) {
   const double n = d.tokens_norm * d.h;
   if (m.dropout) {
-    Op drop = memory_op(prefix + ".dropout", OpKind::elementwise, dtype, n, n, d.e, 2);
+    Op drop =
+        memory_op(prefix + ".dropout", OpKind::elementwise, OpRole::dropout, dtype, n, n, d.e, 2);
     drop.saved.push_back({prefix + ".dropout.mask", n * 1.0, false}); // 1-byte mask
     ops.push_back(drop);
   }
-  ops.push_back(memory_op(prefix + ".residual", OpKind::elementwise, dtype, 2 * n, n, d.e, 1));
+  ops.push_back(memory_op(prefix + ".residual", OpKind::elementwise, OpRole::residual, dtype, 2 * n,
+                          n, d.e, 1));
 }
 
 // A dense FFN on `tokens` rows (also used for shared experts): fc1 -> act -> fc2.
@@ -158,15 +209,15 @@ void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelS
   const bool gated = m.ffn == FfnKind::gated;
   const double f_local = ffn / d.t;
   const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
-  Op fc1 = gemm_op(prefix + ".fc1", dtype, d.tokens, d.h, fc1_n, 1,
+  Op fc1 = gemm_op(prefix + ".fc1", OpRole::ffn_up, dtype, d.tokens, d.h, fc1_n, 1,
                    d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
   fc1.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
   ops.push_back(fc1);
-  Op act = memory_op(prefix + (gated ? ".swiglu" : ".gelu"), OpKind::elementwise, dtype,
-                     d.tokens * fc1_n, d.tokens * f_local, d.e, gated ? 6 : 8);
+  Op act = memory_op(prefix + (gated ? ".swiglu" : ".gelu"), OpKind::elementwise, OpRole::ffn_act,
+                     dtype, d.tokens * fc1_n, d.tokens * f_local, d.e, gated ? 6 : 8);
   act.saved.push_back({prefix + ".fc1.out", d.tokens * fc1_n * d.e, false});
   ops.push_back(act);
-  Op fc2 = gemm_op(prefix + ".fc2", dtype, d.tokens, f_local, d.h, 1,
+  Op fc2 = gemm_op(prefix + ".fc2", OpRole::ffn_down, dtype, d.tokens, f_local, d.h, 1,
                    f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
   fc2.saved.push_back({prefix + ".act.out", d.tokens * f_local * d.e, false});
   ops.push_back(fc2);
@@ -214,6 +265,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     Op embed;
     embed.name = "embed.tokens";
     embed.kind = OpKind::embedding;
+    embed.role = OpRole::embedding;
     embed.dtype = dt;
     embed.params = V * d.h / d.t;               // vocab-parallel table
     embed.fwd_bytes = 2 * d.tokens * d.h * d.e; // gather rows, write output
@@ -227,13 +279,14 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     }
     if (m.position == PositionKind::learned) {
       const double n = d.tokens_norm * d.h;
-      Op pos = memory_op("embed.positions", OpKind::elementwise, dt, 2 * n, n, d.e, 1);
+      Op pos =
+          memory_op("embed.positions", OpKind::elementwise, OpRole::position, dt, 2 * n, n, d.e, 1);
       pos.params = static_cast<double>(m.max_seq_len) * d.h; // replicated over tp
       list.embedding.push_back(pos);
     }
     if (m.dropout) {
       const double n = d.tokens_norm * d.h;
-      Op drop = memory_op("embed.dropout", OpKind::elementwise, dt, n, n, d.e, 2);
+      Op drop = memory_op("embed.dropout", OpKind::elementwise, OpRole::dropout, dt, n, n, d.e, 2);
       drop.saved.push_back({"embed.dropout.mask", n, false});
       list.embedding.push_back(drop);
     }
@@ -241,17 +294,19 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
 
   // ---- one transformer layer ----
   auto& L = list.layer;
-  L.push_back(norm_op("attn", m, d, dt, "layer.in"));
+  L.push_back(norm_op("attn", m, d, dt, "layer.in", TensorRole::layer_input));
   add_tp_in(L, "attn", d, sp);
   {
     const double q_n = d.heads * d.d, kv_n = d.kv_heads * d.d;
     const double n = q_n + 2 * kv_n;
-    Op qkv = gemm_op("attn.qkv", dt, d.tokens, d.h, n, 1, d.h * n + (m.qkv_bias ? n : 0), d.e);
+    Op qkv = gemm_op("attn.qkv", OpRole::qkv_proj, dt, d.tokens, d.h, n, 1,
+                     d.h * n + (m.qkv_bias ? n : 0), d.e);
     qkv.saved.push_back({"attn.qkv" + in_suffix, d.tokens_norm * d.h * d.e, false});
     L.push_back(qkv);
     if (m.position == PositionKind::rotary) {
       const double elems = d.tokens * (q_n + kv_n);
-      L.push_back(memory_op("attn.rope", OpKind::elementwise, dt, elems, elems, d.e, 3));
+      L.push_back(
+          memory_op("attn.rope", OpKind::elementwise, OpRole::rope, dt, elems, elems, d.e, 3));
     }
     const double q_bytes = d.tokens * q_n * d.e, kv_bytes = d.tokens * kv_n * d.e;
     // Each query attends to seq_len keys (with context parallelism the local s/cp queries
@@ -263,26 +318,30 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
       // Naive: a batched GEMM for the scores, softmax (+ dropout), a batched GEMM with V.
       // Scores and probabilities are [b, heads, s, s] tensors (Korthikanti's 5as^2b term).
       const double bh = d.b * d.heads;
-      Op scores = gemm_op("attn.scores", dt, d.s, d.d, full_seq, bh, 0, d.e);
-      scores.saved = {{"attn.q", q_bytes, false}, {"attn.k", kv_bytes, false}};
+      Op scores =
+          gemm_op("attn.scores", OpRole::attention_scores, dt, d.s, d.d, full_seq, bh, 0, d.e);
+      scores.saved = {{"attn.q", q_bytes, false},
+                      {"attn.k", kv_bytes, false, TensorRole::attention_k}};
       L.push_back(scores);
       const double sq = bh * d.s * full_seq;
-      Op softmax = memory_op("attn.softmax", OpKind::reduction, dt, sq, sq, d.e, 5);
+      Op softmax = memory_op("attn.softmax", OpKind::reduction, OpRole::attention_softmax, dt, sq,
+                             sq, d.e, 5);
       softmax.saved.push_back({"attn.probs", sq * d.e, true});
       L.push_back(softmax);
       std::string probs_id = "attn.probs";
       if (m.dropout) {
-        Op drop = memory_op("attn.probs_dropout", OpKind::elementwise, dt, sq, sq, d.e, 2);
+        Op drop = memory_op("attn.probs_dropout", OpKind::elementwise, OpRole::attention_dropout,
+                            dt, sq, sq, d.e, 2);
         drop.saved.push_back({"attn.probs.mask", sq, true});
         L.push_back(drop);
         probs_id = "attn.probs_dropped";
       }
-      Op pv = gemm_op("attn.pv", dt, d.s, full_seq, d.d, bh, 0, d.e);
-      pv.saved = {{probs_id, sq * d.e, true}, {"attn.v", kv_bytes, false}};
+      Op pv = gemm_op("attn.pv", OpRole::attention_pv, dt, d.s, full_seq, d.d, bh, 0, d.e);
+      pv.saved = {{probs_id, sq * d.e, true}, {"attn.v", kv_bytes, false, TensorRole::attention_v}};
       L.push_back(pv);
     }
-    Op out =
-        gemm_op("attn.out", dt, d.tokens, q_n, d.h, 1, q_n * d.h + (m.out_bias ? d.h : 0), d.e);
+    Op out = gemm_op("attn.out", OpRole::out_proj, dt, d.tokens, q_n, d.h, 1,
+                     q_n * d.h + (m.out_bias ? d.h : 0), d.e);
     out.saved.push_back({"attn.o", q_bytes, false});
     L.push_back(out);
   }
@@ -297,7 +356,7 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   } else {
     const double E = static_cast<double>(m.num_experts);
     const double k = static_cast<double>(m.top_k);
-    Op router = gemm_op("moe.router", dt, d.tokens, d.h, E, 1, d.h * E, d.e);
+    Op router = gemm_op("moe.router", OpRole::router, dt, d.tokens, d.h, E, 1, d.h * E, d.e);
     router.saved.push_back({ffn_in, d.tokens_norm * d.h * d.e, false});
     L.push_back(router);
     // Routed tokens: tokens x top_k rows spread over E experts (balanced routing assumed).
@@ -306,23 +365,24 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
     const double routed = d.tokens * k;
     const double rows_per_expert = routed / E;
-    Op fc1 = gemm_op("moe.experts.fc1", dt, rows_per_expert, d.h, fc1_n, E,
+    Op fc1 = gemm_op("moe.experts.fc1", OpRole::expert_up, dt, rows_per_expert, d.h, fc1_n, E,
                      d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
     fc1.params *= E;
     fc1.saved.push_back({"moe.experts.in", routed * d.h * d.e, false});
     L.push_back(fc1);
-    Op act = memory_op(gated ? "moe.experts.swiglu" : "moe.experts.gelu", OpKind::elementwise, dt,
-                       routed * fc1_n, routed * f_local, d.e, gated ? 6 : 8);
+    Op act =
+        memory_op(gated ? "moe.experts.swiglu" : "moe.experts.gelu", OpKind::elementwise,
+                  OpRole::expert_act, dt, routed * fc1_n, routed * f_local, d.e, gated ? 6 : 8);
     act.saved.push_back({"moe.experts.fc1.out", routed * fc1_n * d.e, false});
     L.push_back(act);
-    Op fc2 = gemm_op("moe.experts.fc2", dt, rows_per_expert, f_local, d.h, E,
+    Op fc2 = gemm_op("moe.experts.fc2", OpRole::expert_down, dt, rows_per_expert, f_local, d.h, E,
                      f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
     fc2.params *= E;
     fc2.saved.push_back({"moe.experts.act.out", routed * f_local * d.e, false});
     L.push_back(fc2);
     // Combining expert outputs weights each by its router probability.
-    Op combine =
-        memory_op("moe.combine", OpKind::elementwise, dt, routed * d.h, d.tokens * d.h, d.e, 2);
+    Op combine = memory_op("moe.combine", OpKind::elementwise, OpRole::expert_combine, dt,
+                           routed * d.h, d.tokens * d.h, d.e, 2);
     combine.saved.push_back({"moe.router.probs", d.tokens * E * 4.0, false});
     L.push_back(combine);
     if (m.num_shared_experts > 0) {
@@ -337,12 +397,12 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   list.head.push_back(norm_op("head", m, d, dt, "head.norm.in"));
   add_tp_in(list.head, "head", d, sp);
   {
-    Op lm = gemm_op("head.lm", dt, d.tokens, d.h, V / d.t, 1, m.tied_embeddings ? 0 : d.h * V / d.t,
-                    d.e);
+    Op lm = gemm_op("head.lm", OpRole::lm_head, dt, d.tokens, d.h, V / d.t, 1,
+                    m.tied_embeddings ? 0 : d.h * V / d.t, d.e);
     lm.saved.push_back({"head.lm" + in_suffix, d.tokens_norm * d.h * d.e, false});
     list.head.push_back(lm);
     // Cross-entropy in fp32 over the (vocab-parallel) logits: the fp32 softmax is saved.
-    Op loss = memory_op("loss", OpKind::reduction, Dtype::fp32, d.tokens * V / d.t,
+    Op loss = memory_op("loss", OpKind::reduction, OpRole::loss, Dtype::fp32, d.tokens * V / d.t,
                         d.tokens * V / d.t, 4.0, 5);
     loss.fwd_bytes = d.tokens * V / d.t * (d.e + 4.0 + 4.0);
     loss.saved.push_back({"loss.softmax", d.tokens * V / d.t * 4.0, false});

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/dtype.hpp"
@@ -27,17 +28,68 @@ enum class OpKind {
 
 enum class CommKind { none, all_reduce, all_gather, reduce_scatter, all_to_all };
 
+/// What an op is for, set where the op is built. Accounting (recompute, MoE active parameters,
+/// context-parallel traffic) and framework profiles key on roles, never on op names.
+enum class OpRole : std::uint8_t {
+  other,             // not part of a model (benchmark kernels)
+  embedding,         // token-embedding gather (scatter-add backward)
+  position,          // learned position-embedding add
+  norm,              // LayerNorm / RMSNorm (pre-attention, pre-FFN, final)
+  qkv_proj,          // attention input projection(s)
+  rope,              // rotary position embedding
+  attention_core,    // fused (flash) attention
+  attention_scores,  // naive attention: Q K^T batched GEMM
+  attention_softmax, // naive attention: softmax over the scores
+  attention_dropout, // naive attention: dropout on the probabilities
+  attention_pv,      // naive attention: P V batched GEMM
+  out_proj,          // attention output projection
+  dropout,           // hidden-state dropout (embedding, attention and FFN outputs)
+  residual,          // residual add
+  ffn_up,            // dense FFN first matrix (fc1 / gate+up), also shared experts
+  ffn_act,           // dense FFN activation (GELU, SwiGLU)
+  ffn_down,          // dense FFN second matrix (fc2 / down)
+  router,            // MoE router GEMM
+  expert_up,         // routed experts' fc1
+  expert_act,        // routed experts' activation
+  expert_down,       // routed experts' fc2
+  expert_combine,    // weighting and summing the experts' outputs
+  lm_head,           // output projection to the vocabulary
+  loss,              // cross-entropy
+  tp_comm,           // tensor-parallel collective
+  count_
+};
+[[nodiscard]] std::string_view to_string(OpRole r);
+
+/// Attention proper: the fused core, or naive attention's pieces.
+[[nodiscard]] bool is_attention_part(OpRole r);
+/// Naive attention's pieces (scores, softmax, dropout, P V): their [b, heads, s, s] tensors are
+/// what selective recompute drops and re-runs (Korthikanti et al. 2022, Sec. 5).
+[[nodiscard]] bool is_naive_attention_part(OpRole r);
+/// Routed-expert ops: their parameters are split over expert-parallel ranks and only top_k of
+/// num_experts are active per token.
+[[nodiscard]] bool is_routed_expert(OpRole r);
+
+/// What a saved tensor is, where accounting needs to know.
+enum class TensorRole : std::uint8_t {
+  other,
+  layer_input, // a layer's input: all that full recompute keeps (Korthikanti et al. 2022)
+  attention_k, // keys (circulate in context-parallel ring attention)
+  attention_v, // values (likewise)
+};
+
 /// A tensor kept from forward to backward. Tensors with the same `id` in one layer are one
 /// allocation (e.g. the attention output saved by flash and the output projection's input).
 struct SavedTensor {
   std::string id;
   double bytes = 0;
   bool quadratic = false; // [b, heads, s, s]-sized (dropped by selective recompute)
+  TensorRole role = TensorRole::other;
 };
 
 struct Op {
-  std::string name; // "attn.qkv", "mlp.fc1", "loss"
+  std::string name; // "attn.qkv", "mlp.fc1", "loss" (for printing only)
   OpKind kind = OpKind::elementwise;
+  OpRole role = OpRole::other;
   Dtype dtype = Dtype::bf16;
   // GEMM shape: [m,k] x [k,n], `count` independent GEMMs (experts).
   std::int64_t m = 0, n = 0, k = 0;
@@ -87,12 +139,13 @@ struct OpContext {
 /// Op factories, shared by build_ops() and the kernel benchmarks (validate/), so that predicted
 /// and measured work come from one description. `e` = bytes per element.
 /// GEMM [m,k] x [k,n], `count` copies: 2mnk FLOPs forward, 2x backward; e (mk + kn + mn) bytes.
-[[nodiscard]] Op gemm_op(std::string name, Dtype dtype, double m, double k, double n, double count,
-                         double params, double e);
+[[nodiscard]] Op gemm_op(std::string name, OpRole role, Dtype dtype, double m, double k, double n,
+                         double count, double params, double e);
 /// Memory-bound op reading elements_in and writing elements_out (backward: reads the saved
 /// input(s) and the output gradient, writes the input gradient).
-[[nodiscard]] Op memory_op(std::string name, OpKind kind, Dtype dtype, double elements_in,
-                           double elements_out, double e, double flops_per_element);
+[[nodiscard]] Op memory_op(std::string name, OpKind kind, OpRole role, Dtype dtype,
+                           double elements_in, double elements_out, double e,
+                           double flops_per_element);
 /// FlashAttention core over [b, heads, seq, head_dim] (kv_heads for K and V).
 [[nodiscard]] Op flash_attention_op(std::string name, Dtype dtype, double b, double heads,
                                     double seq_q, double seq_kv, double head_dim, double kv_heads,

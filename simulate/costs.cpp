@@ -95,11 +95,6 @@ BucketOverlap overlap_equal_buckets(double nb, double c, double w, bool overlap,
 
 namespace {
 
-bool is_attention_part(const model::Op& op) {
-  return op.name == "attn.scores" || op.name == "attn.softmax" || op.name == "attn.probs_dropout" ||
-         op.name == "attn.pv";
-}
-
 Collective to_collective(model::CommKind k) {
   switch (k) {
   case model::CommKind::all_reduce: return Collective::all_reduce;
@@ -141,27 +136,27 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   a.layer_act[static_cast<int>(Recompute::selective)] = model::saved_bytes(ops.layer, false);
   for (const auto& op : ops.layer)
     for (const auto& t : op.saved)
-      if (t.id == "layer.in")
+      if (t.role == model::TensorRole::layer_input)
         a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
   a.layer_saved_all = a.layer_act[static_cast<int>(Recompute::none)];
   a.emb_act = model::saved_bytes(ops.embedding, true);
   a.head_act = model::saved_bytes(ops.head, true);
   for (const auto& op : ops.head) // the 16-bit logits live next to their fp32 copy
-    if (op.name == "head.lm")
+    if (op.role == model::OpRole::lm_head)
       a.head_act += static_cast<double>(op.m) * static_cast<double>(op.n) * dtype_bytes(op.dtype);
   // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
   a.pp_send_bytes =
       static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp * m.hidden_size) *
       dtype_bytes(model::compute_dtype(setup.precision)) / static_cast<double>(plan.tp);
   for (const auto& op : ops.layer) {
-    if (op.name.starts_with("moe.experts."))
+    if (model::is_routed_expert(op.role))
       a.layer_expert_params += op.params;
     else
       a.layer_dense_params += op.params;
     if (op.kind == model::OpKind::tp_comm)
       continue;
     a.layer_recompute_flops[static_cast<int>(Recompute::full)] += op.fwd_flops;
-    if (op.name == "attn.scores" || op.name == "attn.pv")
+    if (op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
       a.layer_recompute_flops[static_cast<int>(Recompute::selective)] += op.fwd_flops;
   }
   a.emb_params = model::sum_params(ops.embedding);
@@ -190,7 +185,7 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
       continue;
     const double f = op_cost(op, Pass::forward, gpu, profile).queued_s;
     t.layer_recompute[static_cast<int>(Recompute::full)] += f;
-    if (is_attention_part(op))
+    if (model::is_naive_attention_part(op.role))
       t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
   }
   // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
@@ -199,10 +194,10 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
     double kv_bytes = 0, attn_s = 0;
     for (const auto& op : ops.layer) {
       for (const auto& s : op.saved)
-        if (s.id == "attn.k" || s.id == "attn.v")
+        if (s.role == model::TensorRole::attention_k || s.role == model::TensorRole::attention_v)
           kv_bytes += s.bytes;
-      if (op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
-          op.name == "attn.pv")
+      if (op.role == model::OpRole::attention_core || op.role == model::OpRole::attention_scores ||
+          op.role == model::OpRole::attention_pv)
         attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
                   op_cost(op, Pass::backward, gpu, profile).queued_s;
     }

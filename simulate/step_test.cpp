@@ -349,3 +349,42 @@ TEST_CASE("overlap_equal_buckets equals the per-bucket walk on equal buckets") {
             CHECK(closed.slowdown_s == doctest::Approx(walk.slowdown_s).epsilon(1e-9));
           }
 }
+
+TEST_CASE("op roles, not names, drive the accounting: renamed ops give the same results") {
+  for (const char* name : {"llama3-8b", "mixtral-8x7b", "gpt2"})
+    for (auto attention : {model::AttentionImpl::flash, model::AttentionImpl::naive}) {
+      CAPTURE(name);
+      const auto m = model::load_model(name);
+      model::ParallelPlan plan;
+      plan.tp = 2;
+      plan.cp = 2;
+      model::TrainingSetup setup;
+      setup.seq_len = 1024;
+      setup.attention = attention;
+      const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+      auto renamed = ops;
+      for (auto* list : {&renamed.embedding, &renamed.layer, &renamed.head})
+        for (auto& op : *list) {
+          CHECK(op.role != model::OpRole::other); // every model op has a role
+          op.name = "renamed." + op.name;
+        }
+      const auto a = account_micro_batch(m, ops, plan, setup);
+      const auto b = account_micro_batch(m, renamed, plan, setup);
+      for (int r = 0; r < 3; ++r) {
+        CHECK(a.layer_act[r] == b.layer_act[r]);
+        CHECK(a.layer_recompute_flops[r] == b.layer_recompute_flops[r]);
+      }
+      CHECK(a.layer_expert_params == b.layer_expert_params);
+      CHECK(a.head_act == b.head_act);
+      CHECK(a.layer_act[2] > 0); // full recompute keeps the layer input
+      const auto cluster = hw::load_cluster("dgx-h100");
+      const auto gpu = hw::load_gpu("h100-sxm");
+      const auto prof = hw::default_profile("h100-sxm");
+      const auto ta = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster);
+      const auto tb = time_micro_batch(m, renamed, plan, setup, gpu, prof, cluster);
+      CHECK(ta.layer_cp == tb.layer_cp);
+      CHECK(ta.layer_recompute[1] == tb.layer_recompute[1]);
+      if (attention == model::AttentionImpl::naive)
+        CHECK(ta.layer_recompute[1] > 0);
+    }
+}

@@ -36,11 +36,12 @@ std::vector<KernelOp> kernel_ops(const KernelShape& s) {
   const double rows_cols = static_cast<double>(s.rows) * static_cast<double>(s.cols);
   std::vector<KernelOp> ops;
   auto memory = [&](const char* name, OpKind kind, double in, double out, double flops) {
-    ops.push_back({model::memory_op(name, kind, s.dtype, in, out, e, flops), bwd});
+    ops.push_back(
+        {model::memory_op(name, kind, model::OpRole::other, s.dtype, in, out, e, flops), bwd});
   };
   switch (s.op) {
   case BenchOp::gemm: {
-    model::Op op = model::gemm_op("gemm", s.dtype, static_cast<double>(s.m),
+    model::Op op = model::gemm_op("gemm", model::OpRole::other, s.dtype, static_cast<double>(s.m),
                                   static_cast<double>(s.k), static_cast<double>(s.n), 1, 0, e);
     // gemm_op counts C in the inputs' element size; C is wider when the output dtype is (fp8
     // in, bf16 out): add the difference. Only the forward pass is benchmarked.
@@ -68,9 +69,13 @@ std::vector<KernelOp> kernel_ops(const KernelShape& s) {
       ops.push_back(
           {model::flash_attention_op("attention", s.dtype, b, h, seq, seq, d, h, s.causal), bwd});
     } else { // the op list's naive path: scores GEMM, softmax, GEMM with V (full square)
-      ops.push_back({model::gemm_op("scores", s.dtype, seq, d, seq, b * h, 0, e), bwd});
+      ops.push_back({model::gemm_op("scores", model::OpRole::attention_scores, s.dtype, seq, d, seq,
+                                    b * h, 0, e),
+                     bwd});
       memory("softmax", OpKind::reduction, b * h * seq * seq, b * h * seq * seq, 5);
-      ops.push_back({model::gemm_op("pv", s.dtype, seq, seq, d, b * h, 0, e), bwd});
+      ops.push_back(
+          {model::gemm_op("pv", model::OpRole::attention_pv, s.dtype, seq, seq, d, b * h, 0, e),
+           bwd});
     }
     break;
   }

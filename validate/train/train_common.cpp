@@ -278,9 +278,7 @@ TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
       const double b = n * sim::op_cost(op, sim::Pass::backward, gpu, profile).queued_s;
       p.ops.push_back({op.name, count, f, b});
       // Naive attention's batched GEMMs, softmax and dropout are the attention core.
-      const bool attention = op.kind == model::OpKind::attention_core || op.name == "attn.scores" ||
-                             op.name == "attn.pv" || op.name == "attn.softmax" ||
-                             op.name == "attn.probs_dropout";
+      const bool attention = model::is_attention_part(op.role);
       if (attention) {
         add(C::attention_fwd, f);
         add(C::attention_bwd, b);
@@ -289,10 +287,11 @@ TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
         add(C::gemm_bwd_dx, b / 2);
         add(C::gemm_bwd_dw, b / 2);
       } else {
-        const C c = op.kind == model::OpKind::norm                             ? C::norm
-                    : op.kind == model::OpKind::embedding || op.name == "loss" ? C::embedding_loss
-                    : op.kind == model::OpKind::elementwise                    ? C::elementwise
-                                                                               : C::other;
+        const C c = op.kind == model::OpKind::norm ? C::norm
+                    : op.role == model::OpRole::embedding || op.role == model::OpRole::loss
+                        ? C::embedding_loss
+                    : op.kind == model::OpKind::elementwise ? C::elementwise
+                                                            : C::other;
         add(c, f + b);
       }
     }
