@@ -126,7 +126,10 @@ model::Precision parse_precision(const std::string& s) {
                                  {{"fp32", Precision::fp32},
                                   {"bf16-mixed", Precision::bf16_mixed},
                                   {"fp16-mixed", Precision::fp16_mixed},
-                                  {"bf16", Precision::bf16}});
+                                  {"bf16", Precision::bf16},
+                                  {"fp8", Precision::fp8_delayed},
+                                  {"fp8-cs", Precision::fp8_current},
+                                  {"mxfp8", Precision::mxfp8}});
 }
 model::Optimizer parse_optimizer(const std::string& s) {
   return parse_choice<Optimizer>(s, "--optimizer",
@@ -151,7 +154,9 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
   cmd.add_option("--seq-len,-s", o.seq_len, "Sequence length (tokens)")->capture_default_str();
   cmd.add_option("--precision", o.precision,
                  "fp32 (4+4+8 B/param) | bf16-mixed, fp16-mixed (2+2+12: fp32 master, m, v) | "
-                 "bf16 (2+2+8: no master copy)")
+                 "bf16 (2+2+8: no master copy) | fp8 (Transformer Engine, delayed scaling), "
+                 "fp8-cs (current scaling), mxfp8 (Blackwell): FP8 GEMMs in the linear layers, "
+                 "bf16 elsewhere, fp32 master weights, plus FP8 weight copies")
       ->capture_default_str();
   cmd.add_option("--attention", o.attention,
                  "flash (saves O + logsumexp) | naive (saves the s^2 scores)")

@@ -16,6 +16,9 @@ namespace {
 struct Dims {
   double b, s, tokens, tokens_norm, h, e; // e = bytes per activation element
   double heads, kv_heads, d, t;
+  Dtype linear = Dtype::bf16; // the linear layers' GEMM dtype
+  double e_saved_linear = 2;  // bytes per element a linear layer saves of its input (fp8: 1)
+  [[nodiscard]] bool fp8() const { return linear == Dtype::fp8; }
 };
 
 } // namespace
@@ -46,6 +49,7 @@ std::string_view to_string(OpRole r) {
   case OpRole::expert_combine: return "expert_combine";
   case OpRole::lm_head: return "lm_head";
   case OpRole::loss: return "loss";
+  case OpRole::quantize: return "quantize";
   case OpRole::tp_comm: return "tp_comm";
   case OpRole::count_: break;
   }
@@ -203,23 +207,34 @@ void add_dropout_residual(std::vector<Op>& ops, const std::string& prefix, const
                           n, d.e, 1));
 }
 
+// FP8 cast of a linear layer's input (Transformer Engine): read the 16-bit tensor, write its
+// FP8 copy and the transposed FP8 copy the weight gradient needs (Hopper's FP8 GEMMs take only
+// the TN layout); in backward the same for the output gradient. The casts before QKV and fc1
+// are fused into the preceding norm (TE's LayerNormLinear), so only these two are separate.
+Op quantize_op(const std::string& name, double elements, double e) {
+  return memory_op(name, OpKind::elementwise, OpRole::quantize, Dtype::bf16, elements, elements, e,
+                   2);
+}
+
 // A dense FFN on `tokens` rows (also used for shared experts): fc1 -> act -> fc2.
 void add_dense_ffn(std::vector<Op>& ops, const std::string& prefix, const ModelSpec& m,
                    const Dims& d, Dtype dtype, double ffn, const std::string& input_id) {
   const bool gated = m.ffn == FfnKind::gated;
   const double f_local = ffn / d.t;
   const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
-  Op fc1 = gemm_op(prefix + ".fc1", OpRole::ffn_up, dtype, d.tokens, d.h, fc1_n, 1,
+  Op fc1 = gemm_op(prefix + ".fc1", OpRole::ffn_up, d.linear, d.tokens, d.h, fc1_n, 1,
                    d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
-  fc1.saved.push_back({input_id, d.tokens_norm * d.h * d.e, false});
+  fc1.saved.push_back({input_id, d.tokens_norm * d.h * d.e_saved_linear, false});
   ops.push_back(fc1);
   Op act = memory_op(prefix + (gated ? ".swiglu" : ".gelu"), OpKind::elementwise, OpRole::ffn_act,
                      dtype, d.tokens * fc1_n, d.tokens * f_local, d.e, gated ? 6 : 8);
   act.saved.push_back({prefix + ".fc1.out", d.tokens * fc1_n * d.e, false});
   ops.push_back(act);
-  Op fc2 = gemm_op(prefix + ".fc2", OpRole::ffn_down, dtype, d.tokens, f_local, d.h, 1,
+  if (d.fp8())
+    ops.push_back(quantize_op(prefix + ".fc2.quantize", d.tokens * f_local, d.e));
+  Op fc2 = gemm_op(prefix + ".fc2", OpRole::ffn_down, d.linear, d.tokens, f_local, d.h, 1,
                    f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
-  fc2.saved.push_back({prefix + ".act.out", d.tokens * f_local * d.e, false});
+  fc2.saved.push_back({prefix + ".act.out", d.tokens * f_local * d.e_saved_linear, false});
   ops.push_back(fc2);
 }
 
@@ -230,6 +245,7 @@ OpContext make_op_context(const ParallelPlan& plan, const TrainingSetup& setup) 
   ctx.micro_batch_size = setup.micro_batch_size;
   ctx.seq_len = setup.seq_len;
   ctx.dtype = compute_dtype(setup.precision);
+  ctx.linear_dtype = is_fp8(setup.precision) ? Dtype::fp8 : ctx.dtype;
   ctx.attention = setup.attention;
   ctx.tp = plan.tp;
   ctx.cp = plan.cp;
@@ -251,6 +267,10 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   d.heads = static_cast<double>(m.num_heads) / d.t;
   d.kv_heads = static_cast<double>(m.num_kv_heads) / d.t;
   d.d = static_cast<double>(m.head_dim);
+  d.linear = ctx.linear_dtype;
+  // Transformer Engine keeps the FP8 copy of a linear layer's input for its weight gradient
+  // (one byte per element) instead of the 16-bit one.
+  d.e_saved_linear = d.fp8() ? 1.0 : d.e;
   const double full_seq = static_cast<double>(ctx.seq_len);
   const double V = static_cast<double>(m.vocab_size);
   // With sequence parallelism a GEMM's input is all-gathered; the saved copy is the local
@@ -299,9 +319,9 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
   {
     const double q_n = d.heads * d.d, kv_n = d.kv_heads * d.d;
     const double n = q_n + 2 * kv_n;
-    Op qkv = gemm_op("attn.qkv", OpRole::qkv_proj, dt, d.tokens, d.h, n, 1,
+    Op qkv = gemm_op("attn.qkv", OpRole::qkv_proj, d.linear, d.tokens, d.h, n, 1,
                      d.h * n + (m.qkv_bias ? n : 0), d.e);
-    qkv.saved.push_back({"attn.qkv" + in_suffix, d.tokens_norm * d.h * d.e, false});
+    qkv.saved.push_back({"attn.qkv" + in_suffix, d.tokens_norm * d.h * d.e_saved_linear, false});
     L.push_back(qkv);
     if (m.position == PositionKind::rotary) {
       const double elems = d.tokens * (q_n + kv_n);
@@ -340,9 +360,16 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
       pv.saved = {{probs_id, sq * d.e, true}, {"attn.v", kv_bytes, false, TensorRole::attention_v}};
       L.push_back(pv);
     }
-    Op out = gemm_op("attn.out", OpRole::out_proj, dt, d.tokens, q_n, d.h, 1,
+    if (d.fp8())
+      L.push_back(quantize_op("attn.out.quantize", d.tokens * q_n, d.e));
+    Op out = gemm_op("attn.out", OpRole::out_proj, d.linear, d.tokens, q_n, d.h, 1,
                      q_n * d.h + (m.out_bias ? d.h : 0), d.e);
-    out.saved.push_back({"attn.o", q_bytes, false});
+    // Its input is the attention output (saved by flash attention too: one tensor), or its FP8
+    // copy under FP8 training (a tensor of its own).
+    if (d.fp8())
+      out.saved.push_back({"attn.o.fp8", d.tokens * q_n * d.e_saved_linear, false});
+    else
+      out.saved.push_back({"attn.o", q_bytes, false});
     L.push_back(out);
   }
   add_tp_out(L, "attn", d, sp);
@@ -365,20 +392,20 @@ OpList build_ops(const ModelSpec& m, const OpContext& ctx) {
     const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
     const double routed = d.tokens * k;
     const double rows_per_expert = routed / E;
-    Op fc1 = gemm_op("moe.experts.fc1", OpRole::expert_up, dt, rows_per_expert, d.h, fc1_n, E,
+    Op fc1 = gemm_op("moe.experts.fc1", OpRole::expert_up, d.linear, rows_per_expert, d.h, fc1_n, E,
                      d.h * fc1_n + (m.mlp_bias ? fc1_n : 0), d.e);
     fc1.params *= E;
-    fc1.saved.push_back({"moe.experts.in", routed * d.h * d.e, false});
+    fc1.saved.push_back({"moe.experts.in", routed * d.h * d.e_saved_linear, false});
     L.push_back(fc1);
     Op act =
         memory_op(gated ? "moe.experts.swiglu" : "moe.experts.gelu", OpKind::elementwise,
                   OpRole::expert_act, dt, routed * fc1_n, routed * f_local, d.e, gated ? 6 : 8);
     act.saved.push_back({"moe.experts.fc1.out", routed * fc1_n * d.e, false});
     L.push_back(act);
-    Op fc2 = gemm_op("moe.experts.fc2", OpRole::expert_down, dt, rows_per_expert, f_local, d.h, E,
-                     f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
+    Op fc2 = gemm_op("moe.experts.fc2", OpRole::expert_down, d.linear, rows_per_expert, f_local,
+                     d.h, E, f_local * d.h + (m.mlp_bias ? d.h : 0), d.e);
     fc2.params *= E;
-    fc2.saved.push_back({"moe.experts.act.out", routed * f_local * d.e, false});
+    fc2.saved.push_back({"moe.experts.act.out", routed * f_local * d.e_saved_linear, false});
     L.push_back(fc2);
     // Combining expert outputs weights each by its router probability.
     Op combine = memory_op("moe.combine", OpKind::elementwise, OpRole::expert_combine, dt,

@@ -55,6 +55,7 @@ enum class OpRole : std::uint8_t {
   expert_combine,    // weighting and summing the experts' outputs
   lm_head,           // output projection to the vocabulary
   loss,              // cross-entropy
+  quantize,          // FP8 cast (and transposed copy) of a linear layer's input or gradient
   tp_comm,           // tensor-parallel collective
   count_
 };
@@ -125,6 +126,9 @@ struct OpContext {
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_len = 2048;
   Dtype dtype = Dtype::bf16; // activation and compute dtype
+  // Dtype of the linear layers' GEMMs (QKV, output projection, FFN and expert matrices): fp8
+  // under FP8 training, else `dtype`. The LM head, router and attention stay in `dtype`.
+  Dtype linear_dtype = Dtype::bf16;
   AttentionImpl attention = AttentionImpl::flash;
   std::int64_t tp = 1;
   std::int64_t cp = 1;

@@ -19,7 +19,10 @@ Dtype compute_dtype(Precision p) {
   case Precision::fp32: return Dtype::fp32;
   case Precision::fp16_mixed: return Dtype::fp16;
   case Precision::bf16_mixed:
-  case Precision::bf16: return Dtype::bf16;
+  case Precision::bf16:
+  case Precision::fp8_delayed:
+  case Precision::fp8_current:
+  case Precision::mxfp8: return Dtype::bf16; // activations; FP8 only inside linear GEMMs
   }
   return Dtype::bf16;
 }
@@ -30,6 +33,9 @@ std::string_view to_string(Precision p) {
   case Precision::bf16_mixed: return "bf16-mixed";
   case Precision::fp16_mixed: return "fp16-mixed";
   case Precision::bf16: return "bf16";
+  case Precision::fp8_delayed: return "fp8";
+  case Precision::fp8_current: return "fp8-cs";
+  case Precision::mxfp8: return "mxfp8";
   }
   return "?";
 }

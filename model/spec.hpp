@@ -44,7 +44,15 @@ struct ModelSpec {
   [[nodiscard]] bool is_moe() const { return num_experts > 0; }
 };
 
-enum class Precision { fp32, bf16_mixed, fp16_mixed, bf16 };
+/// Training precision policies. The FP8 ones are Transformer Engine's (NVIDIA TE docs, "Using
+/// FP8 with Transformer Engine"): the linear layers' GEMMs in FP8 (E4M3 forward, E5M2
+/// gradients), everything else bf16, fp32 master weights; fp8-delayed scales from an amax
+/// history (DelayedScaling), fp8-current from the tensor itself (Float8CurrentScaling); mxfp8 is
+/// the OCP microscaling format (32-element blocks with E8M0 scales) of Blackwell GPUs.
+enum class Precision { fp32, bf16_mixed, fp16_mixed, bf16, fp8_delayed, fp8_current, mxfp8 };
+[[nodiscard]] inline bool is_fp8(Precision p) {
+  return p == Precision::fp8_delayed || p == Precision::fp8_current || p == Precision::mxfp8;
+}
 enum class Recompute { none, selective, full };
 enum class AttentionImpl { flash, naive };
 enum class Optimizer { adamw, sgd };

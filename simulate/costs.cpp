@@ -107,12 +107,12 @@ Collective to_collective(model::CommKind k) {
 }
 
 struct PassTime {
-  double compute = 0, tp = 0;
+  double compute = 0, tp = 0, host = 0;
 };
 
 PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSpec& gpu,
                    const hw::HardwareProfile& profile, const hw::ClusterSpec& cluster,
-                   const Group& tp) {
+                   const Group& tp, const FrameworkProfile& fw) {
   PassTime t;
   for (const auto& op : ops) {
     if (op.kind == model::OpKind::tp_comm) {
@@ -121,38 +121,117 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
         t.tp += collective_cost(to_collective(kind), op.comm_bytes, tp, cluster, profile).time_s;
       continue;
     }
-    t.compute += op_cost(op, pass, gpu, profile).queued_s; // inside a step: queued launches
+    const FrameworkOpTime f = framework_op_time(op, pass, gpu, profile, fw);
+    t.compute += f.gpu_s;
+    t.host += f.host_s;
   }
   return t;
 }
 
+// Bytes of distinct saved tensors (deduplicated by id, the first op saving an id sets its
+// role's factor), scaled by the framework's per-role and global activation factors.
+double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_quadratic,
+                             const FrameworkProfile& fw) {
+  std::vector<const std::string*> seen;
+  double total = 0;
+  for (const auto& op : ops)
+    for (const auto& t : op.saved) {
+      if (t.quadratic && !include_quadratic)
+        continue;
+      bool dup = false;
+      for (const std::string* id : seen)
+        dup = dup || *id == t.id;
+      if (dup)
+        continue;
+      seen.push_back(&t.id);
+      total += t.bytes * fw.role(op.role).saved_bytes_factor;
+    }
+  return total * fw.activation_bytes_factor;
+}
+
 } // namespace
+
+FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
+                                  const hw::HardwareProfile& profile, const FrameworkProfile& fw) {
+  FrameworkOpTime f;
+  const OpCost c = op_cost(op, pass, gpu, profile);
+  const bool bwd = pass == Pass::backward;
+  const RoleCost& rc = fw.role(op.role);
+  const double k = bwd ? rc.bwd_kernels : rc.fwd_kernels;
+  f.kernels = k >= 0 ? k : default_kernels(op.kind, bwd);
+  if (fw.host_model == HostModel::per_op && fw.is_identity()) {
+    f.gpu_s = c.queued_s; // inside a step: queued launches (our own trainer)
+    return f;
+  }
+  const double compute =
+      c.compute_s / (op.kind == model::OpKind::gemm ? fw.gemm_efficiency_scale : 1.0);
+  const double memory =
+      c.memory_s * (bwd ? rc.bwd_bytes_factor : rc.fwd_bytes_factor) / fw.memory_bw_scale;
+  const double body = std::max(compute, memory);
+  if (fw.host_model == HostModel::per_op) {
+    const double host =
+        op.kind == model::OpKind::gemm ? profile.host_gemm_launch_s : profile.host_launch_s;
+    f.gpu_s = host > 0 ? std::max(body + f.kernels * profile.gpu_launch_gap_s, f.kernels * host)
+                       : body + f.kernels * profile.launch_overhead_s;
+    return f;
+  }
+  f.gpu_s = body + f.kernels * profile.gpu_launch_gap_s;
+  f.host_s = f.kernels * fw.host_s_per_kernel;
+  return f;
+}
 
 MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
                                          const model::ParallelPlan& plan,
-                                         const model::TrainingSetup& setup) {
+                                         const model::TrainingSetup& setup,
+                                         const FrameworkProfile& fw) {
   MicroBatchAccounting a;
-  a.layer_act[static_cast<int>(Recompute::none)] = model::saved_bytes(ops.layer, true);
-  a.layer_act[static_cast<int>(Recompute::selective)] = model::saved_bytes(ops.layer, false);
+  a.layer_act[static_cast<int>(Recompute::none)] = framework_saved_bytes(ops.layer, true, fw);
+  a.layer_act[static_cast<int>(Recompute::selective)] = framework_saved_bytes(ops.layer, false, fw);
   for (const auto& op : ops.layer)
     for (const auto& t : op.saved)
       if (t.role == model::TensorRole::layer_input)
-        a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
+        a.layer_act[static_cast<int>(Recompute::full)] =
+            t.bytes * fw.role(op.role).saved_bytes_factor * fw.activation_bytes_factor;
   a.layer_saved_all = a.layer_act[static_cast<int>(Recompute::none)];
-  a.emb_act = model::saved_bytes(ops.embedding, true);
-  a.head_act = model::saved_bytes(ops.head, true);
-  for (const auto& op : ops.head) // the 16-bit logits live next to their fp32 copy
-    if (op.role == model::OpRole::lm_head)
-      a.head_act += static_cast<double>(op.m) * static_cast<double>(op.n) * dtype_bytes(op.dtype);
+  a.emb_act = framework_saved_bytes(ops.embedding, true, fw);
+  a.head_act = framework_saved_bytes(ops.head, true, fw);
+  for (const auto& op : ops.head) {
+    if (op.role != model::OpRole::lm_head)
+      continue;
+    const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
+    if (fw.logits_peak_bytes_per_elem > 0) {
+      // The framework's own chain at the loss (e.g. eager: 16-bit logits, an fp32 copy, fp32
+      // log-probs and the gradients of both alive at the start of backward) replaces the op
+      // list's fused fp32 softmax.
+      for (const auto& l : ops.head)
+        if (l.role == model::OpRole::loss)
+          a.head_act -= framework_saved_bytes({l}, true, fw);
+      a.head_act += logits * fw.logits_peak_bytes_per_elem;
+    } else {
+      a.head_act += logits * dtype_bytes(op.dtype); // the 16-bit logits beside their fp32 copy
+    }
+  }
   // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
   a.pp_send_bytes =
       static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp * m.hidden_size) *
       dtype_bytes(model::compute_dtype(setup.precision)) / static_cast<double>(plan.tp);
+  auto tensors = [](const std::vector<model::Op>& list) {
+    double n = 0;
+    for (const auto& op : list)
+      n += op.params > 0 ? 1 : 0;
+    return n;
+  };
+  a.layer_param_tensors = tensors(ops.layer);
+  a.emb_param_tensors = tensors(ops.embedding);
+  a.head_param_tensors = tensors(ops.head);
   for (const auto& op : ops.layer) {
     if (model::is_routed_expert(op.role))
       a.layer_expert_params += op.params;
     else
       a.layer_dense_params += op.params;
+    if (op.kind == model::OpKind::gemm && op.dtype == Dtype::fp8)
+      (model::is_routed_expert(op.role) ? a.layer_fp8_expert_params : a.layer_fp8_dense_params) +=
+          op.params;
     if (op.kind == model::OpKind::tp_comm)
       continue;
     a.layer_recompute_flops[static_cast<int>(Recompute::full)] += op.fwd_flops;
@@ -171,22 +250,27 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
 MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
                                  const model::ParallelPlan& plan, const model::TrainingSetup& setup,
                                  const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
-                                 const hw::ClusterSpec& cluster) {
+                                 const hw::ClusterSpec& cluster, const FrameworkProfile& fw) {
   const Placement pl = place_groups(plan, cluster);
   MicroBatchTimes t;
-  const PassTime lf = pass_time(ops.layer, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime lb = pass_time(ops.layer, Pass::backward, gpu, profile, cluster, pl.tp);
+  const PassTime lf = pass_time(ops.layer, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime lb = pass_time(ops.layer, Pass::backward, gpu, profile, cluster, pl.tp, fw);
   t.layer_fwd = lf.compute;
   t.layer_bwd = lb.compute;
   t.layer_tp_fwd = lf.tp;
   t.layer_tp_bwd = lb.tp;
+  t.layer_fwd_host = lf.host;
+  t.layer_bwd_host = lb.host;
   for (const auto& op : ops.layer) {
     if (op.kind == model::OpKind::tp_comm)
       continue;
-    const double f = op_cost(op, Pass::forward, gpu, profile).queued_s;
-    t.layer_recompute[static_cast<int>(Recompute::full)] += f;
-    if (model::is_naive_attention_part(op.role))
-      t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
+    const FrameworkOpTime f = framework_op_time(op, Pass::forward, gpu, profile, fw);
+    t.layer_recompute[static_cast<int>(Recompute::full)] += f.gpu_s;
+    t.layer_recompute_host[static_cast<int>(Recompute::full)] += f.host_s;
+    if (model::is_naive_attention_part(op.role)) {
+      t.layer_recompute[static_cast<int>(Recompute::selective)] += f.gpu_s;
+      t.layer_recompute_host[static_cast<int>(Recompute::selective)] += f.host_s;
+    }
   }
   // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
   // forward, K, V, dK, dV in backward; overlapped with the attention core.
@@ -214,10 +298,12 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
     t.layer_ep =
         4 * collective_cost(Collective::all_to_all, routed, pl.ep, cluster, profile).time_s;
   }
-  const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp);
-  const PassTime hf = pass_time(ops.head, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime hb = pass_time(ops.head, Pass::backward, gpu, profile, cluster, pl.tp);
+  const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime hf = pass_time(ops.head, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime hb = pass_time(ops.head, Pass::backward, gpu, profile, cluster, pl.tp, fw);
+  t.emb_host = ef.host + eb.host;
+  t.head_host = hf.host + hb.host;
   t.emb_fwd = ef.compute;
   t.emb_bwd = eb.compute;
   t.emb_tp = ef.tp + eb.tp;

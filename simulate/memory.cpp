@@ -16,7 +16,10 @@ StateBytesPerParam state_bytes_per_param(Precision p, Optimizer o) {
   switch (p) {
   case Precision::fp32: return {4, 4, moments};
   case Precision::bf16_mixed:
-  case Precision::fp16_mixed: return {2, 2, 4 + moments}; // + fp32 master weights
+  case Precision::fp16_mixed:
+  case Precision::fp8_delayed: // FP8 copies of the linear weights are counted apart
+  case Precision::fp8_current:
+  case Precision::mxfp8: return {2, 2, 4 + moments}; // + fp32 master weights
   case Precision::bf16: return {2, 2, moments};
   }
   return {4, 4, moments};
@@ -54,6 +57,20 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   MemoryBreakdown m =
       model_state_bytes(params, setup.precision, setup.optimizer, plan.dp, plan.zero_stage);
   m.stage = stage;
+  double fp8_state = 0;
+  if (model::is_fp8(setup.precision)) {
+    // FP8 copies of the linear weights (Transformer Engine's Float8Tensor): the data and, on
+    // Hopper, a transposed copy for the GEMMs that need the other layout (1 + 1 B/param);
+    // MXFP8 keeps row- and column-wise copies, each with one E8M0 scale per 32 elements
+    // (2 x (1 + 1/32) B/param). Delayed scaling adds its amax history: 1024 fp32 entries for
+    // each of the 3 tensors of every FP8 GEMM (TE DelayedScaling, amax_history_len = 1024).
+    const double fp8_params = layers * (a.layer_fp8_dense_params +
+                                        a.layer_fp8_expert_params / static_cast<double>(plan.ep));
+    const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
+    m.weights += fp8_params * per_param / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
+    if (setup.precision == model::Precision::fp8_delayed)
+      fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
+  }
 
   // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
   // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
@@ -85,9 +102,13 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   if (plan.pp > 1)
     buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
                (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
-  m.buffers = buffers;
-  m.overhead = profile.context_overhead_bytes;
-  m.total = m.weights + m.gradients + m.optimizer + m.activations + m.buffers + m.overhead;
+  m.buffers = buffers + fp8_state;
+  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
+  // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
+  // allocated bytes): a fraction of what is allocated plus segment rounding.
+  m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;
+  m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
+  m.total = m.peak_reserved() + m.overhead;
   return m;
 }
 
@@ -107,8 +128,9 @@ MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::Para
                                 const model::TrainingSetup& setup,
                                 const hw::HardwareProfile& profile, const MemoryOptions& options) {
   const model::OpList ops = model::build_ops(model, model::make_op_context(plan, setup));
-  return compose_memory_fullest(account_micro_batch(model, ops, plan, setup), model, plan, setup,
-                                profile, options);
+  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
+  return compose_memory_fullest(account_micro_batch(model, ops, plan, setup, fw), model, plan,
+                                setup, profile, options);
 }
 
 std::int64_t max_micro_batch(const model::ModelSpec& model, const model::ParallelPlan& plan,

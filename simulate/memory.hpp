@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "hardware/gpu.hpp"
@@ -12,6 +13,7 @@
 #include "model/ops.hpp"
 #include "model/spec.hpp"
 #include "simulate/costs.hpp"
+#include "simulate/framework.hpp"
 
 namespace trainsim::sim {
 
@@ -27,8 +29,14 @@ struct StateBytesPerParam {
 [[nodiscard]] StateBytesPerParam state_bytes_per_param(model::Precision p, model::Optimizer o);
 
 struct MemoryBreakdown { // one GPU, bytes
-  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, overhead = 0;
-  double total = 0;
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0;
+  double allocator = 0; // caching allocator: reserved beyond allocated at the peak
+  double overhead = 0;  // CUDA context, library workspaces (outside the allocator)
+  double total = 0;     // all of the above: what must fit in the GPU's memory
+  [[nodiscard]] double peak_allocated() const {
+    return weights + gradients + optimizer + activations + buffers;
+  }
+  [[nodiscard]] double peak_reserved() const { return peak_allocated() + allocator; }
   double params_on_gpu = 0; // parameters held by this GPU before ZeRO sharding
   std::int64_t stage = 0;   // pipeline stage this breakdown is for (the fullest one)
   double in_flight_micro_batches = 1;
@@ -36,6 +44,7 @@ struct MemoryBreakdown { // one GPU, bytes
 
 struct MemoryOptions {
   double bucket_bytes = 25.0 * 1024 * 1024; // gradient-communication bucket (DDP default 25 MiB)
+  std::shared_ptr<const FrameworkProfile> framework; // null: our own trainer (no allocator slack)
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.

@@ -172,8 +172,9 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
             Phase1& p1 = cache[si * c.mbs.size() + static_cast<std::size_t>(mi)];
             if (!p1.built) {
               const auto ops = model::build_ops(m, model::make_op_context(plan, s));
-              p1.acc = account_micro_batch(m, ops, plan, s);
-              p1.times = time_micro_batch(m, ops, plan, s, c.gpu, c.profile, c.cluster);
+              p1.acc = account_micro_batch(m, ops, plan, s, c.o.step.fw());
+              p1.times =
+                  time_micro_batch(m, ops, plan, s, c.gpu, c.profile, c.cluster, c.o.step.fw());
               p1.built = true;
               ++r.phase1_builds;
             }
@@ -184,7 +185,8 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                 ++r.space_size;
                 ++r.evaluated;
                 const MemoryBreakdown mem = compose_memory_fullest(
-                    p1.acc, m, plan, s, c.profile, MemoryOptions{c.o.step.bucket_bytes});
+                    p1.acc, m, plan, s, c.profile,
+                    MemoryOptions{c.o.step.bucket_bytes, c.o.step.framework});
                 if (mem.total > c.o.memory_bytes) {
                   ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
                   continue;

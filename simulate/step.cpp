@@ -19,6 +19,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   double model_flops_per_token, StepEstimate& est, const MemoryBreakdown* memory) {
   est.placement = place_groups(plan, cluster);
   est.collective_evaluations = 0;
+  est.host_issue_s = 0;
   const Placement& pl = est.placement;
   const int rc = static_cast<int>(plan.recompute);
 
@@ -30,10 +31,13 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
   struct Stage {
     double fwd = 0, bwd = 0, rc = 0, tp = 0, cp = 0, ep = 0;
+    double host = 0; // host issue time of one micro-batch (queue-model frameworks)
     [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
   };
   auto make_stage = [&](bool first, bool last) {
     Stage s;
+    s.host = layers * (t.layer_fwd_host + t.layer_bwd_host + t.layer_recompute_host[rc]) +
+             (first ? t.emb_host : 0) + (last ? t.head_host : 0);
     s.fwd = layers * t.layer_fwd + (first ? t.emb_fwd : 0) + (last ? t.head_fwd : 0);
     s.bwd = layers * t.layer_bwd + (first ? t.emb_bwd : 0) + (last ? t.head_bwd : 0);
     s.rc = layers * t.layer_recompute[rc];
@@ -43,10 +47,14 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     return s;
   };
   Stage stage = make_stage(true, plan.pp == 1);
+  bool first_stage_holds_embedding = true, last_stage_holds_head = plan.pp == 1;
   if (plan.pp > 1) {
     const Stage last = make_stage(false, true);
-    if (last.total() > stage.total())
+    if (last.total() > stage.total()) {
       stage = last;
+      first_stage_holds_embedding = false;
+      last_stage_holds_head = true;
+    }
   }
   est.micro_batch_stage_s = stage.total();
 
@@ -75,9 +83,10 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
 
   // ---- data parallel gradient reduction + ZeRO traffic ----
-  est.memory = memory ? *memory
-                      : compose_memory_fullest(a, m, plan, setup, profile,
-                                               MemoryOptions{options.bucket_bytes});
+  est.memory = memory
+                   ? *memory
+                   : compose_memory_fullest(a, m, plan, setup, profile,
+                                            MemoryOptions{options.bucket_bytes, options.framework});
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   const double grad_bytes = stage_params * per_param.gradients;
@@ -145,18 +154,41 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   {
     const double shard = plan.zero_stage >= 1 ? static_cast<double>(plan.dp) : 1.0;
     const bool mixed = setup.precision == model::Precision::bf16_mixed ||
-                       setup.precision == model::Precision::fp16_mixed;
+                       setup.precision == model::Precision::fp16_mixed ||
+                       model::is_fp8(setup.precision);
     // Read the gradient twice (norm for clipping, then update), read+write optimizer states
     // (and master weights), write the 16-bit copy (mixed) or read+write the weights.
     const double bytes_per_param = 2 * per_param.gradients + 2 * per_param.optimizer +
                                    (mixed ? per_param.weights : 2 * per_param.weights);
     const double body = stage_params / shard * bytes_per_param /
                         (gpu.hbm_bandwidth_bytes_per_s * profile.optimizer_bw_fraction);
-    // A few launches (norm, update, casts): queued when the host side was measured.
-    b.optimizer = profile.host_launch_s > 0 ? std::max(body, 4 * profile.host_launch_s)
-                                            : body + 4 * profile.launch_overhead_s;
+    const FrameworkProfile& fw = options.fw();
+    if (fw.is_identity()) {
+      // A few launches (norm, update, casts): queued when the host side was measured.
+      b.optimizer = profile.host_launch_s > 0 ? std::max(body, 4 * profile.host_launch_s)
+                                              : body + 4 * profile.launch_overhead_s;
+    } else {
+      // The framework's implementation: more passes (foreach) and host time per tensor.
+      const double tensors = layers * a.layer_param_tensors +
+                             (first_stage_holds_embedding ? a.emb_param_tensors : 0) +
+                             (last_stage_holds_head ? a.head_param_tensors : 0);
+      b.optimizer = body * fw.optimizer_bytes_factor + 4 * profile.gpu_launch_gap_s;
+      est.host_issue_s += tensors * fw.optimizer_host_s_per_tensor;
+    }
+  }
+  // Host-bound frameworks: the host issues the step ahead of the GPU; whatever of its issue
+  // time the GPU's work does not cover is on the critical path.
+  {
+    const FrameworkProfile& fw = options.fw();
+    if (fw.host_model == HostModel::queue) {
+      est.host_issue_s += mb * (stage.host + layers * fw.host_s_per_layer) + fw.host_s_per_step;
+      const double gpu_busy = b.forward + b.backward + b.recompute + b.optimizer;
+      b.host = std::max(0.0, est.host_issue_s - gpu_busy);
+    }
   }
   est.step_time_s = b.total();
+  est.band_sigma_fraction = options.fw().fit.time_sigma_fraction;
+  est.band_runs = options.fw().fit.time_runs;
 
   // ---- rates ----
   const double n = static_cast<double>(plan.num_gpus());
@@ -178,15 +210,21 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
                            const StepOptions& options) {
   StepEstimate est;
   const model::OpList ops = model::build_ops(m, model::make_op_context(plan, setup));
-  const MicroBatchAccounting a = account_micro_batch(m, ops, plan, setup);
-  const MicroBatchTimes t = time_micro_batch(m, ops, plan, setup, gpu, profile, cluster);
+  const MicroBatchAccounting a = account_micro_batch(m, ops, plan, setup, options.fw());
+  const MicroBatchTimes t =
+      time_micro_batch(m, ops, plan, setup, gpu, profile, cluster, options.fw());
   compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
                model::flops_per_token(m, setup.seq_len).total, est);
+  est.framework = options.fw().name;
   for (const auto& op : ops.layer) {
     if (op.kind == model::OpKind::tp_comm)
       continue;
-    est.layer_forward.push_back(op_cost(op, Pass::forward, gpu, profile));
-    est.layer_backward.push_back(op_cost(op, Pass::backward, gpu, profile));
+    OpCost f = op_cost(op, Pass::forward, gpu, profile);
+    OpCost b = op_cost(op, Pass::backward, gpu, profile);
+    f.queued_s = framework_op_time(op, Pass::forward, gpu, profile, options.fw()).gpu_s;
+    b.queued_s = framework_op_time(op, Pass::backward, gpu, profile, options.fw()).gpu_s;
+    est.layer_forward.push_back(f);
+    est.layer_backward.push_back(b);
   }
   return est;
 }

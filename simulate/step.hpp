@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "hardware/gpu.hpp"
@@ -14,6 +16,7 @@
 #include "model/spec.hpp"
 #include "simulate/collectives.hpp"
 #include "simulate/costs.hpp"
+#include "simulate/framework.hpp"
 #include "simulate/memory.hpp"
 #include "simulate/roofline.hpp"
 
@@ -30,15 +33,22 @@ struct StepOptions {
   // Equal buckets (no explicit list) are priced once and overlapped in closed form
   // (overlap_equal_buckets); false walks them one by one as an explicit list would (for tests).
   bool closed_form_buckets = true;
+  // The training framework (kernels, host time, optimizer, memory rules); null: our own trainer
+  // (trainsim_framework(), the identity).
+  std::shared_ptr<const FrameworkProfile> framework;
+  [[nodiscard]] const FrameworkProfile& fw() const {
+    return framework ? *framework : trainsim_framework();
+  }
 };
 
 struct StepBreakdown { // seconds per step, on the critical path
   double forward = 0, backward = 0, recompute = 0;
   double tp_comm = 0, cp_comm = 0, ep_comm = 0, pp_comm = 0, dp_comm = 0;
   double bubble = 0, optimizer = 0;
+  double host = 0; // host-bound: the host's issue time beyond the GPU's work (queue model)
   [[nodiscard]] double total() const {
     return forward + backward + recompute + tp_comm + cp_comm + ep_comm + pp_comm + dp_comm +
-           bubble + optimizer;
+           bubble + optimizer + host;
   }
 };
 
@@ -57,6 +67,11 @@ struct StepEstimate {
   double dp_volume_bytes = 0;       // bytes each GPU sends for DP/ZeRO per step (bus volume)
   double dp_overlap_slowdown_s = 0; // compute lost to overlapped DP traffic (inside backward)
   double zero_allgather_s = 0;      // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
+  double host_issue_s = 0;          // host time to issue the step (queue-model frameworks)
+  // Error band from the framework profile's fit residuals (1 sigma; 0 runs: no band known).
+  double band_sigma_fraction = 0;
+  std::int64_t band_runs = 0;
+  std::string framework; // the framework profile's name (estimate_step; not the plan search)
   std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
                                            // plan search's work per plan; guarded by a test)
   MemoryBreakdown memory;
