@@ -115,9 +115,9 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
                    const Group& tp) {
   PassTime t;
   for (const auto& op : ops) {
-    if (op.kind == model::OpKind::tp_comm) {
+    if (model::is_communication(op.kind)) { // expert-parallel traffic is priced on its own
       const auto kind = pass == Pass::forward ? op.fwd_comm : op.bwd_comm;
-      if (kind != model::CommKind::none)
+      if (op.kind == model::OpKind::tp_comm && kind != model::CommKind::none)
         t.tp += collective_cost(to_collective(kind), op.comm_bytes, tp, cluster, profile).time_s;
       continue;
     }
@@ -126,41 +126,90 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
   return t;
 }
 
+// Expert-parallel all-to-alls of one layer (dispatch and combine, forward and backward).
+double ep_time(const std::vector<model::Op>& ops, const hw::HardwareProfile& profile,
+               const hw::ClusterSpec& cluster, const Group& ep) {
+  double s = 0;
+  for (const auto& op : ops) {
+    if (op.kind != model::OpKind::ep_comm)
+      continue;
+    for (auto kind : {op.fwd_comm, op.bwd_comm})
+      if (kind != model::CommKind::none)
+        s += collective_cost(to_collective(kind), op.comm_bytes, ep, cluster, profile).time_s;
+  }
+  return s;
+}
+
+// The mean over a model's layers of f(kind's ops): layer kinds (dense / MoE FFN, full /
+// sliding attention) weighted by their layer counts. Uniform models have one kind, so this is
+// that layer's value; per-layer quantities times num_layers stay exact totals.
+template <class F> double layer_mean(const model::OpList& ops, F f) {
+  if (ops.layers.size() == 1)
+    return f(ops.layers.front().ops);
+  if (ops.num_layers <= 0)
+    return 0;
+  return model::sum_over_layers(ops, f) / static_cast<double>(ops.num_layers);
+}
+
 } // namespace
 
 MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
                                          const model::ParallelPlan& plan,
                                          const model::TrainingSetup& setup) {
   MicroBatchAccounting a;
-  a.layer_act[static_cast<int>(Recompute::none)] = model::saved_bytes(ops.layer, true);
-  a.layer_act[static_cast<int>(Recompute::selective)] = model::saved_bytes(ops.layer, false);
-  for (const auto& op : ops.layer)
-    for (const auto& t : op.saved)
-      if (t.role == model::TensorRole::layer_input)
-        a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
-  a.layer_saved_all = a.layer_act[static_cast<int>(Recompute::none)];
+  a.layer_act[static_cast<int>(Recompute::none)] =
+      layer_mean(ops, [](const auto& l) { return model::saved_bytes(l, true); });
+  a.layer_act[static_cast<int>(Recompute::selective)] =
+      layer_mean(ops, [](const auto& l) { return model::saved_bytes(l, false); });
+  for (const auto& kind : ops.layers) {
+    for (const auto& op : kind.ops)
+      for (const auto& t : op.saved)
+        if (t.role == model::TensorRole::layer_input)
+          a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
+    // Full recompute re-materialises one layer at a time: the largest kind.
+    a.layer_saved_all = std::max(a.layer_saved_all, model::saved_bytes(kind.ops, true));
+  }
   a.emb_act = model::saved_bytes(ops.embedding, true);
   a.head_act = model::saved_bytes(ops.head, true);
   for (const auto& op : ops.head) // the 16-bit logits live next to their fp32 copy
     if (op.role == model::OpRole::lm_head)
       a.head_act += static_cast<double>(op.m) * static_cast<double>(op.n) * dtype_bytes(op.dtype);
+  // MTP modules run after the head on the last stage and keep their tensors until backward.
+  const double modules = static_cast<double>(ops.num_mtp_modules);
+  a.head_act += modules * model::saved_bytes(ops.mtp, true);
   // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
   a.pp_send_bytes =
       static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp * m.hidden_size) *
       dtype_bytes(model::compute_dtype(setup.precision)) / static_cast<double>(plan.tp);
-  for (const auto& op : ops.layer) {
-    if (model::is_routed_expert(op.role))
-      a.layer_expert_params += op.params;
-    else
-      a.layer_dense_params += op.params;
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    a.layer_recompute_flops[static_cast<int>(Recompute::full)] += op.fwd_flops;
-    if (op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
-      a.layer_recompute_flops[static_cast<int>(Recompute::selective)] += op.fwd_flops;
-  }
+  auto expert = [](const std::vector<model::Op>& l) {
+    double p = 0;
+    for (const auto& op : l)
+      if (model::is_routed_expert(op.role))
+        p += op.params;
+    return p;
+  };
+  a.layer_expert_params = layer_mean(ops, expert);
+  a.layer_dense_params =
+      layer_mean(ops, [&](const auto& l) { return model::sum_params(l) - expert(l); });
+  auto recompute = [](const std::vector<model::Op>& l, Recompute r) {
+    double f = 0;
+    for (const auto& op : l) {
+      if (model::is_communication(op.kind))
+        continue;
+      if (r == Recompute::full || op.role == model::OpRole::attention_scores ||
+          op.role == model::OpRole::attention_pv)
+        f += op.fwd_flops;
+    }
+    return f;
+  };
+  for (auto r : {Recompute::full, Recompute::selective})
+    a.layer_recompute_flops[static_cast<int>(r)] =
+        layer_mean(ops, [&](const auto& l) { return recompute(l, r); });
   a.emb_params = model::sum_params(ops.embedding);
-  a.head_params = model::sum_params(ops.head);
+  // The MTP modules' weights sit with the head; their routed experts split over ep.
+  a.head_params =
+      model::sum_params(ops.head) + modules * (model::sum_params(ops.mtp) - expert(ops.mtp) +
+                                               expert(ops.mtp) / static_cast<double>(plan.ep));
   // With tied embeddings and pp > 1 the last stage keeps its own copy of the table (Megatron).
   a.tied_copy_params = m.tied_embeddings ? static_cast<double>(m.vocab_size * m.hidden_size) /
                                                static_cast<double>(plan.tp)
@@ -168,51 +217,52 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   return a;
 }
 
-MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
-                                 const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpList& ops,
+                                 const model::ParallelPlan& plan,
+                                 const model::TrainingSetup& /*setup*/, const hw::GpuSpec& gpu,
+                                 const hw::HardwareProfile& profile,
                                  const hw::ClusterSpec& cluster) {
   const Placement pl = place_groups(plan, cluster);
   MicroBatchTimes t;
-  const PassTime lf = pass_time(ops.layer, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime lb = pass_time(ops.layer, Pass::backward, gpu, profile, cluster, pl.tp);
-  t.layer_fwd = lf.compute;
-  t.layer_bwd = lb.compute;
-  t.layer_tp_fwd = lf.tp;
-  t.layer_tp_bwd = lb.tp;
-  for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    const double f = op_cost(op, Pass::forward, gpu, profile).queued_s;
-    t.layer_recompute[static_cast<int>(Recompute::full)] += f;
-    if (model::is_naive_attention_part(op.role))
-      t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
-  }
-  // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
-  // forward, K, V, dK, dV in backward; overlapped with the attention core.
-  if (plan.cp > 1) {
-    double kv_bytes = 0, attn_s = 0;
-    for (const auto& op : ops.layer) {
-      for (const auto& s : op.saved)
-        if (s.role == model::TensorRole::attention_k || s.role == model::TensorRole::attention_v)
-          kv_bytes += s.bytes;
-      if (op.role == model::OpRole::attention_core || op.role == model::OpRole::attention_scores ||
-          op.role == model::OpRole::attention_pv)
-        attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
-                  op_cost(op, Pass::backward, gpu, profile).queued_s;
+  // Per layer kind, then the mean over layers (exact totals over the model).
+  for (const auto& kind : ops.layers) {
+    const double w = static_cast<double>(kind.num_layers) / static_cast<double>(ops.num_layers);
+    const PassTime lf = pass_time(kind.ops, Pass::forward, gpu, profile, cluster, pl.tp);
+    const PassTime lb = pass_time(kind.ops, Pass::backward, gpu, profile, cluster, pl.tp);
+    t.layer_fwd += w * lf.compute;
+    t.layer_bwd += w * lb.compute;
+    t.layer_tp_fwd += w * lf.tp;
+    t.layer_tp_bwd += w * lb.tp;
+    for (const auto& op : kind.ops) {
+      if (model::is_communication(op.kind))
+        continue;
+      const double f = op_cost(op, Pass::forward, gpu, profile).queued_s;
+      t.layer_recompute[static_cast<int>(Recompute::full)] += w * f;
+      if (model::is_naive_attention_part(op.role))
+        t.layer_recompute[static_cast<int>(Recompute::selective)] += w * f;
     }
-    const double comm =
-        3 * static_cast<double>(plan.cp - 1) *
-        collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
-    t.layer_cp = std::max(0.0, comm - attn_s);
-  }
-  // Expert parallel: dispatch and combine all-to-alls of the routed tokens, fwd and bwd.
-  if (m.is_moe() && plan.ep > 1) {
-    const double routed = static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp) *
-                          static_cast<double>(m.top_k) * static_cast<double>(m.hidden_size) *
-                          dtype_bytes(model::compute_dtype(setup.precision));
-    t.layer_ep =
-        4 * collective_cost(Collective::all_to_all, routed, pl.ep, cluster, profile).time_s;
+    // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
+    // forward, K, V, dK, dV in backward; overlapped with the attention core.
+    if (plan.cp > 1) {
+      double kv_bytes = 0, attn_s = 0;
+      for (const auto& op : kind.ops) {
+        for (const auto& s : op.saved)
+          if (s.role == model::TensorRole::attention_k || s.role == model::TensorRole::attention_v)
+            kv_bytes += s.bytes;
+        if (op.role == model::OpRole::attention_core ||
+            op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
+          attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
+                    op_cost(op, Pass::backward, gpu, profile).queued_s;
+      }
+      const double comm =
+          3 * static_cast<double>(plan.cp - 1) *
+          collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
+      t.layer_cp += w * std::max(0.0, comm - attn_s);
+    }
+    // Expert parallel: the op list's dispatch and combine all-to-alls, forward and backward,
+    // sized by the busiest rank's routed tokens (capacity or imbalance factor); exposed.
+    if (plan.ep > 1)
+      t.layer_ep += w * ep_time(kind.ops, profile, cluster, pl.ep);
   }
   const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp);
   const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp);
@@ -224,6 +274,15 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList&
   t.head_fwd = hf.compute;
   t.head_bwd = hb.compute;
   t.head_tp = hf.tp + hb.tp;
+  if (ops.num_mtp_modules > 0) { // on the last stage, after the head
+    const double n = static_cast<double>(ops.num_mtp_modules);
+    const PassTime mf = pass_time(ops.mtp, Pass::forward, gpu, profile, cluster, pl.tp);
+    const PassTime mb = pass_time(ops.mtp, Pass::backward, gpu, profile, cluster, pl.tp);
+    t.head_fwd += n * mf.compute;
+    t.head_bwd += n * mb.compute;
+    t.head_tp +=
+        n * (mf.tp + mb.tp + (plan.ep > 1 ? ep_time(ops.mtp, profile, cluster, pl.ep) : 0.0));
+  }
   return t;
 }
 

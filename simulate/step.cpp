@@ -182,12 +182,13 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
   const MicroBatchTimes t = time_micro_batch(m, ops, plan, setup, gpu, profile, cluster);
   compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
                model::flops_per_token(m, setup.seq_len).total, est);
-  for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    est.layer_forward.push_back(op_cost(op, Pass::forward, gpu, profile));
-    est.layer_backward.push_back(op_cost(op, Pass::backward, gpu, profile));
-  }
+  for (const auto& kind : ops.layers) // one layer of each kind
+    for (const auto& op : kind.ops) {
+      if (model::is_communication(op.kind))
+        continue;
+      est.layer_forward.push_back(op_cost(op, Pass::forward, gpu, profile));
+      est.layer_backward.push_back(op_cost(op, Pass::backward, gpu, profile));
+    }
   return est;
 }
 
