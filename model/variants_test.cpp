@@ -207,29 +207,28 @@ TEST_CASE("Qwen3: dense and MoE, per-head QK-norm") {
     CHECK(within_half_percent(c.non_embedding, 6.95e9));
     CHECK(count_params(hf("qwen3-8b")).total == c.total);
   }
-  SUBCASE("qwen3-30b-a3b: 30.5B total, 3.3B activated, 29.9B non-embedding") {
-    const auto c = count_params(load_model("qwen3-30b-a3b"));
-    const double h = 2048, V = 151936, e = 3 * h * 768;
-    const double layer = gqa_attention(h, 32, 4, 128) + 256 + 128 * h + 128 * e + 2 * h;
-    CHECK(c.total == 2 * V * h + 48 * layer + h);
-    CHECK(c.total == 30532122624.0); // keras-hub qwen3_moe_presets
-    CHECK(within_half_percent(c.total, 30.5e9));
-    CHECK(within_half_percent(c.non_embedding, 29.9e9));
-    // 8 of 128 experts: 3.353B with the embedding table; the card prints it truncated, 3.3B.
-    CHECK(c.active == c.total - 48 * 120 * e);
-    CHECK(std::floor(c.active / 1e8) == 33);
-    CHECK(count_params(hf("qwen3-30b-a3b")).total == c.total);
-  }
-  SUBCASE("qwen3-235b-a22b: 235B total, 22B activated, 234B non-embedding") {
-    const auto c = count_params(load_model("qwen3-235b-a22b"));
-    const double h = 4096, V = 151936, e = 3 * h * 1536;
-    const double layer = gqa_attention(h, 64, 4, 128) + 256 + 128 * h + 128 * e + 2 * h;
-    CHECK(c.total == 2 * V * h + 94 * layer + h);
-    CHECK(c.total == 235093634560.0); // keras-hub qwen3_moe_presets
-    CHECK(within_half_percent(c.total, 235e9));
-    CHECK(within_half_percent(c.non_embedding, 234e9));
-    CHECK(c.active == c.total - 94 * 120 * e);
-    CHECK(std::round(c.active / 1e9) == 22.0); // 22.19B
+  SUBCASE("qwen3-30b-a3b and qwen3-235b-a22b: 128 experts, top 8, no shared expert") {
+    // Model cards: 30.5B total, 3.3B activated, 29.9B non-embedding; 235B, 22B, 234B. Exact
+    // totals from the weights: keras-hub qwen3_moe_presets.
+    for (const auto& [name, L, h, heads, f, total, card_total, card_non_emb] :
+         {std::tuple{"qwen3-30b-a3b", 48.0, 2048.0, 32.0, 768.0, 30532122624.0, 30.5e9, 29.9e9},
+          std::tuple{"qwen3-235b-a22b", 94.0, 4096.0, 64.0, 1536.0, 235093634560.0, 235e9,
+                     234e9}}) {
+      CAPTURE(name);
+      const auto c = count_params(load_model(name));
+      const double V = 151936, e = 3 * h * f;
+      const double layer = gqa_attention(h, heads, 4, 128) + 256 + 128 * h + 128 * e + 2 * h;
+      CHECK(c.total == 2 * V * h + L * layer + h);
+      CHECK(c.total == total);
+      CHECK(within_half_percent(c.total, card_total));
+      CHECK(within_half_percent(c.non_embedding, card_non_emb));
+      CHECK(c.active == c.total - L * 120 * e); // 8 of 128 experts active
+    }
+    // Active with the embedding table: 3.353B, which the card prints truncated (3.3B), and
+    // 22.19B (22B).
+    CHECK(std::floor(count_params(load_model("qwen3-30b-a3b")).active / 1e8) == 33);
+    CHECK(std::round(count_params(load_model("qwen3-235b-a22b")).active / 1e9) == 22.0);
+    CHECK(count_params(hf("qwen3-30b-a3b")).total == 30532122624.0);
   }
 }
 
