@@ -140,7 +140,10 @@ int run_model(const ModelCmdOptions& o) {
   };
   row("params total", p.total);
   row("params embedding", p.embedding);
-  row("params per layer", p.per_layer);
+  // Layers differ in parameters when some are dense and some MoE (DeepSeek's first layers).
+  row(m.is_moe() && m.first_dense_layers > 0 ? "params per layer (mean over layers)"
+                                             : "params per layer",
+      p.per_layer);
   row("params all layers", p.layers);
   row("params head (final norm + untied LM head)", p.head);
   row("params non-embedding", p.non_embedding);
