@@ -206,3 +206,16 @@ add_test(NAME cli.compare_train_step_confirm
                  --max-step-error-pct 10)
 trainsim_cli_error(compare_train_step_bad_line "bad_train_step.jsonl line 3: batch_size = -4: must be an integer in 1"
   compare --calibration h200 --train-step ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad_train_step.jsonl)
+
+# Model coverage (issue 17): the new presets and Hugging Face model types load and count.
+trainsim_cli_test(model_deepseek_v3 "\"mtp\": 11610068224"
+  model --model deepseek-v3 --seq-len 4096 --format json)
+trainsim_cli_test(model_hf_gpt_oss "\"total\": 20914757184"
+  model --model ${PROJECT_SOURCE_DIR}/model/testdata/hf/gpt-oss-20b.json --format json)
+trainsim_cli_test(estimate_moe_ep "ep_comm"
+  estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --ep 8 --seq-len 4096
+           --moe-imbalance 1.2)
+trainsim_cli_error(moe_imbalance_below_one "moe_imbalance_factor = 0.5: must be in \\[1, 1024\\]"
+  estimate --model mixtral-8x7b --gpu h100-sxm --num-gpus 8 --ep 8 --moe-imbalance 0.5)
+trainsim_cli_error(hf_unsupported_feature "mlp_only_layers = \\[3\\]: not supported"
+  model --model ${CMAKE_CURRENT_SOURCE_DIR}/testdata/qwen3_moe_mlp_only.json)

@@ -163,6 +163,14 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->capture_default_str();
   cmd.add_option("--optimizer", o.optimizer, "adamw (2 fp32 moments) | sgd (1 fp32 momentum)")
       ->capture_default_str();
+  cmd.add_option("--moe-capacity-factor", o.moe_capacity_factor,
+                 "MoE: expert buffers of this x the balanced share, overflow dropped, padded "
+                 "(0 = dropless)")
+      ->capture_default_str();
+  cmd.add_option("--moe-imbalance", o.moe_imbalance_factor,
+                 "MoE: routed tokens on the busiest expert-parallel rank / the mean (1 = "
+                 "balanced; dropless)")
+      ->capture_default_str();
 }
 
 model::TrainingSetup resolve_setup(const SetupOptions& o) {
@@ -173,6 +181,8 @@ model::TrainingSetup resolve_setup(const SetupOptions& o) {
   s.precision = parse_precision(o.precision);
   s.attention = parse_attention(o.attention);
   s.optimizer = parse_optimizer(o.optimizer);
+  s.moe_capacity_factor = o.moe_capacity_factor;
+  s.moe_imbalance_factor = o.moe_imbalance_factor;
   model::validate(s, "flags");
   return s;
 }
@@ -283,7 +293,9 @@ nlohmann::json setup_json(const model::TrainingSetup& s) {
           {"seq_len", s.seq_len},
           {"precision", std::string(model::to_string(s.precision))},
           {"attention", std::string(model::to_string(s.attention))},
-          {"optimizer", std::string(model::to_string(s.optimizer))}};
+          {"optimizer", std::string(model::to_string(s.optimizer))},
+          {"moe_capacity_factor", s.moe_capacity_factor},
+          {"moe_imbalance_factor", s.moe_imbalance_factor}};
 }
 
 nlohmann::json plan_json(const model::ParallelPlan& p) {

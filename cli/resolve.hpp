@@ -34,6 +34,8 @@ struct SetupOptions {
   std::string precision = "bf16-mixed";
   std::string attention = "flash";
   std::string optimizer = "adamw";
+  double moe_capacity_factor = 0;  // 0 = dropless
+  double moe_imbalance_factor = 1; // 1 = balanced
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
 [[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o);

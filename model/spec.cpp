@@ -53,10 +53,48 @@ std::string_view to_string(AttentionImpl a) {
 std::string_view to_string(Optimizer o) { return o == Optimizer::adamw ? "adamw" : "sgd"; }
 std::string_view to_string(FfnKind f) { return f == FfnKind::gated ? "gated" : "plain"; }
 std::string_view to_string(NormKind n) {
-  return n == NormKind::layernorm ? "layernorm" : "rmsnorm";
+  switch (n) {
+  case NormKind::layernorm: return "layernorm";
+  case NormKind::rmsnorm: return "rmsnorm";
+  case NormKind::layernorm_no_bias: return "layernorm-no-bias";
+  case NormKind::layernorm_no_affine: return "layernorm-no-affine";
+  }
+  return "?";
 }
 std::string_view to_string(PositionKind p) {
-  return p == PositionKind::learned ? "learned" : "rotary";
+  switch (p) {
+  case PositionKind::learned: return "learned";
+  case PositionKind::rotary: return "rotary";
+  case PositionKind::none: return "none";
+  }
+  return "?";
+}
+std::string_view to_string(AttentionKind a) { return a == AttentionKind::mla ? "mla" : "standard"; }
+std::string_view to_string(NormPlacement n) {
+  switch (n) {
+  case NormPlacement::pre: return "pre";
+  case NormPlacement::post: return "post";
+  case NormPlacement::sandwich: return "sandwich";
+  }
+  return "?";
+}
+std::string_view to_string(QkNorm q) {
+  switch (q) {
+  case QkNorm::none: return "none";
+  case QkNorm::per_head: return "per-head";
+  case QkNorm::full: return "full";
+  }
+  return "?";
+}
+
+double norm_params(NormKind n, double width) {
+  switch (n) {
+  case NormKind::layernorm: return 2 * width;
+  case NormKind::rmsnorm:
+  case NormKind::layernorm_no_bias: return width;
+  case NormKind::layernorm_no_affine: return 0;
+  }
+  return width;
 }
 
 namespace {
@@ -81,7 +119,7 @@ void validate(const ModelSpec& m, const std::string& source) {
   positive(p, "num_kv_heads", m.num_kv_heads, kMaxDim);
   positive(p, "head_dim", m.head_dim, kMaxDim);
   positive(p, "vocab_size", m.vocab_size, kMaxVocab);
-  if (!m.is_moe() || m.num_shared_experts > 0 || m.ffn_hidden_size != 0)
+  if (!m.is_moe() || m.first_dense_layers > 0 || m.ffn_hidden_size != 0)
     positive(p, "ffn_hidden_size", m.ffn_hidden_size, kMaxDim * 8);
   if (m.num_heads > 0 && m.num_kv_heads > 0 && m.num_heads % m.num_kv_heads != 0)
     p.add(
@@ -100,9 +138,61 @@ void validate(const ModelSpec& m, const std::string& source) {
     positive(p, "expert_ffn_hidden_size", m.expert_ffn_hidden_size, kMaxDim * 8);
     if (m.num_shared_experts < 0)
       p.add(fmt::format("num_shared_experts = {}: must not be negative", m.num_shared_experts));
-  } else if (m.top_k != 0 || m.num_shared_experts != 0 || m.expert_ffn_hidden_size != 0) {
-    p.add("top_k / expert_ffn_hidden_size / num_shared_experts: only valid with num_experts > 0");
+    if (m.first_dense_layers < 0 || m.first_dense_layers > m.num_layers)
+      p.add(fmt::format("first_dense_layers = {}: must be in [0, num_layers = {}]",
+                        m.first_dense_layers, m.num_layers));
+    if (m.first_dense_layers > 0 && m.ffn_hidden_size <= 0)
+      p.add(fmt::format("first_dense_layers = {}: dense layers need ffn_hidden_size > 0",
+                        m.first_dense_layers));
+  } else if (m.top_k != 0 || m.num_shared_experts != 0 || m.expert_ffn_hidden_size != 0 ||
+             m.first_dense_layers != 0 || m.router_bias) {
+    p.add("top_k / expert_ffn_hidden_size / num_shared_experts / first_dense_layers / "
+          "router_bias: only valid with num_experts > 0");
   }
+  if (m.num_mtp_modules < 0 || m.num_mtp_modules > 16)
+    p.add(fmt::format("num_mtp_modules = {}: must be in [0, 16]", m.num_mtp_modules));
+  if (m.attention_kind == AttentionKind::mla) {
+    // q_lora_rank = 0: queries projected directly (DeepSeek-V2-Lite).
+    if (m.q_lora_rank < 0 || m.q_lora_rank > kMaxDim)
+      p.add(fmt::format("q_lora_rank = {}: must be in [0, {}]", m.q_lora_rank, kMaxDim));
+    positive(p, "kv_lora_rank", m.kv_lora_rank, kMaxDim);
+    positive(p, "qk_rope_head_dim", m.qk_rope_head_dim, kMaxDim);
+    positive(p, "v_head_dim", m.v_head_dim, kMaxDim);
+    if (m.qk_nope_head_dim < 0 || m.qk_nope_head_dim > kMaxDim)
+      p.add(fmt::format("qk_nope_head_dim = {}: must be in [0, {}]", m.qk_nope_head_dim, kMaxDim));
+    if (m.num_kv_heads != m.num_heads)
+      p.add(fmt::format("num_kv_heads = {}: must equal num_heads = {} with attention_kind = mla",
+                        m.num_kv_heads, m.num_heads));
+    if (m.position != PositionKind::rotary)
+      p.add("position: must be rotary with attention_kind = mla (decoupled RoPE)");
+    if (m.qk_norm != QkNorm::none)
+      p.add("qk_norm: not supported with attention_kind = mla");
+    if (m.qkv_bias)
+      p.add("qkv_bias: not supported with attention_kind = mla");
+  } else if (m.q_lora_rank != 0 || m.kv_lora_rank != 0 || m.qk_nope_head_dim != 0 ||
+             m.qk_rope_head_dim != 0 || m.v_head_dim != 0) {
+    p.add("q_lora_rank / kv_lora_rank / qk_nope_head_dim / qk_rope_head_dim / v_head_dim: only "
+          "valid with attention_kind = mla");
+  }
+  if (!(m.rotary_fraction > 0 && m.rotary_fraction <= 1))
+    p.add(fmt::format("rotary_fraction = {}: must be in (0, 1]", m.rotary_fraction));
+  else if (m.rotary_fraction != 1 && m.position != PositionKind::rotary)
+    p.add(
+        fmt::format("rotary_fraction = {}: only valid with position = rotary", m.rotary_fraction));
+  if (m.sliding_window < 0 || m.sliding_window > (1 << 24))
+    p.add(fmt::format("sliding_window = {}: must be in [0, {}] (0 = none)", m.sliding_window,
+                      1 << 24));
+  if (m.full_attention_interval < 0 || m.full_attention_interval > kMaxLayers)
+    p.add(fmt::format("full_attention_interval = {}: must be in [0, {}]", m.full_attention_interval,
+                      kMaxLayers));
+  else if (m.full_attention_interval > 0 && m.sliding_window == 0)
+    p.add(fmt::format("full_attention_interval = {}: needs sliding_window > 0",
+                      m.full_attention_interval));
+  if (m.shared_block_norm && !m.parallel_block)
+    p.add("shared_block_norm: needs parallel_block = true");
+  if (m.parallel_block && m.norm_placement != NormPlacement::pre)
+    p.add(
+        fmt::format("norm_placement = {}: parallel_block needs pre", to_string(m.norm_placement)));
   p.throw_if_any();
 }
 
@@ -114,6 +204,12 @@ void validate(const TrainingSetup& s, const std::string& source) {
     p.add(fmt::format("global_batch_size = {}: must not be negative", s.global_batch_size));
   if (s.global_batch_size > (std::int64_t{1} << 32))
     p.add(fmt::format("global_batch_size = {}: absurdly large", s.global_batch_size));
+  if (!(s.moe_capacity_factor >= 0 && s.moe_capacity_factor <= 64))
+    p.add(fmt::format("moe_capacity_factor = {}: must be in [0, 64] (0 = dropless)",
+                      s.moe_capacity_factor));
+  if (!(s.moe_imbalance_factor >= 1 && s.moe_imbalance_factor <= 1024))
+    p.add(fmt::format("moe_imbalance_factor = {}: must be in [1, 1024] (1 = balanced)",
+                      s.moe_imbalance_factor));
   p.throw_if_any();
 }
 

@@ -10,9 +10,22 @@
 
 namespace trainsim::model {
 
-enum class FfnKind { gated, plain };         // gated: SwiGLU, 3 matrices; plain: GELU, 2
-enum class NormKind { layernorm, rmsnorm };  // LayerNorm has weight + bias; RMSNorm weight only
-enum class PositionKind { learned, rotary }; // learned: a [max_seq_len, hidden] table
+enum class FfnKind { gated, plain }; // gated: SwiGLU/GeGLU, 3 matrices; plain: GELU, 2
+/// layernorm: weight + bias; rmsnorm and layernorm_no_bias (DBRX): weight only;
+/// layernorm_no_affine (OLMo 1): no parameters.
+enum class NormKind { layernorm, rmsnorm, layernorm_no_bias, layernorm_no_affine };
+/// learned: a [max_seq_len, hidden] table; rotary: RoPE on (a fraction of) Q and K; none: no
+/// position op (ALiBi's bias lives inside the attention kernel, NoPE has nothing).
+enum class PositionKind { learned, rotary, none };
+/// standard: multi-head attention with num_kv_heads K/V heads (MHA, GQA, MQA); mla: multi-head
+/// latent attention (DeepSeek-V2/V3: low-rank Q and KV projections, decoupled RoPE dims).
+enum class AttentionKind { standard, mla };
+/// Where a layer's norms sit: pre (before each sublayer, Llama), post (on each sublayer's
+/// output before the residual add, OLMo 2), sandwich (both, Gemma 2/3).
+enum class NormPlacement { pre, post, sandwich };
+/// RMSNorm on Q and K after their projection: per_head (one head_dim-wide weight shared by the
+/// heads; Qwen3, Gemma 3) or full (over all heads' width; OLMo 2, OLMoE).
+enum class QkNorm { none, per_head, full };
 
 struct ModelSpec {
   std::string name;   // CLI handle or file it came from
@@ -33,15 +46,61 @@ struct ModelSpec {
   bool out_bias = false;        // bias on the attention output projection
   bool mlp_bias = false;        // bias on the FFN matrices
   bool dropout = false;         // dropout layers present in training (GPT-2/3, Megatron)
-  // Mixture of experts (num_experts == 0: dense). Every layer's FFN is replaced by a router
-  // plus num_experts experts of expert_ffn_hidden_size; each token visits top_k of them and
-  // all num_shared_experts shared experts.
+  bool lm_head_bias = false;    // bias on the LM head (Phi-1/2)
+
+  // ---- attention variants ----
+  AttentionKind attention_kind = AttentionKind::standard;
+  // MLA (DeepSeek-V2 Sec. 2.1): Q = W_uq norm(W_dq x) (or W_q x when q_lora_rank = 0),
+  // [K_nope, V] = W_ukv norm(c_kv), c_kv = first kv_lora_rank of W_dkv x; the rest of W_dkv x
+  // is one shared qk_rope_head_dim-wide RoPE key. Q and K heads are qk_nope + qk_rope wide.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  QkNorm qk_norm = QkNorm::none;
+  double rotary_fraction = 1.0; // share of each head's dims that RoPE rotates (Phi, NeoX)
+  // Sliding-window attention: each query sees the last sliding_window keys. With
+  // full_attention_interval = n, every n-th layer (1-based: layers n-1, 2n-1, ...) attends to
+  // the whole sequence (Gemma 2, GPT-OSS: n = 2; Gemma 3: n = 6); 0 = all layers slide.
+  std::int64_t sliding_window = 0;
+  std::int64_t full_attention_interval = 0;
+  bool attention_sinks = false;   // a learned logit per head in the softmax (GPT-OSS)
+  bool attention_softcap = false; // tanh soft-capping of the scores (Gemma 2)
+  bool logit_softcap = false;     // tanh soft-capping of the final logits (Gemma 2)
+  NormPlacement norm_placement = NormPlacement::pre;
+  // Parallel block (GPT-J, GPT-NeoX, Falcon, PaLM): attention and FFN both read the layer
+  // input and their outputs are added to it together; shared_block_norm: one norm feeds both.
+  bool parallel_block = false;
+  bool shared_block_norm = false;
+
+  // ---- mixture of experts (num_experts == 0: dense) ----
+  // An MoE layer's FFN is a router plus num_experts experts of expert_ffn_hidden_size; each
+  // token visits top_k of them and all num_shared_experts shared experts (each as wide as a
+  // routed expert). The first first_dense_layers layers keep a dense FFN of ffn_hidden_size
+  // (DeepSeek's first_k_dense_replace).
   std::int64_t num_experts = 0;
   std::int64_t top_k = 0;
   std::int64_t expert_ffn_hidden_size = 0;
   std::int64_t num_shared_experts = 0;
+  std::int64_t first_dense_layers = 0;
+  bool router_bias = false; // a bias per expert on the router (GPT-OSS; DeepSeek-V3's
+                            // e_score_correction_bias)
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2): num_mtp_modules sequential modules on the
+  // last stage, each two norms, a [2h -> h] projection, one transformer layer (the kind of the
+  // last layer), a final norm and the shared embedding and LM head.
+  std::int64_t num_mtp_modules = 0;
 
   [[nodiscard]] bool is_moe() const { return num_experts > 0; }
+  /// Whether layer i (0-based) has a routed-expert FFN.
+  [[nodiscard]] bool is_moe_layer(std::int64_t i) const {
+    return is_moe() && i >= first_dense_layers;
+  }
+  /// Whether layer i attends through a sliding window.
+  [[nodiscard]] bool is_sliding_layer(std::int64_t i) const {
+    return sliding_window > 0 &&
+           !(full_attention_interval > 0 && (i + 1) % full_attention_interval == 0);
+  }
 };
 
 /// Training precision policies. The FP8 ones are Transformer Engine's (NVIDIA TE docs, "Using
@@ -77,6 +136,13 @@ struct TrainingSetup {
   Precision precision = Precision::bf16_mixed;
   AttentionImpl attention = AttentionImpl::flash;
   Optimizer optimizer = Optimizer::adamw;
+  // MoE routing as trained. moe_capacity_factor > 0: every expert processes a buffer of
+  // capacity_factor x its balanced share of routed tokens (GShard/Switch: overflow is dropped,
+  // short buffers are padded); 0: dropless (grouped GEMMs of exactly the routed tokens).
+  // moe_imbalance_factor: routed tokens on the busiest expert-parallel rank / the mean (1 =
+  // balanced); a dropless step waits for that rank. Neither changes model FLOPs.
+  double moe_capacity_factor = 0;
+  double moe_imbalance_factor = 1;
 };
 
 /// Gradient-accumulation steps: global = micro x accumulation x dp.
@@ -93,6 +159,11 @@ struct TrainingSetup {
 [[nodiscard]] std::string_view to_string(FfnKind f);
 [[nodiscard]] std::string_view to_string(NormKind n);
 [[nodiscard]] std::string_view to_string(PositionKind p);
+[[nodiscard]] std::string_view to_string(AttentionKind a);
+[[nodiscard]] std::string_view to_string(NormPlacement n);
+[[nodiscard]] std::string_view to_string(QkNorm q);
+/// Parameters of one norm over `width` values (2 width, width or 0 by kind).
+[[nodiscard]] double norm_params(NormKind n, double width);
 
 /// Throw ConfigError listing every invalid field, e.g.
 /// "presets/models/x.json: num_kv_heads = 5: must divide num_heads = 32".

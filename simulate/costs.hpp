@@ -20,6 +20,8 @@
 namespace trainsim::sim {
 
 /// Bytes and parameters of one micro-batch on one GPU (tp/cp-sharded), from the op list.
+/// Per-layer fields are means over the model's layers (layer kinds weighted by their counts),
+/// so x num_layers they are exact totals.
 struct MicroBatchAccounting {
   double layer_act[3] = {0, 0, 0}; // saved bytes per layer, by model::Recompute
   double layer_saved_all = 0;      // everything a layer saves (re-materialised by full recompute)
@@ -43,6 +45,8 @@ struct MicroBatchTimes {
   double layer_recompute[3] = {0, 0, 0};     // by model::Recompute
   double layer_cp = 0, layer_ep = 0;         // exposed context/expert-parallel traffic
   double emb_fwd = 0, emb_bwd = 0, emb_tp = 0;
+  // The head and the multi-token-prediction modules (last stage); head_tp also holds the MTP
+  // modules' expert-parallel all-to-alls.
   double head_fwd = 0, head_bwd = 0, head_tp = 0;
   // Host issue time of the same work (frameworks with HostModel::queue; 0 otherwise).
   double layer_fwd_host = 0, layer_bwd_host = 0, layer_recompute_host[3] = {0, 0, 0};

@@ -216,16 +216,17 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
   compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
                model::flops_per_token(m, setup.seq_len).total, est);
   est.framework = options.fw().name;
-  for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    OpCost f = op_cost(op, Pass::forward, gpu, profile);
-    OpCost b = op_cost(op, Pass::backward, gpu, profile);
-    f.queued_s = framework_op_time(op, Pass::forward, gpu, profile, options.fw()).gpu_s;
-    b.queued_s = framework_op_time(op, Pass::backward, gpu, profile, options.fw()).gpu_s;
-    est.layer_forward.push_back(f);
-    est.layer_backward.push_back(b);
-  }
+  for (const auto& kind : ops.layers) // one layer of each kind
+    for (const auto& op : kind.ops) {
+      if (model::is_communication(op.kind))
+        continue;
+      OpCost f = op_cost(op, Pass::forward, gpu, profile);
+      OpCost b = op_cost(op, Pass::backward, gpu, profile);
+      f.queued_s = framework_op_time(op, Pass::forward, gpu, profile, options.fw()).gpu_s;
+      b.queued_s = framework_op_time(op, Pass::backward, gpu, profile, options.fw()).gpu_s;
+      est.layer_forward.push_back(f);
+      est.layer_backward.push_back(b);
+    }
   return est;
 }
 

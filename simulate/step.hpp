@@ -75,7 +75,7 @@ struct StepEstimate {
   std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
                                            // plan search's work per plan; guarded by a test)
   MemoryBreakdown memory;
-  std::vector<OpCost> layer_forward, layer_backward; // one layer, for explanations
+  std::vector<OpCost> layer_forward, layer_backward; // one layer of each kind, for explanations
   Placement placement;
 };
 
