@@ -359,8 +359,10 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
   const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp, fw);
   const PassTime hf = pass_time(ops.head, Pass::forward, gpu, profile, cluster, pl.tp, fw);
   const PassTime hb = pass_time(ops.head, Pass::backward, gpu, profile, cluster, pl.tp, fw);
-  t.emb_host = ef.host + eb.host;
-  t.head_host = hf.host + hb.host;
+  t.emb_fwd_host = ef.host;
+  t.emb_bwd_host = eb.host;
+  t.head_fwd_host = hf.host;
+  t.head_bwd_host = hb.host;
   t.emb_fwd = ef.compute;
   t.emb_bwd = eb.compute;
   t.emb_tp = ef.tp + eb.tp;

@@ -50,7 +50,7 @@ struct MicroBatchTimes {
   double head_fwd = 0, head_bwd = 0, head_tp = 0;
   // Host issue time of the same work (frameworks with HostModel::queue; 0 otherwise).
   double layer_fwd_host = 0, layer_bwd_host = 0, layer_recompute_host[3] = {0, 0, 0};
-  double emb_host = 0, head_host = 0;
+  double emb_fwd_host = 0, emb_bwd_host = 0, head_fwd_host = 0, head_bwd_host = 0;
 };
 
 /// Group sizes and how many members share a node, with Megatron's rank order

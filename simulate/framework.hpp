@@ -57,6 +57,8 @@ struct FrameworkProfile {
   HostModel host_model = HostModel::per_op;
   double host_s_per_kernel = 0;     // host time to issue one kernel (dispatcher, autograd), queue
   double host_s_per_step = 0;       // fixed host time per optimizer step (loop, zero_grad, ...)
+  double host_s_per_checkpoint = 0; // per checkpointed layer and micro-batch under recompute
+                                    // (torch.utils.checkpoint's saved-tensor hooks, re-dispatch)
   double host_s_per_layer = 0;      // per transformer layer and micro-batch, forward + backward
                                     // (module hooks: FSDP's unshard/reshard, checkpoint wrappers)
   double gemm_efficiency_scale = 1; // achieved GEMM rate / the hardware profile's model

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -400,10 +401,11 @@ double memory_error(const FrameworkRun& run, const RunPrediction& p) {
 FitOptions default_fit_options(const FrameworkProfile& base,
                                const std::vector<FrameworkRun>& runs) {
   FitOptions o;
-  bool step_runs = false, published = false, memory = false;
+  bool step_runs = false, published = false, memory = false, recompute = false;
   for (const auto& r : runs) {
-    if (r.framework != base.name || !r.skip_reason.empty())
+    if (r.framework != base.name || !r.skip_reason.empty() || r.split != Split::fit)
       continue;
+    recompute = recompute || (r.step_time_s > 0 && r.plan.recompute != model::Recompute::none);
     step_runs = step_runs || r.step_time_s > 0;
     published = published || (r.step_time_s <= 0 && r.tokens_per_s_per_gpu > 0);
     memory = memory || (!r.is_oom_search() && r.peak_allocated_bytes > 0);
@@ -411,6 +413,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
   if (base.host_model == HostModel::queue && step_runs) {
     o.host_per_kernel = true;
     o.host_per_layer = base.host_s_per_layer > 0;
+    o.host_per_checkpoint = recompute;
   }
   o.gemm_efficiency = published || (base.host_model == HostModel::per_op && step_runs);
   o.activation_factor = memory;
@@ -438,6 +441,10 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     params.push_back(&fw.host_s_per_kernel);
   if (options.host_per_layer)
     params.push_back(&fw.host_s_per_layer);
+  if (options.host_per_checkpoint) {
+    fw.host_s_per_checkpoint = std::max(fw.host_s_per_checkpoint, 1e-4);
+    params.push_back(&fw.host_s_per_checkpoint);
+  }
   if (options.gemm_efficiency)
     params.push_back(&fw.gemm_efficiency_scale);
   if (!params.empty()) {

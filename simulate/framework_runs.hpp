@@ -68,7 +68,8 @@ struct RunPrediction {
 /// memory: activation factor, allocator overhead. Parameters with no fit run informing them
 /// stay as they are.
 struct FitOptions {
-  bool host_per_kernel = false, host_per_layer = false, gemm_efficiency = false;
+  bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
+  bool gemm_efficiency = false;
   bool activation_factor = false, allocator_overhead = false;
 };
 /// The default choice per framework: queue-model profiles fit their host costs (and fsdp its

@@ -31,13 +31,20 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
   struct Stage {
     double fwd = 0, bwd = 0, rc = 0, tp = 0, cp = 0, ep = 0;
-    double host = 0; // host issue time of one micro-batch (queue-model frameworks)
+    // Host issue time of one micro-batch's forward and backward (+ recompute), queue-model
+    // frameworks: the per-layer hooks and checkpoint wrappers included.
+    double host_fwd = 0, host_bwd = 0;
     [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
   };
   auto make_stage = [&](bool first, bool last) {
     Stage s;
-    s.host = layers * (t.layer_fwd_host + t.layer_bwd_host + t.layer_recompute_host[rc]) +
-             (first ? t.emb_host : 0) + (last ? t.head_host : 0);
+    const FrameworkProfile& fw = options.fw();
+    const double hooks = fw.host_s_per_layer / 2; // split evenly over the two passes
+    const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
+    s.host_fwd = layers * (t.layer_fwd_host + hooks) + (first ? t.emb_fwd_host : 0) +
+                 (last ? t.head_fwd_host : 0);
+    s.host_bwd = layers * (t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt) +
+                 (first ? t.emb_bwd_host : 0) + (last ? t.head_bwd_host : 0);
     s.fwd = layers * t.layer_fwd + (first ? t.emb_fwd : 0) + (last ? t.head_fwd : 0);
     s.bwd = layers * t.layer_bwd + (first ? t.emb_bwd : 0) + (last ? t.head_bwd : 0);
     s.rc = layers * t.layer_recompute[rc];
@@ -151,6 +158,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
 
   // ---- optimizer: memory-bound update of this GPU's (ZeRO-sharded) parameters ----
+  double optimizer_host = 0;
   {
     const double shard = plan.zero_stage >= 1 ? static_cast<double>(plan.dp) : 1.0;
     const bool mixed = setup.precision == model::Precision::bf16_mixed ||
@@ -173,17 +181,21 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                              (first_stage_holds_embedding ? a.emb_param_tensors : 0) +
                              (last_stage_holds_head ? a.head_param_tensors : 0);
       b.optimizer = body * fw.optimizer_bytes_factor + 4 * profile.gpu_launch_gap_s;
-      est.host_issue_s += tensors * fw.optimizer_host_s_per_tensor;
+      optimizer_host = tensors * fw.optimizer_host_s_per_tensor + fw.host_s_per_step;
     }
   }
-  // Host-bound frameworks: the host issues the step ahead of the GPU; whatever of its issue
-  // time the GPU's work does not cover is on the critical path.
+  // Host-bound frameworks: the host issues each phase (forward, backward with its recompute,
+  // optimizer step) ahead of the GPU; where a phase's issue time exceeds its GPU time the GPU
+  // waits, and a phase cannot start on the GPU before the host has issued it, so the excess
+  // of each phase is on the critical path (a host-bound forward is not hidden by a GPU-bound
+  // backward that follows it).
   {
     const FrameworkProfile& fw = options.fw();
     if (fw.host_model == HostModel::queue) {
-      est.host_issue_s += mb * (stage.host + layers * fw.host_s_per_layer) + fw.host_s_per_step;
-      const double gpu_busy = b.forward + b.backward + b.recompute + b.optimizer;
-      b.host = std::max(0.0, est.host_issue_s - gpu_busy);
+      const double hf = mb * stage.host_fwd, hb = mb * stage.host_bwd;
+      est.host_issue_s = hf + hb + optimizer_host;
+      b.host = std::max(0.0, hf - b.forward) + std::max(0.0, hb - b.backward - b.recompute) +
+               std::max(0.0, optimizer_host - b.optimizer);
     }
   }
   est.step_time_s = b.total();
