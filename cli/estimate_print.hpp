@@ -19,6 +19,8 @@ struct StepFlags {
 void add_step_flags(CLI::App& cmd, StepFlags& f);
 [[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);
 
+/// " (layers 7,8x14,7)" for a plan with an explicit stage split, "" otherwise.
+[[nodiscard]] std::string stage_split_note(const model::ParallelPlan& p);
 [[nodiscard]] nlohmann::json breakdown_json(const sim::StepBreakdown& b);
 [[nodiscard]] nlohmann::json memory_json(const sim::MemoryBreakdown& b);
 [[nodiscard]] nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
