@@ -100,6 +100,11 @@ set(LLAMA405 --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 
 trainsim_cli_test(estimate_pp_layers
   "uneven stages 7,8x14,7: the slowest is stage 1 \\(8 layers, [0-9.]+ ms per micro-batch\\); the fullest is stage 1 \\(8 layers, 15 micro-batches in flight\\)"
   estimate ${LLAMA405} --pp-layers 7,8x14,7)
+# The README's command and line.
+trainsim_cli_test(readme_llama405
+  "uneven stages 7,8x14,7: the slowest is stage 1 \\(8 layers, 282.54 ms per micro-batch\\); the fullest is stage 0 \\(7 layers, 17.875 micro-batches in flight\\)"
+  estimate --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192
+  --global-batch 2048 --sequence-parallel --zero 2 --interleave 8 --pp-layers 7,8x14,7 --tokens 15.6T)
 trainsim_cli_test(estimate_megatron_first_last "\"slowest_stage\": 1,[ \n]*\"slowest_stage_layers\": 8"
   estimate ${LLAMA405} --decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --format json)
 trainsim_cli_test(memory_pp_layers "fullest pipeline stage 1 \\(8 layers\\) holds 3.19 B params and 15 micro-batches"

@@ -256,6 +256,7 @@ int run_plan(const PlanOptionsCli& o) {
   if (so.fix_pp > m.num_layers)
     throw ConfigError(
         fmt::format("--fix pp={}: must not exceed num_layers = {}", so.fix_pp, m.num_layers));
+  check_stage_split_flags(o.stages, m.num_layers);
   if (!o.stages.pp_layers.empty()) {
     // Pins pp to the number of stages; checked like a plan's split (pp alone is searched).
     so.fix_stage_layers = parse_stage_layers(o.stages.pp_layers, "--pp-layers");
@@ -268,18 +269,8 @@ int run_plan(const PlanOptionsCli& o) {
     pinned.stage_layers = so.fix_stage_layers;
     model::validate_stage_layers(pinned, m.num_layers, "flags (--pp-layers)");
   }
-  if (o.stages.first_stage_layers || o.stages.last_stage_layers) {
-    if (!o.stages.pp_layers.empty())
-      (void)resolve_stage_split(o.stages, m.num_layers, 2); // throws: both forms given
-    for (const auto& [flag, v] :
-         {std::pair{"--decoder-first-pipeline-num-layers", o.stages.first_stage_layers},
-          std::pair{"--decoder-last-pipeline-num-layers", o.stages.last_stage_layers}})
-      if (v && (*v < 1 || *v >= m.num_layers))
-        throw ConfigError(
-            fmt::format("{} = {}: must be in 1..num_layers - 1 = {}", flag, *v, m.num_layers - 1));
-    so.fix_first_stage_layers = o.stages.first_stage_layers.value_or(-1);
-    so.fix_last_stage_layers = o.stages.last_stage_layers.value_or(-1);
-  }
+  so.fix_first_stage_layers = o.stages.first_stage_layers.value_or(-1);
+  so.fix_last_stage_layers = o.stages.last_stage_layers.value_or(-1);
   if (so.fix_tp > 0 && mc.num_gpus % so.fix_tp)
     throw ConfigError(fmt::format("--fix tp={}: must divide the {} GPUs", so.fix_tp, mc.num_gpus));
   const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -176,13 +176,14 @@ model::TrainingSetup resolve_setup(const SetupOptions& o) {
 void add_stage_split_options(CLI::App& cmd, StageSplitOptions& o) {
   cmd.add_option("--pp-layers", o.pp_layers,
                  "Transformer layers on each pipeline stage, first to last, e.g. 7,8x14,7 (8x14: "
-                 "14 stages of 8); default: num_layers / pp on every stage");
+                 "14 stages of 8); default: num_layers / pp on every stage (plan: searched; "
+                 "this pins it and pp)");
   cmd.add_option("--decoder-first-pipeline-num-layers", o.first_stage_layers,
                  "Layers on the first pipeline stage; the middle stages split the rest evenly "
-                 "(Megatron-LM's flag)");
+                 "(Megatron-LM's flag; plan: pinned for every pp where they can)");
   cmd.add_option("--decoder-last-pipeline-num-layers", o.last_stage_layers,
                  "Layers on the last pipeline stage; the middle stages split the rest evenly "
-                 "(Megatron-LM's flag)");
+                 "(Megatron-LM's flag; plan: pinned for every pp where they can)");
 }
 
 std::vector<std::int64_t> parse_stage_layers(const std::string& text, const char* flag) {
@@ -225,22 +226,26 @@ std::vector<std::int64_t> parse_stage_layers(const std::string& text, const char
   return out;
 }
 
-std::vector<std::int64_t> resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers,
-                                              std::int64_t pp) {
+void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers) {
   const bool megatron = o.first_stage_layers || o.last_stage_layers;
   if (!o.pp_layers.empty() && megatron)
     throw ConfigError("--pp-layers and --decoder-first/last-pipeline-num-layers: give only one "
                       "form of the stage split");
-  if (!o.pp_layers.empty())
-    return parse_stage_layers(o.pp_layers, "--pp-layers");
-  if (!megatron)
-    return {};
   for (const auto& [flag, v] :
        {std::pair{"--decoder-first-pipeline-num-layers", o.first_stage_layers},
         std::pair{"--decoder-last-pipeline-num-layers", o.last_stage_layers}})
-    if (v && (*v < 1 || *v > num_layers))
+    if (v && (*v < 1 || *v >= num_layers))
       throw ConfigError(
-          fmt::format("{} = {}: must be in 1..num_layers = {}", flag, *v, num_layers));
+          fmt::format("{} = {}: must be in 1..num_layers - 1 = {}", flag, *v, num_layers - 1));
+}
+
+std::vector<std::int64_t> resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers,
+                                              std::int64_t pp) {
+  check_stage_split_flags(o, num_layers);
+  if (!o.pp_layers.empty())
+    return parse_stage_layers(o.pp_layers, "--pp-layers");
+  if (!o.first_stage_layers && !o.last_stage_layers)
+    return {};
   const char* flag = o.first_stage_layers ? "--decoder-first-pipeline-num-layers"
                                           : "--decoder-last-pipeline-num-layers";
   if (pp < 2)

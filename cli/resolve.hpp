@@ -53,6 +53,8 @@ void add_stage_split_options(CLI::App& cmd, StageSplitOptions& o);
 /// Parses "7,8x14,7" into counts (each item n or nxk, k repetitions), naming `flag` on error.
 [[nodiscard]] std::vector<std::int64_t> parse_stage_layers(const std::string& text,
                                                            const char* flag);
+/// Only one form given, and Megatron's counts in 1..num_layers - 1 (else ConfigError).
+void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers);
 /// The per-stage counts the options give for pp stages of num_layers (empty: none given).
 /// Errors name the flag: both forms given, a count below 1, or a Megatron split whose middle
 /// stages cannot divide the rest evenly. The counts themselves are checked by validate().
