@@ -92,6 +92,54 @@ trainsim_cli_error(plan_no_batch "--global-batch: required"
 trainsim_cli_error(plan_gpus "must be a multiple of the cluster's gpus_per_node"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 9 --global-batch 8)
 
+# Uneven pipeline stages: Llama 3 405B's 126 layers on 16 stages as 7, 8 x 14, 7 (Dubey et al.
+# 2024, Sec. 3.3.2): the explicit list and Megatron-LM's first/last flags, the stage that sets
+# the pace (8 layers outweigh 7 + the LM head) and the fullest one (15 micro-batches of 8 layers).
+set(LLAMA405 --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192
+    --global-batch 2048 --sequence-parallel)
+trainsim_cli_test(estimate_pp_layers
+  "uneven stages 7,8x14,7: the slowest is stage 1 \\(8 layers, [0-9.]+ ms per micro-batch\\); the fullest is stage 1 \\(8 layers, 15 micro-batches in flight\\)"
+  estimate ${LLAMA405} --pp-layers 7,8x14,7)
+# The README's command and line.
+trainsim_cli_test(readme_llama405
+  "uneven stages 7,8x14,7: the slowest is stage 1 \\(8 layers, 282.54 ms per micro-batch\\); the fullest is stage 0 \\(7 layers, 17.875 micro-batches in flight\\)"
+  estimate --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192
+  --global-batch 2048 --sequence-parallel --zero 2 --interleave 8 --pp-layers 7,8x14,7 --tokens 15.6T)
+trainsim_cli_test(estimate_megatron_first_last "\"slowest_stage\": 1,[ \n]*\"slowest_stage_layers\": 8"
+  estimate ${LLAMA405} --decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --format json)
+trainsim_cli_test(memory_pp_layers "fullest pipeline stage 1 \\(8 layers\\) holds 3.19 B params and 15 micro-batches"
+  memory ${LLAMA405} --pp-layers 7,8x14,7)
+trainsim_cli_test(sweep_pp_layers "^value,step_time_s"
+  sweep ${LLAMA405} --pp-layers 7,8x14,7 --vary micro-batch --values 1,2 --format csv --quiet)
+trainsim_cli_test(plan_uneven "1 +8 +16 \\[7,8x14,7\\]"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --global-batch 2048 --seq-len 8192 --fix tp=8 --fix pp=16 --top 3)
+trainsim_cli_test(plan_pinned_layers "uneven_stages_evaluated\": [1-9]"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --global-batch 2048 --seq-len 8192 --pp-layers 6,8x14,8 --format json --top 1)
+trainsim_cli_error(pp_indivisible_hint
+  "pp x interleave = 16 x 1: must divide num_layers = 126, or give the layers of each stage \\(stage_layers, e.g. 7,8x14,7: flags --pp-layers"
+  estimate --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192)
+trainsim_cli_error(pp_layers_sum "stage_layers = 7,8x14,6: sum to 125, must sum to num_layers = 126"
+  estimate ${LLAMA405} --pp-layers 7,8x14,6)
+trainsim_cli_error(pp_layers_count "stage_layers = 7,8x13,7: has 15 entries, must have one per pipeline stage \\(pp = 16\\)"
+  estimate ${LLAMA405} --pp-layers 7,8x13,7)
+trainsim_cli_error(pp_layers_syntax "--pp-layers = '7,a': 'a' is not a whole number"
+  estimate ${LLAMA405} --pp-layers 7,a)
+trainsim_cli_error(pp_layers_zero "--pp-layers = '0,9x14,0': 0 is out of range"
+  memory ${LLAMA405} --pp-layers 0,9x14,0)
+trainsim_cli_error(pp_layers_both "give only one form of the stage split"
+  estimate ${LLAMA405} --pp-layers 7,8x14,7 --decoder-first-pipeline-num-layers 7)
+trainsim_cli_error(megatron_first_indivisible
+  "--decoder-first-pipeline-num-layers = 5: the other 15 stages must split the remaining 121 of num_layers = 126 evenly"
+  estimate ${LLAMA405} --decoder-first-pipeline-num-layers 5)
+trainsim_cli_error(megatron_needs_pp "--decoder-last-pipeline-num-layers: needs pipeline parallelism"
+  memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --decoder-last-pipeline-num-layers 4)
+trainsim_cli_error(pp_layers_interleave "with interleave = 9 a stage needs a layer per model chunk, at least 9"
+  estimate ${LLAMA405} --pp-layers 7,8x14,7 --interleave 9)
+trainsim_cli_error(plan_pp_layers_fix_pp "--pp-layers = 7,8x14,7: has 16 stages but --fix pp=8"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --global-batch 2048 --pp-layers 7,8x14,7 --fix pp=8)
+trainsim_cli_error(sweep_pp_layers_vary_pp "has 16 entries, must have one per pipeline stage \\(pp = 8\\)"
+  sweep ${LLAMA405} --pp-layers 7,8x14,7 --vary pp --values 16,8)
+
 # Calibration from the recorded H200 measurements (no GPU needed): fit on one set of shapes,
 # compare on a different (held-out) set. The issue's target is a calibrated mean error of at
 # most 10%; the recorded run (2026-11-29, run 6: validate/results/h200-calibration.json and

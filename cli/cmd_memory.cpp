@@ -167,6 +167,7 @@ int run_memory(const MemoryOptions& o) {
                {"params", params},
                {"params_per_gpu", b.params_on_gpu},
                {"pipeline_stage", b.stage},
+               {"pipeline_stage_layers", b.stage_num_layers},
                {"in_flight_micro_batches", b.in_flight_micro_batches},
                {"per_gpu_bytes", memory_json(b)},
                {"gpu_memory_bytes", mc.gpu.memory_bytes},
@@ -176,15 +177,18 @@ int run_memory(const MemoryOptions& o) {
     sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
                              format_count(params), mc.num_gpus, mc.gpu.name,
                              gb(mc.gpu.memory_bytes)));
-    sink.comment(fmt::format("tp {} pp {} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch {}, "
-                             "seq_len {}, {} {}, {} attention",
-                             p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
-                             p.zero_stage, model::to_string(p.recompute), s.micro_batch_size,
-                             s.seq_len, model::to_string(s.precision),
-                             model::to_string(s.optimizer), model::to_string(s.attention)));
-    sink.comment(fmt::format("fullest pipeline stage {} holds {} params and {:g} micro-batches "
-                             "of activations",
-                             b.stage, format_count(b.params_on_gpu), b.in_flight_micro_batches));
+    sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch "
+                             "{}, seq_len {}, {} {}, {} attention",
+                             p.tp, p.pp, stage_split_note(p), p.dp, p.cp,
+                             p.sequence_parallel ? " +SP" : "", p.zero_stage,
+                             model::to_string(p.recompute), s.micro_batch_size, s.seq_len,
+                             model::to_string(s.precision), model::to_string(s.optimizer),
+                             model::to_string(s.attention)));
+    sink.comment(fmt::format(
+        "fullest pipeline stage {}{} holds {} params and {:g} micro-batches "
+        "of activations",
+        b.stage, p.stage_layers.empty() ? "" : fmt::format(" ({} layers)", b.stage_num_layers),
+        format_count(b.params_on_gpu), b.in_flight_micro_batches));
     breakdown_table(sink, b);
     if (sink.format() == Format::table)
       sink.write(fmt::format("{}: {} GB of {} GB ({:.0f}%); largest micro-batch that fits: {}\n",

@@ -60,6 +60,12 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   return o;
 }
 
+std::string stage_split_note(const model::ParallelPlan& p) {
+  return p.stage_layers.empty()
+             ? ""
+             : fmt::format(" (layers {})", model::format_stage_layers(p.stage_layers));
+}
+
 nlohmann::json breakdown_json(const sim::StepBreakdown& b) {
   return {{"forward", b.forward},     {"backward", b.backward}, {"recompute", b.recompute},
           {"tp_comm", b.tp_comm},     {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
@@ -124,6 +130,10 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"model_flops_per_step", e.model_flops_per_step},
                    {"achieved_flops_per_s_per_gpu", e.achieved_flops_per_s_per_gpu},
                    {"per_gpu_bytes", memory_json(e.memory)},
+                   {"slowest_stage", e.slowest_stage},
+                   {"slowest_stage_layers", e.slowest_stage_layers},
+                   {"fullest_stage", e.memory.stage},
+                   {"fullest_stage_layers", e.memory.stage_num_layers},
                    {"gpu_memory_bytes", mc.gpu.memory_bytes},
                    {"fits", e.memory.total <= mc.gpu.memory_bytes}};
   if (tokens > 0) {
@@ -148,10 +158,10 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                            p.num_gpus(), mc.gpu.name, mc.cluster.gpus_per_node, mc.profile.name));
   sink.comment(fmt::format("framework: {}", e.framework));
   sink.comment(fmt::format(
-      "tp {} pp {} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
+      "tp {} pp {}{} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
       "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "
       "tokens",
-      p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
+      p.tp, p.pp, stage_split_note(p), p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
       p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "", p.zero_stage,
       model::to_string(p.recompute), model::to_string(s.attention), model::to_string(s.precision),
       s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size, s.seq_len));
@@ -186,6 +196,14 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
+  if (!p.stage_layers.empty())
+    sink.write(fmt::format("uneven stages {}: the slowest is stage {} ({} layers, {} per "
+                           "micro-batch); the fullest is stage {} ({} layers, {:g} micro-batches "
+                           "in flight)\n",
+                           model::format_stage_layers(p.stage_layers), e.slowest_stage,
+                           e.slowest_stage_layers, format_seconds(e.micro_batch_stage_s),
+                           e.memory.stage, e.memory.stage_num_layers,
+                           e.memory.in_flight_micro_batches));
   if (tokens > 0) {
     const auto tt = train_time(m, e, static_cast<double>(p.num_gpus()), tokens);
     sink.write(fmt::format("{} tokens: {:.1f} days, {:.3g} GPU-hours (top-down 6ND at this MFU: "

@@ -24,6 +24,8 @@ void add_framework_option(CLI::App& cmd, std::string& framework);
 [[nodiscard]] std::string band_text(const sim::StepEstimate& e);
 [[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);
 
+/// " (layers 7,8x14,7)" for a plan with an explicit stage split, "" otherwise.
+[[nodiscard]] std::string stage_split_note(const model::ParallelPlan& p);
 [[nodiscard]] nlohmann::json breakdown_json(const sim::StepBreakdown& b);
 [[nodiscard]] nlohmann::json memory_json(const sim::MemoryBreakdown& b);
 [[nodiscard]] nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,

@@ -1,7 +1,10 @@
 // Validation and names of the job description structs (spec.hpp).
 #include "model/spec.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
+#include <limits>
 
 #include "common/errors.hpp"
 
@@ -97,6 +100,134 @@ double norm_params(NormKind n, double width) {
   return width;
 }
 
+std::int64_t min_layers_on_stage(std::int64_t pp, std::int64_t interleave, std::int64_t stage) {
+  if (interleave <= 1)
+    return 1;
+  const bool end = stage == 0 || stage == pp - 1;
+  return std::max<std::int64_t>(1, end ? interleave - 1 : interleave);
+}
+
+bool first_last_stage_layers(std::int64_t num_layers, std::int64_t pp, std::int64_t first,
+                             std::int64_t last, std::vector<std::int64_t>& out) {
+  out.clear();
+  if (pp < 2 || num_layers < 1)
+    return false;
+  std::int64_t rest = num_layers, stages = pp;
+  if (first >= 0) {
+    rest -= first;
+    --stages;
+  }
+  if (last >= 0) {
+    rest -= last;
+    --stages;
+  }
+  std::int64_t middle = 0;
+  if (stages == 0) {
+    if (rest != 0)
+      return false;
+  } else {
+    if (rest < stages || rest % stages != 0)
+      return false;
+    middle = rest / stages;
+  }
+  out.assign(static_cast<std::size_t>(pp), middle);
+  if (first >= 0)
+    out.front() = first;
+  if (last >= 0)
+    out.back() = last;
+  return std::all_of(out.begin(), out.end(), [](std::int64_t n) { return n >= 1; });
+}
+
+bool balanced_stage_layers(std::int64_t num_layers, std::int64_t pp, std::int64_t interleave,
+                           double layer_cost, double first_extra_cost, double last_extra_cost,
+                           std::vector<std::int64_t>& out) {
+  out.clear();
+  if (pp < 1 || num_layers < pp)
+    return false;
+  if (pp == 1) {
+    out.push_back(num_layers);
+    return true;
+  }
+  if (!(layer_cost > 0)) { // no timing: balance the layer counts alone
+    layer_cost = 1;
+    first_extra_cost = last_extra_cost = 0;
+  }
+  const std::int64_t min_end = min_layers_on_stage(pp, interleave, 0);
+  const std::int64_t min_mid = pp > 2 ? min_layers_on_stage(pp, interleave, 1) : 0;
+  const std::int64_t mids = pp - 2;
+  if (num_layers < 2 * min_end + mids * min_mid)
+    return false;
+  // Middle stages hold b layers each; the ends share the rest s = a + c. For one b the best a
+  // balances a x layer + first extra against c x layer + last extra: the floor or the ceiling
+  // of the real optimum (ties: the smaller a). That end cost G falls (weakly) as b grows and
+  // the middle cost b x layer rises, so the slowest stage is least at their crossing: b0, the
+  // largest b with b x layer <= G, or b0 + 1. Found by bisection; ties go to the larger b
+  // (lighter ends). With two stages there is no middle: b = 0, one evaluation.
+  struct Ends {
+    std::int64_t a = 0, c = 0;
+    double cost = 0;
+  };
+  auto ends = [&](std::int64_t b) {
+    const std::int64_t s = num_layers - mids * b;
+    const double real_a =
+        (static_cast<double>(s) * layer_cost + last_extra_cost - first_extra_cost) /
+        (2 * layer_cost);
+    const double lo = static_cast<double>(min_end), hi = static_cast<double>(s - min_end);
+    const auto a0 = static_cast<std::int64_t>(std::clamp(std::floor(real_a), lo, hi));
+    Ends best;
+    best.cost = std::numeric_limits<double>::infinity();
+    for (const std::int64_t a : {a0, std::min(a0 + 1, s - min_end)}) {
+      const std::int64_t c = s - a;
+      const double cost = std::max(static_cast<double>(a) * layer_cost + first_extra_cost,
+                                   static_cast<double>(c) * layer_cost + last_extra_cost);
+      if (cost < best.cost)
+        best = {a, c, cost};
+    }
+    return best;
+  };
+  auto middle = [&](std::int64_t b) { return static_cast<double>(b) * layer_cost; };
+  std::int64_t best_b = 0;
+  if (mids > 0) {
+    const std::int64_t max_mid = (num_layers - 2 * min_end) / mids;
+    std::int64_t lo = min_mid, hi = max_mid; // bisect for b0 in [lo, hi]
+    if (middle(lo) > ends(lo).cost) {
+      best_b = lo; // the middle already dominates at its smallest
+    } else {
+      while (lo < hi) { // invariant: middle(lo) <= ends(lo)
+        const std::int64_t mid = lo + (hi - lo + 1) / 2;
+        if (middle(mid) <= ends(mid).cost)
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      best_b = lo;
+      if (lo < max_mid && middle(lo + 1) <= ends(lo).cost)
+        best_b = lo + 1;
+    }
+  }
+  const Ends e = ends(best_b);
+  const std::int64_t best_a = e.a, best_c = e.c;
+  out.assign(static_cast<std::size_t>(pp), best_b);
+  out.front() = best_a;
+  out.back() = best_c;
+  return true;
+}
+
+std::string format_stage_layers(const std::vector<std::int64_t>& stage_layers) {
+  std::string s;
+  for (std::size_t i = 0; i < stage_layers.size();) {
+    std::size_t j = i;
+    while (j < stage_layers.size() && stage_layers[j] == stage_layers[i])
+      ++j;
+    if (!s.empty())
+      s += ',';
+    s += j - i > 1 ? fmt::format("{}x{}", stage_layers[i], j - i)
+                   : fmt::format("{}", stage_layers[i]);
+    i = j;
+  }
+  return s;
+}
+
 namespace {
 // Sizes beyond these are typos, not models (a 1e6-wide hidden layer has 1e12 params/layer).
 constexpr std::int64_t kMaxDim = 1 << 20;
@@ -108,6 +239,61 @@ void positive(Problems& p, const char* field, std::int64_t v, std::int64_t max) 
     p.add(fmt::format("{} = {}: must be positive", field, v));
   else if (v > max)
     p.add(fmt::format("{} = {}: absurdly large (limit {})", field, v, max));
+}
+
+// No split given and the layers do not divide: say how to give one, with the split that
+// balances the layer counts alone as an example.
+std::string indivisible_layers(const ParallelPlan& plan, std::int64_t num_layers) {
+  std::string msg = fmt::format("pp x interleave = {} x {}: must divide num_layers = {}", plan.pp,
+                                plan.interleave, num_layers);
+  std::vector<std::int64_t> example;
+  if (!balanced_stage_layers(num_layers, plan.pp, plan.interleave, 1, 0, 0, example))
+    return msg; // too few layers for pp x interleave chunks, even unevenly
+  return msg + fmt::format(", or give the layers of each stage (stage_layers, e.g. {}: flags "
+                           "--pp-layers, or --decoder-first-pipeline-num-layers and "
+                           "--decoder-last-pipeline-num-layers)",
+                           format_stage_layers(example));
+}
+
+void check_stage_layers(Problems& p, const ParallelPlan& plan, std::int64_t num_layers) {
+  const auto& s = plan.stage_layers;
+  const std::string list = format_stage_layers(s);
+  if (static_cast<std::int64_t>(s.size()) != plan.pp)
+    p.add(fmt::format("stage_layers = {}: has {} entries, must have one per pipeline stage (pp = "
+                      "{})",
+                      list, s.size(), plan.pp));
+  std::int64_t sum = 0;
+  std::vector<std::size_t> short_stages; // below their minimum
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] > kMaxLayers) {
+      p.add(fmt::format("stage_layers[{}] = {}: absurdly large (limit {})", i, s[i], kMaxLayers));
+      continue;
+    }
+    sum += s[i];
+    const bool counted = static_cast<std::int64_t>(s.size()) == plan.pp;
+    const std::int64_t stage = static_cast<std::int64_t>(i);
+    if (s[i] < (counted ? min_layers_on_stage(plan.pp, plan.interleave, stage) : 1))
+      short_stages.push_back(i);
+  }
+  if (!short_stages.empty()) {
+    std::string which;
+    for (std::size_t k = 0; k < short_stages.size() && k < 4; ++k)
+      which += fmt::format("{}stage_layers[{}] = {}", k ? ", " : "", short_stages[k],
+                           s[short_stages[k]]);
+    if (short_stages.size() > 4)
+      which += fmt::format(" and {} more", short_stages.size() - 4);
+    if (plan.interleave <= 1)
+      p.add(fmt::format("{}: every stage needs at least 1 layer", which));
+    else
+      p.add(fmt::format("{}: with interleave = {} a stage needs a layer per model chunk, at least "
+                        "{} ({} on the first and the last stage, whose first / last chunk may "
+                        "hold only the embedding / the head)",
+                        which, plan.interleave, plan.interleave,
+                        std::max<std::int64_t>(1, plan.interleave - 1)));
+  }
+  if (sum != num_layers)
+    p.add(fmt::format("stage_layers = {}: sum to {}, must sum to num_layers = {}", list, sum,
+                      num_layers));
 }
 } // namespace
 
@@ -213,6 +399,13 @@ void validate(const TrainingSetup& s, const std::string& source) {
   p.throw_if_any();
 }
 
+void validate_stage_layers(const ParallelPlan& plan, std::int64_t num_layers,
+                           const std::string& source) {
+  Problems p(source);
+  check_stage_layers(p, plan, num_layers);
+  p.throw_if_any();
+}
+
 void validate(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup& s,
               std::int64_t num_gpus, const std::string& source) {
   Problems p(source);
@@ -244,9 +437,10 @@ void validate(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup&
   }
   if (plan.pp > m.num_layers)
     p.add(fmt::format("pp = {}: must not exceed num_layers = {}", plan.pp, m.num_layers));
-  else if (m.num_layers % (plan.pp * plan.interleave) != 0)
-    p.add(fmt::format("pp x interleave = {} x {}: must divide num_layers = {}", plan.pp,
-                      plan.interleave, m.num_layers));
+  else if (plan.stage_layers.empty() && m.num_layers % (plan.pp * plan.interleave) != 0)
+    p.add(indivisible_layers(plan, m.num_layers));
+  if (!plan.stage_layers.empty())
+    check_stage_layers(p, plan, m.num_layers);
   if (plan.interleave > 1 && plan.pp == 1)
     p.add(fmt::format("interleave = {}: needs pipeline parallelism (pp > 1)", plan.interleave));
   if (s.seq_len % plan.cp != 0)

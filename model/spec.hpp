@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/dtype.hpp"
 
@@ -126,8 +127,51 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   std::int64_t interleave = 1; // virtual pipeline chunks per stage (1 = plain 1F1B)
   Recompute recompute = Recompute::none;
+  // Transformer layers on each pipeline stage, first to last; empty: num_layers / pp on every
+  // stage. An uneven split lightens the stages that also hold the embedding (first) or the LM
+  // head and loss (last): Llama 3 405B trains 126 layers on 16 stages as 7, 8 x 14, 7
+  // (Dubey et al. 2024, Sec. 3.3.2). Every stage holds at least one layer.
+  std::vector<std::int64_t> stage_layers;
   [[nodiscard]] std::int64_t num_gpus() const { return tp * pp * dp * cp; }
 };
+
+/// Transformer layers on pipeline stage `stage` (0-based) of a validated plan.
+[[nodiscard]] inline std::int64_t layers_on_stage(const ParallelPlan& plan, std::int64_t num_layers,
+                                                  std::int64_t stage) {
+  return plan.stage_layers.empty() ? num_layers / plan.pp
+                                   : plan.stage_layers[static_cast<std::size_t>(stage)];
+}
+
+/// Fewest layers stage `stage` may hold with `interleave` model chunks per stage: one per chunk,
+/// except that the first chunk of the first stage may hold only the embedding and the last
+/// chunk of the last stage only the head and loss (Llama 3's layout), and never fewer than 1.
+[[nodiscard]] std::int64_t min_layers_on_stage(std::int64_t pp, std::int64_t interleave,
+                                               std::int64_t stage);
+
+/// Megatron-LM's uneven split (--decoder-first-pipeline-num-layers / --decoder-last-...):
+/// the first and/or the last stage hold `first` / `last` layers (< 0: not given) and the other
+/// stages divide the rest evenly. Writes pp counts into `out` (its capacity is reused); false
+/// when the rest does not divide evenly or a count would be below 1 (nothing is validated
+/// beyond that: validate() does).
+[[nodiscard]] bool first_last_stage_layers(std::int64_t num_layers, std::int64_t pp,
+                                           std::int64_t first, std::int64_t last,
+                                           std::vector<std::int64_t>& out);
+
+/// The balanced uneven split: the first stage holds `a`, the middle ones `b` each, the last `c`
+/// layers (Megatron's pattern), chosen to minimise the slowest stage, where a stage of n layers
+/// costs n x layer_cost, plus first_extra_cost on the first and last_extra_cost on the last
+/// (embedding; LM head and loss). Ties go to more layers in the middle (lighter ends), then to
+/// the better balanced ends, then to the lighter first stage (it holds the most micro-batches
+/// in flight). Respects min_layers_on_stage(). Writes pp counts into `out` (capacity reused);
+/// false when the layers are too few. Pure arithmetic: O(log num_layers) steps, no allocation
+/// once `out` has grown.
+[[nodiscard]] bool balanced_stage_layers(std::int64_t num_layers, std::int64_t pp,
+                                         std::int64_t interleave, double layer_cost,
+                                         double first_extra_cost, double last_extra_cost,
+                                         std::vector<std::int64_t>& out);
+
+/// "7,8x14,7": counts in stage order, a run of k equal counts n written nxk.
+[[nodiscard]] std::string format_stage_layers(const std::vector<std::int64_t>& stage_layers);
 
 struct TrainingSetup {
   std::int64_t micro_batch_size = 1;  // sequences per micro-batch per data-parallel rank
@@ -173,5 +217,9 @@ void validate(const TrainingSetup& setup, const std::string& source);
 /// and, when num_gpus > 0, that tp*pp*dp*cp == num_gpus.
 void validate(const ParallelPlan& plan, const ModelSpec& model, const TrainingSetup& setup,
               std::int64_t num_gpus, const std::string& source);
+/// The stage_layers part of the above alone: one count per stage (pp), each at least
+/// min_layers_on_stage(), summing to num_layers.
+void validate_stage_layers(const ParallelPlan& plan, std::int64_t num_layers,
+                           const std::string& source);
 
 } // namespace trainsim::model

@@ -48,11 +48,10 @@ bool FrameworkProfile::is_identity() const {
     if (!same(r, RoleCost{}))
       return false;
   return host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
-         host_s_per_checkpoint == 0 &&
-         gemm_efficiency_scale == 1 && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
-         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
-         logits_peak_bytes_per_elem == 0 && allocator_overhead_fraction == 0 &&
-         allocator_round_bytes == 0 && context_bytes == 0;
+         host_s_per_checkpoint == 0 && gemm_efficiency_scale == 1 && memory_bw_scale == 1 &&
+         optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
+         activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
+         allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0;
 }
 
 const FrameworkProfile& trainsim_framework() {

@@ -44,7 +44,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
                                std::int64_t stage) {
   const bool first = stage == 0;
   const bool last = stage == plan.pp - 1;
-  const double layers = static_cast<double>(model.num_layers) / static_cast<double>(plan.pp);
+  const std::int64_t num_layers = model::layers_on_stage(plan, model.num_layers, stage);
+  const double layers = static_cast<double>(num_layers);
   // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
   // stage, the head on the last (plus a copy of a tied table when it is not the first).
   const double layer_params =
@@ -71,6 +72,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     if (setup.precision == model::Precision::fp8_delayed)
       fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
   }
+  m.stage_num_layers = num_layers;
 
   // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
   // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
@@ -116,12 +118,25 @@ MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const mode
                                        const model::ParallelPlan& plan,
                                        const model::TrainingSetup& setup,
                                        const hw::HardwareProfile& profile,
-                                       const MemoryOptions& options) {
-  MemoryBreakdown first = compose_memory(a, model, plan, setup, profile, options, 0);
-  if (plan.pp == 1)
-    return first;
-  MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
-  return first.total >= last.total ? first : last;
+                                       const MemoryOptions& options, double stop_above_bytes) {
+  MemoryBreakdown fullest = compose_memory(a, model, plan, setup, profile, options, 0);
+  if (plan.pp == 1 || fullest.total > stop_above_bytes)
+    return fullest;
+  // Middle stages differ only in layers and micro-batches in flight (pp - i, falling with i):
+  // one with no more layers than an earlier middle stage cannot be fuller than it.
+  std::int64_t most = 0;
+  for (std::int64_t i = 1; i + 1 < plan.pp && !plan.stage_layers.empty(); ++i) {
+    if (plan.stage_layers[static_cast<std::size_t>(i)] <= most)
+      continue;
+    most = plan.stage_layers[static_cast<std::size_t>(i)];
+    const MemoryBreakdown mid = compose_memory(a, model, plan, setup, profile, options, i);
+    if (mid.total > fullest.total)
+      fullest = mid;
+    if (fullest.total > stop_above_bytes)
+      return fullest;
+  }
+  const MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
+  return fullest.total >= last.total ? fullest : last;
 }
 
 MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::ParallelPlan& plan,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -37,8 +38,9 @@ struct MemoryBreakdown { // one GPU, bytes
     return weights + gradients + optimizer + activations + buffers;
   }
   [[nodiscard]] double peak_reserved() const { return peak_allocated() + allocator; }
-  double params_on_gpu = 0; // parameters held by this GPU before ZeRO sharding
-  std::int64_t stage = 0;   // pipeline stage this breakdown is for (the fullest one)
+  double params_on_gpu = 0;          // parameters held by this GPU before ZeRO sharding
+  std::int64_t stage = 0;            // pipeline stage this breakdown is for (the fullest one)
+  std::int64_t stage_num_layers = 0; // transformer layers on that stage
   double in_flight_micro_batches = 1;
 };
 
@@ -61,13 +63,19 @@ struct MemoryOptions {
                                              const model::TrainingSetup& setup,
                                              const hw::HardwareProfile& profile,
                                              const MemoryOptions& options, std::int64_t stage);
-/// The fuller of the first and the last stage.
+/// The fullest stage (the first of equals): the first or the last when the layers are split
+/// evenly; with an uneven split also a middle stage with more layers than the first (stage i
+/// holds pp - i micro-batches in flight, so only a middle stage with more layers than every
+/// earlier middle stage can be fuller than those: only those are composed).
+/// A stage above `stop_above_bytes` is returned at once (the first stage is composed first):
+/// enough for a search that only asks whether the plan fits.
 [[nodiscard]] MemoryBreakdown
 compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& model,
                        const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                       const hw::HardwareProfile& profile, const MemoryOptions& options);
+                       const hw::HardwareProfile& profile, const MemoryOptions& options,
+                       double stop_above_bytes = std::numeric_limits<double>::infinity());
 
-/// Full per-GPU breakdown for the fullest pipeline stage (first or last).
+/// Full per-GPU breakdown for the fullest pipeline stage.
 [[nodiscard]] MemoryBreakdown estimate_memory(const model::ModelSpec& model,
                                               const model::ParallelPlan& plan,
                                               const model::TrainingSetup& setup,

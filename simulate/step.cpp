@@ -12,6 +12,31 @@ namespace trainsim::sim {
 
 using model::Recompute;
 
+StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
+                       const StepOptions& options) {
+  double tp_layer =
+      t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
+  if (options.tp_overlap)
+    tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
+  StageCosts c;
+  const int rc = static_cast<int>(plan.recompute);
+  c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, t.layer_cp, t.layer_ep};
+  c.first_extra = {t.emb_fwd, t.emb_bwd, 0, t.emb_tp, 0, 0};
+  c.last_extra = {t.head_fwd, t.head_bwd, 0, t.head_tp, 0, 0};
+  // Host issue time (queue-model frameworks): the ops', plus per-layer hooks split over the
+  // two passes and the checkpoint wrapper of a recomputed layer in backward.
+  const FrameworkProfile& fw = options.fw();
+  const double hooks = fw.host_s_per_layer / 2;
+  const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
+  c.layer.host_fwd = t.layer_fwd_host + hooks;
+  c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt;
+  c.first_extra.host_fwd = t.emb_fwd_host;
+  c.first_extra.host_bwd = t.emb_bwd_host;
+  c.last_extra.host_fwd = t.head_fwd_host;
+  c.last_extra.host_bwd = t.head_bwd_host;
+  return c;
+}
+
 void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const model::ModelSpec& m, const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
                   const hw::HardwareProfile& profile, const model::ParallelPlan& plan,
@@ -24,48 +49,53 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   const int rc = static_cast<int>(plan.recompute);
 
   // ---- one micro-batch through the slowest pipeline stage ----
-  double tp_layer =
-      t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
-  if (options.tp_overlap)
-    tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
-  const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
-  struct Stage {
-    double fwd = 0, bwd = 0, rc = 0, tp = 0, cp = 0, ep = 0;
-    // Host issue time of one micro-batch's forward and backward (+ recompute), queue-model
-    // frameworks: the per-layer hooks and checkpoint wrappers included.
-    double host_fwd = 0, host_bwd = 0;
-    [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
-  };
-  auto make_stage = [&](bool first, bool last) {
-    Stage s;
-    const FrameworkProfile& fw = options.fw();
-    const double hooks = fw.host_s_per_layer / 2; // split evenly over the two passes
-    const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
-    s.host_fwd = layers * (t.layer_fwd_host + hooks) + (first ? t.emb_fwd_host : 0) +
-                 (last ? t.head_fwd_host : 0);
-    s.host_bwd = layers * (t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt) +
-                 (first ? t.emb_bwd_host : 0) + (last ? t.head_bwd_host : 0);
-    s.fwd = layers * t.layer_fwd + (first ? t.emb_fwd : 0) + (last ? t.head_fwd : 0);
-    s.bwd = layers * t.layer_bwd + (first ? t.emb_bwd : 0) + (last ? t.head_bwd : 0);
-    s.rc = layers * t.layer_recompute[rc];
-    s.tp = layers * tp_layer + (first ? t.emb_tp : 0) + (last ? t.head_tp : 0);
-    s.cp = layers * t.layer_cp;
-    s.ep = layers * t.layer_ep;
+  // A stage's time is its layers' plus the embedding (first) or the head and loss (last). With
+  // an even split only the first or the last can be the slowest; with an uneven one also the
+  // middle stage with the most layers (the first of them).
+  const StageCosts costs = stage_costs(t, plan, options);
+  auto make_stage = [&](std::int64_t num_layers, bool first, bool last) {
+    const double n = static_cast<double>(num_layers);
+    const StageTime& l = costs.layer;
+    const StageTime& f = costs.first_extra;
+    const StageTime& h = costs.last_extra;
+    StageTime s;
+    s.fwd = n * l.fwd + (first ? f.fwd : 0) + (last ? h.fwd : 0);
+    s.bwd = n * l.bwd + (first ? f.bwd : 0) + (last ? h.bwd : 0);
+    s.rc = n * l.rc;
+    s.tp = n * l.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
+    s.cp = n * l.cp;
+    s.ep = n * l.ep;
+    s.host_fwd = n * l.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
+    s.host_bwd = n * l.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
     return s;
   };
-  Stage stage = make_stage(true, plan.pp == 1);
-  bool first_stage_holds_embedding = true, last_stage_holds_head = plan.pp == 1;
-  if (plan.pp > 1) {
-    const Stage last = make_stage(false, true);
-    if (last.total() > stage.total()) {
-      stage = last;
-      first_stage_holds_embedding = false;
-      last_stage_holds_head = true;
+  est.slowest_stage = 0;
+  est.slowest_stage_layers = model::layers_on_stage(plan, m.num_layers, 0);
+  StageTime stage = make_stage(est.slowest_stage_layers, true, plan.pp == 1);
+  auto consider = [&](std::int64_t index, bool last) {
+    const std::int64_t n = model::layers_on_stage(plan, m.num_layers, index);
+    const StageTime s = make_stage(n, false, last);
+    if (s.total() > stage.total()) {
+      stage = s;
+      est.slowest_stage = index;
+      est.slowest_stage_layers = n;
     }
+  };
+  if (plan.pp > 2 && !plan.stage_layers.empty()) {
+    const auto middle =
+        std::max_element(plan.stage_layers.begin() + 1, plan.stage_layers.end() - 1);
+    consider(middle - plan.stage_layers.begin(), false);
   }
+  if (plan.pp > 1)
+    consider(plan.pp - 1, true);
   est.micro_batch_stage_s = stage.total();
+  // Layers per stage on average: what every GPU re-runs under recompute, summed over stages.
+  const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
 
   // ---- schedule: 1F1B or interleaved 1F1B (Narayanan et al. 2021) ----
+  // The pipeline advances at the pace of its slowest stage: step ~ (m + (p - 1) / v) x that
+  // stage's micro-batch time. With uneven stages this is an upper bound: the fill and drain
+  // also cross the faster stages (exact for equal stages).
   est.micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
   est.global_batch_size = est.micro_batches * setup.micro_batch_size * plan.dp;
   const double mb = static_cast<double>(est.micro_batches);
@@ -178,8 +208,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     } else {
       // The framework's implementation: more passes (foreach) and host time per tensor.
       const double tensors = layers * a.layer_param_tensors +
-                             (first_stage_holds_embedding ? a.emb_param_tensors : 0) +
-                             (last_stage_holds_head ? a.head_param_tensors : 0);
+                             (est.slowest_stage == 0 ? a.emb_param_tensors : 0) +
+                             (est.slowest_stage == plan.pp - 1 ? a.head_param_tensors : 0);
       b.optimizer = body * fw.optimizer_bytes_factor + 4 * profile.gpu_launch_gap_s;
       optimizer_host = tensors * fw.optimizer_host_s_per_tensor + fw.host_s_per_step;
     }
