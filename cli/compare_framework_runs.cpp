@@ -111,6 +111,11 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
       k.oom_within_one += std::abs(p.max_micro_batch - r.max_micro_batch) <= 1 ? 1 : 0;
       row["memory_cap_bytes"] = r.memory_cap_bytes;
+      const double me = sim::memory_error(r, p);
+      if (std::isfinite(me)) {
+        k.memory(me);
+        row["memory_error_pct"] = 100 * me;
+      }
       row["max_micro_batch_measured"] = r.max_micro_batch;
       row["max_micro_batch_predicted"] = p.max_micro_batch;
       t.add_row({r.id, half(r.split), fw_name, fmt::format("max batch {}", r.max_micro_batch),
@@ -118,7 +123,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                  p.max_micro_batch == r.max_micro_batch
                      ? "="
                      : fmt::format("{:+d}", p.max_micro_batch - r.max_micro_batch),
-                 "", ""},
+                 "", std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
                 {r.id, half(r.split), fw_name, std::to_string(r.max_micro_batch),
                  std::to_string(p.max_micro_batch), "", "", ""});
       rows.push_back(row);
@@ -249,6 +254,9 @@ void calibrate_framework(const std::vector<std::string>& files, const std::strin
     sink.write(fmt::format("gemm_efficiency_scale = {:.4f}\n", p.gemm_efficiency_scale));
   if (options.activation_factor)
     sink.write(fmt::format("activation_bytes_factor = {:.4f}\n", p.activation_bytes_factor));
+  if (options.activation_factor_fp32)
+    sink.write(
+        fmt::format("activation_bytes_factor_fp32 = {:.4f}\n", p.activation_bytes_factor_fp32));
   if (options.allocator_overhead)
     sink.write(
         fmt::format("allocator_overhead_fraction = {:.4f}\n", p.allocator_overhead_fraction));

@@ -79,6 +79,7 @@ nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
           {"optimizer", b.optimizer},
           {"activations", b.activations},
           {"buffers", b.buffers},
+          {"transient", b.transient},
           {"allocator", b.allocator},
           {"overhead", b.overhead},
           {"peak_allocated_bytes", b.peak_allocated()},

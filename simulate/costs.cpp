@@ -131,7 +131,7 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
 // Bytes of distinct saved tensors (deduplicated by id, the first op saving an id sets its
 // role's factor), scaled by the framework's per-role and global activation factors.
 double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_quadratic,
-                             const FrameworkProfile& fw) {
+                             const FrameworkProfile& fw, bool fp32) {
   std::vector<const std::string*> seen;
   double total = 0;
   for (const auto& op : ops)
@@ -146,7 +146,8 @@ double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_qua
       seen.push_back(&t.id);
       total += t.bytes * fw.role(op.role).saved_bytes_factor;
     }
-  return total * fw.activation_bytes_factor;
+  return total * (fp32 && fw.activation_bytes_factor_fp32 > 0 ? fw.activation_bytes_factor_fp32
+                                                              : fw.activation_bytes_factor);
 }
 
 // Expert-parallel all-to-alls of one layer (dispatch and combine, forward and backward).
@@ -210,21 +211,26 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
                                          const model::TrainingSetup& setup,
                                          const FrameworkProfile& fw) {
   MicroBatchAccounting a;
+  const bool fp32 = setup.precision == model::Precision::fp32;
+  const double act_factor = fp32 && fw.activation_bytes_factor_fp32 > 0
+                                ? fw.activation_bytes_factor_fp32
+                                : fw.activation_bytes_factor;
   a.layer_act[static_cast<int>(Recompute::none)] =
-      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, true, fw); });
+      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, true, fw, fp32); });
   a.layer_act[static_cast<int>(Recompute::selective)] =
-      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, false, fw); });
+      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, false, fw, fp32); });
   for (const auto& kind : ops.layers) {
     for (const auto& op : kind.ops)
       for (const auto& t : op.saved)
         if (t.role == model::TensorRole::layer_input)
           a.layer_act[static_cast<int>(Recompute::full)] =
-              t.bytes * fw.role(op.role).saved_bytes_factor * fw.activation_bytes_factor;
+              t.bytes * fw.role(op.role).saved_bytes_factor * act_factor;
     // Full recompute re-materialises one layer at a time: the largest kind.
-    a.layer_saved_all = std::max(a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw));
+    a.layer_saved_all =
+        std::max(a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32));
   }
-  a.emb_act = framework_saved_bytes(ops.embedding, true, fw);
-  a.head_act = framework_saved_bytes(ops.head, true, fw);
+  a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
+  a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);
   for (const auto& op : ops.head) {
     if (op.role != model::OpRole::lm_head)
       continue;
@@ -235,7 +241,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       // list's fused fp32 softmax.
       for (const auto& l : ops.head)
         if (l.role == model::OpRole::loss)
-          a.head_act -= framework_saved_bytes({l}, true, fw);
+          a.head_act -= framework_saved_bytes({l}, true, fw, fp32);
       a.head_act += logits * fw.logits_peak_bytes_per_elem;
     } else {
       a.head_act += logits * dtype_bytes(op.dtype); // the 16-bit logits beside their fp32 copy
@@ -243,7 +249,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   }
   // MTP modules run after the head on the last stage and keep their tensors until backward.
   const double modules = static_cast<double>(ops.num_mtp_modules);
-  a.head_act += modules * framework_saved_bytes(ops.mtp, true, fw);
+  a.head_act += modules * framework_saved_bytes(ops.mtp, true, fw, fp32);
   // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
   a.pp_send_bytes =
       static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp * m.hidden_size) *

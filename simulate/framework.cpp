@@ -102,6 +102,11 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   positive("optimizer_bytes_factor", f.optimizer_bytes_factor, 100);
   non_negative("optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6, 1e4);
   positive("activation_bytes_factor", f.activation_bytes_factor, 100);
+  non_negative("activation_bytes_factor_fp32", f.activation_bytes_factor_fp32, 100);
+  non_negative("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param, 100);
+  non_negative("mixed_state_bytes_per_param.weights", f.mixed_weight_bytes, 64);
+  non_negative("mixed_state_bytes_per_param.gradients", f.mixed_grad_bytes, 64);
+  non_negative("mixed_state_bytes_per_param.optimizer", f.mixed_optimizer_bytes, 64);
   non_negative("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem, 1000);
   non_negative("allocator_overhead_fraction", f.allocator_overhead_fraction, 10);
   non_negative("allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0), 1e6);
@@ -146,6 +151,16 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   if (r.get("optimizer_host_us_per_tensor", us))
     f.optimizer_host_s_per_tensor = us * 1e-6;
   r.get("activation_bytes_factor", f.activation_bytes_factor);
+  r.get("activation_bytes_factor_fp32", f.activation_bytes_factor_fp32);
+  r.get("memory_timeline", f.memory_timeline);
+  if (const auto* st = r.take("mixed_state_bytes_per_param")) {
+    JsonObjectReader sr(*st, p);
+    sr.get("weights", f.mixed_weight_bytes, true);
+    sr.get("gradients", f.mixed_grad_bytes, true);
+    sr.get("optimizer", f.mixed_optimizer_bytes, true);
+    sr.finish();
+  }
+  r.get("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param);
   r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
@@ -154,7 +169,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   double gb = 0;
   if (r.get("context_gb", gb))
     f.context_bytes = gb * 1e9;
-  (void)r.take("notes"); // free text: derivations of the values (documentation only)
+  r.get("notes", f.notes); // free text: derivations of the values (documentation only)
   if (const auto* roles = r.take("roles")) {
     if (!roles->is_object()) {
       p.add("roles: expected an object keyed by op role");
@@ -210,6 +225,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
   nlohmann::json j{{"name", f.name},
                    {"source", f.source},
                    {"version", f.version},
+                   {"notes", f.notes},
                    {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
                    {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
                    {"host_ms_per_step", f.host_s_per_step * 1e3},
@@ -220,6 +236,13 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"optimizer_bytes_factor", f.optimizer_bytes_factor},
                    {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},
                    {"activation_bytes_factor", f.activation_bytes_factor},
+                   {"activation_bytes_factor_fp32", f.activation_bytes_factor_fp32},
+                   {"memory_timeline", f.memory_timeline},
+                   {"mixed_state_bytes_per_param",
+                    {{"weights", f.mixed_weight_bytes},
+                     {"gradients", f.mixed_grad_bytes},
+                     {"optimizer", f.mixed_optimizer_bytes}}},
+                   {"optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param},
                    {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
                    {"allocator_overhead_fraction", f.allocator_overhead_fraction},
                    {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},

@@ -51,6 +51,7 @@ struct FrameworkProfile {
   std::string name;    // CLI handle: "megatron", "fsdp", "deepspeed", "pytorch", ...
   std::string source;  // what the profile describes and where its values come from
   std::string version; // framework version the values were derived or fitted for
+  std::string notes;   // how the derived values were derived (documentation, kept by fits)
 
   std::array<RoleCost, static_cast<std::size_t>(model::OpRole::count_)> roles{};
 
@@ -70,7 +71,22 @@ struct FrameworkProfile {
   double optimizer_host_s_per_tensor = 0;
 
   // Memory.
-  double activation_bytes_factor = 1;     // on every saved tensor (after the per-role factors)
+  double activation_bytes_factor = 1;      // on every saved tensor (after the per-role factors)
+  double activation_bytes_factor_fp32 = 0; // the same for fp32 training (0: as above); eager
+                                           // autocast saves 16-bit casts beside fp32 tensors,
+                                           // which fp32 training does not
+  // Peak over the step's phases instead of everything at once: gradients are allocated during
+  // backward as activations are freed (zero_grad(set_to_none=True)), so the backward peak is
+  // states + max(activations, gradients); the optimizer step adds its transient buffers to
+  // states + gradients (PyTorch's foreach AdamW: one fp32 list, torch._foreach_sqrt of
+  // exp_avg_sq, 4 B/param; torch/optim/adamw.py, _multi_tensor_adamw).
+  bool memory_timeline = false;
+  double optimizer_transient_bytes_per_param = 0;
+  // Bytes per parameter of weights, gradients and optimizer states under mixed precision
+  // (0 = trainsim's 2 + 2 + 12). PyTorch autocast and FSDP2 keep fp32 parameters and
+  // gradients (4 + 4 + 8); Megatron-Core keeps bf16 parameters, fp32 main gradients and fp32
+  // master weights with the moments (2 + 4 + 12; its docs' "18 bytes per parameter").
+  double mixed_weight_bytes = 0, mixed_grad_bytes = 0, mixed_optimizer_bytes = 0;
   double logits_peak_bytes_per_elem = 0;  // transient bytes per logit element alive at the loss
                                           // (fp32 copy, log-probs, their gradients); 0: the op
                                           // list's own (fp32 softmax + 16-bit logits)

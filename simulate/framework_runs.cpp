@@ -201,6 +201,10 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   run.plan.recompute = *recompute;
   run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
   run.setup.global_batch_size = int_or(j, "global_batch", 0);
+  if (run.is_oom_search() && run.max_micro_batch == 0) {
+    run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked from batch 1 up
+    run.setup.global_batch_size = run.plan.dp;
+  }
   if (run.setup.micro_batch_size <= 0 && run.setup.global_batch_size > 0 && run.plan.dp > 0 &&
       run.setup.global_batch_size % run.plan.dp == 0 && run.plan.pp == 1)
     run.setup.micro_batch_size = run.setup.global_batch_size / run.plan.dp; // no accumulation
@@ -210,8 +214,6 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   if (run.setup.global_batch_size <= 0)
     run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
-  if (run.is_oom_search() && run.max_micro_batch == 0)
-    run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked at batch 1
 
   // Where it ran.
   const std::string gpu = string_or(j, "gpu", "");
@@ -389,8 +391,8 @@ double time_error(const FrameworkRun& run, const RunPrediction& p) {
 }
 
 double memory_error(const FrameworkRun& run, const RunPrediction& p) {
-  if (run.is_oom_search())
-    return std::numeric_limits<double>::quiet_NaN(); // judged by the verdict, not the bytes
+  if (run.is_oom_search() && run.max_micro_batch <= 0)
+    return std::numeric_limits<double>::quiet_NaN(); // nothing ran: no peak to compare
   if (run.peak_reserved_bytes > 0)
     return (p.peak_reserved_bytes - run.peak_reserved_bytes) / run.peak_reserved_bytes;
   if (run.peak_allocated_bytes > 0)
@@ -402,13 +404,16 @@ FitOptions default_fit_options(const FrameworkProfile& base,
                                const std::vector<FrameworkRun>& runs) {
   FitOptions o;
   bool step_runs = false, published = false, memory = false, recompute = false;
+  bool fp32_memory = false;
   for (const auto& r : runs) {
     if (r.framework != base.name || !r.skip_reason.empty() || r.split != Split::fit)
       continue;
     recompute = recompute || (r.step_time_s > 0 && r.plan.recompute != model::Recompute::none);
     step_runs = step_runs || r.step_time_s > 0;
     published = published || (r.step_time_s <= 0 && r.tokens_per_s_per_gpu > 0);
-    memory = memory || (!r.is_oom_search() && r.peak_allocated_bytes > 0);
+    memory = memory || r.peak_allocated_bytes > 0;
+    fp32_memory = fp32_memory || (!r.is_oom_search() && r.peak_allocated_bytes > 0 &&
+                                  r.setup.precision == model::Precision::fp32);
   }
   if (base.host_model == HostModel::queue && step_runs) {
     o.host_per_kernel = true;
@@ -417,6 +422,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
   }
   o.gemm_efficiency = published || (base.host_model == HostModel::per_op && step_runs);
   o.activation_factor = memory;
+  o.activation_factor_fp32 = fp32_memory;
   o.allocator_overhead = memory;
   return o;
 }
@@ -429,7 +435,9 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
       continue;
     if (!r.is_oom_search() && (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0))
       time_rows.push_back(&r);
-    if (!r.is_oom_search() && (r.peak_reserved_bytes > 0 || r.peak_allocated_bytes > 0))
+    // OOM-boundary rows record the peaks of the largest batch that ran under the cap.
+    if ((!r.is_oom_search() || r.max_micro_batch > 0) &&
+        (r.peak_reserved_bytes > 0 || r.peak_allocated_bytes > 0))
       memory_rows.push_back(&r);
   }
   FitResult result;
@@ -475,11 +483,15 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     if (memory_rows.empty())
       throw ConfigError(fmt::format(
           "--framework-runs: no fit row of framework '{}' recorded peak memory", base.name));
-    auto fit_one = [&](double& param, bool reserved) {
+    // which: 0 = mixed-precision rows, 1 = fp32 rows, 2 = all (the allocator's slack).
+    auto fit_one = [&](double& param, bool reserved, int which) {
       auto objective = [&](const std::vector<double>& x) {
         param = reserved ? std::exp(x[0]) - 1e-3 : std::exp(x[0]);
         double sum = 0;
         for (const FrameworkRun* r : memory_rows) {
+          const bool fp32 = r->setup.precision == model::Precision::fp32;
+          if ((which == 0 && fp32 && options.activation_factor_fp32) || (which == 1 && !fp32))
+            continue;
           const RunPrediction p = predict_run(*r, fw);
           const double measured = reserved ? r->peak_reserved_bytes : r->peak_allocated_bytes;
           const double predicted = reserved ? p.peak_reserved_bytes : p.peak_allocated_bytes;
@@ -494,9 +506,13 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
       (void)objective(x);
     };
     if (options.activation_factor)
-      fit_one(fw.activation_bytes_factor, false);
+      fit_one(fw.activation_bytes_factor, false, 0);
+    if (options.activation_factor_fp32) {
+      fw.activation_bytes_factor_fp32 = std::max(fw.activation_bytes_factor_fp32, 1.0);
+      fit_one(fw.activation_bytes_factor_fp32, false, 1);
+    }
     if (options.allocator_overhead)
-      fit_one(fw.allocator_overhead_fraction, true);
+      fit_one(fw.allocator_overhead_fraction, true, 2);
     fw.allocator_overhead_fraction = std::max(fw.allocator_overhead_fraction, 0.0);
   }
   // Residuals on the fit rows.

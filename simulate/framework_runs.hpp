@@ -70,7 +70,7 @@ struct RunPrediction {
 struct FitOptions {
   bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
   bool gemm_efficiency = false;
-  bool activation_factor = false, allocator_overhead = false;
+  bool activation_factor = false, activation_factor_fp32 = false, allocator_overhead = false;
 };
 /// The default choice per framework: queue-model profiles fit their host costs (and fsdp its
 /// per-layer hooks); per-op profiles their GEMM efficiency; every profile its memory factors

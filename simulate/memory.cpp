@@ -58,6 +58,15 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   MemoryBreakdown m =
       model_state_bytes(params, setup.precision, setup.optimizer, plan.dp, plan.zero_stage);
   m.stage = stage;
+  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
+  if (fw.mixed_weight_bytes > 0 && setup.precision != model::Precision::fp32 &&
+      setup.precision != model::Precision::bf16) {
+    // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
+    const double n = static_cast<double>(std::max<std::int64_t>(plan.dp, 1));
+    m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
+    m.gradients = fw.mixed_grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
+    m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
+  }
   double fp8_state = 0;
   if (model::is_fp8(setup.precision)) {
     // FP8 copies of the linear weights (Transformer Engine's Float8Tensor): the data and, on
@@ -105,7 +114,23 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
                (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
   m.buffers = buffers + fp8_state;
-  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
+  m.activations_saved = m.activations;
+  if (fw.memory_timeline) {
+    // Backward: activations freed as gradients are made (state + max of the two); optimizer
+    // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
+    const double local_params = params / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
+    const double transient = fw.optimizer_transient_bytes_per_param * local_params;
+    const double backward_peak = std::max(m.activations, m.gradients);
+    const double optimizer_peak = m.gradients + transient;
+    if (optimizer_peak > backward_peak) {
+      m.activations = 0;
+      m.transient = transient;
+    } else if (m.gradients > m.activations) {
+      m.activations = 0; // end of backward: every gradient, no activation left
+    } else {
+      m.gradients = 0; // start of backward: every activation, no gradient yet
+    }
+  }
   // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
   // allocated bytes): a fraction of what is allocated plus segment rounding.
   m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;

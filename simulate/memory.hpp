@@ -30,18 +30,23 @@ struct StateBytesPerParam {
 [[nodiscard]] StateBytesPerParam state_bytes_per_param(model::Precision p, model::Optimizer o);
 
 struct MemoryBreakdown { // one GPU, bytes
+  // The parts alive at the peak (frameworks with a memory timeline: gradients, activations and
+  // the optimizer's transient buffers as they are at the peak moment; else all of them).
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0;
+  double transient = 0; // the optimizer step's temporaries, when the peak is there
   double allocator = 0; // caching allocator: reserved beyond allocated at the peak
   double overhead = 0;  // CUDA context, library workspaces (outside the allocator)
   double total = 0;     // all of the above: what must fit in the GPU's memory
   [[nodiscard]] double peak_allocated() const {
-    return weights + gradients + optimizer + activations + buffers;
+    return weights + gradients + optimizer + activations + buffers + transient;
   }
   [[nodiscard]] double peak_reserved() const { return peak_allocated() + allocator; }
   double params_on_gpu = 0;          // parameters held by this GPU before ZeRO sharding
   std::int64_t stage = 0;            // pipeline stage this breakdown is for (the fullest one)
   std::int64_t stage_num_layers = 0; // transformer layers on that stage
   double in_flight_micro_batches = 1;
+  double activations_saved = 0; // every saved activation of the fullest moment (reported even
+                                // when the peak falls in the optimizer step)
 };
 
 struct MemoryOptions {
