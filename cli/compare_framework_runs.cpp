@@ -252,6 +252,9 @@ void calibrate_framework(const std::vector<std::string>& files, const std::strin
     sink.write(fmt::format("host_us_per_checkpoint = {:.4g}\n", p.host_s_per_checkpoint * 1e6));
   if (options.gemm_efficiency)
     sink.write(fmt::format("gemm_efficiency_scale = {:.4f}\n", p.gemm_efficiency_scale));
+  if (options.expert_efficiency)
+    sink.write(
+        fmt::format("expert_gemm_efficiency_scale = {:.4f}\n", p.expert_gemm_efficiency_scale));
   if (options.activation_factor)
     sink.write(fmt::format("activation_bytes_factor = {:.4f}\n", p.activation_bytes_factor));
   if (options.activation_factor_fp32)

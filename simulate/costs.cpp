@@ -189,8 +189,11 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
     f.gpu_s = c.queued_s; // inside a step: queued launches (our own trainer)
     return f;
   }
-  const double compute =
-      c.compute_s / (op.kind == model::OpKind::gemm ? fw.gemm_efficiency_scale : 1.0);
+  const double gemm_scale = op.kind != model::OpKind::gemm ? 1.0
+                            : model::is_routed_expert(op.role)
+                                ? fw.gemm_efficiency_scale * fw.expert_gemm_efficiency_scale
+                                : fw.gemm_efficiency_scale;
+  const double compute = c.compute_s / gemm_scale;
   const double memory =
       c.memory_s * (bwd ? rc.bwd_bytes_factor : rc.fwd_bytes_factor) / fw.memory_bw_scale;
   const double body = std::max(compute, memory);

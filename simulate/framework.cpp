@@ -98,6 +98,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("host_us_per_layer", f.host_s_per_layer * 1e6, 1e6);
   non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
   positive("gemm_efficiency_scale", f.gemm_efficiency_scale, 2);
+  positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
   positive("memory_bw_scale", f.memory_bw_scale, 2);
   positive("optimizer_bytes_factor", f.optimizer_bytes_factor, 100);
   non_negative("optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6, 1e4);
@@ -146,6 +147,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   if (r.get("host_us_per_checkpoint", us))
     f.host_s_per_checkpoint = us * 1e-6;
   r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
+  r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
   r.get("memory_bw_scale", f.memory_bw_scale);
   r.get("optimizer_bytes_factor", f.optimizer_bytes_factor);
   if (r.get("optimizer_host_us_per_tensor", us))
@@ -232,6 +234,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"host_us_per_layer", f.host_s_per_layer * 1e6},
                    {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
                    {"gemm_efficiency_scale", f.gemm_efficiency_scale},
+                   {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
                    {"memory_bw_scale", f.memory_bw_scale},
                    {"optimizer_bytes_factor", f.optimizer_bytes_factor},
                    {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},

@@ -63,7 +63,9 @@ struct FrameworkProfile {
   double host_s_per_layer = 0;      // per transformer layer and micro-batch, forward + backward
                                     // (module hooks: FSDP's unshard/reshard, checkpoint wrappers)
   double gemm_efficiency_scale = 1; // achieved GEMM rate / the hardware profile's model
-  double memory_bw_scale = 1;       // achieved rate of memory-bound kernels / the profile's
+  double expert_gemm_efficiency_scale = 1; // routed experts' grouped GEMMs, on top of the above
+                                           // (many small GEMMs, permutation, uneven loads)
+  double memory_bw_scale = 1;              // achieved rate of memory-bound kernels / the profile's
 
   // Optimizer step (AdamW): bytes relative to one fused pass (PyTorch's foreach AdamW makes
   // several passes over each state), and host time per parameter tensor.

@@ -16,6 +16,7 @@
 #include "model/count.hpp"
 #include "model/load.hpp"
 #include "simulate/memory.hpp"
+#include "simulate/plan.hpp"
 
 namespace trainsim::sim {
 namespace {
@@ -200,6 +201,17 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   run.plan.recompute = *recompute;
   run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
+  if (run.setup.micro_batch_size <= 0 && j.contains("other") && j["other"].is_object()) {
+    // torchtitan prints the local batch per data-parallel rank; with pipeline parallelism it
+    // is cut into micro-batches of pipeline_parallel_microbatch_size = 1 (its default).
+    const std::int64_t local = int_or(j["other"], "local_batch_size", 0);
+    if (local > 0) {
+      run.setup.micro_batch_size = run.plan.pp > 1 ? 1 : local;
+      run.setup.global_batch_size = local * run.plan.dp;
+    }
+    const auto at = j["other"].find("async_tp");
+    run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
+  }
   run.setup.global_batch_size = int_or(j, "global_batch", 0);
   if (run.is_oom_search() && run.max_micro_batch == 0) {
     run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked from batch 1 up
@@ -241,6 +253,13 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     return run;
   }
   run.profile = hw::default_profile(run.gpu.name);
+  if (run.model.num_layers % (run.plan.pp * run.plan.interleave) != 0) {
+    // Published layouts with layers that do not split evenly (Llama 3.1 405B: 126 layers on 8
+    // stages) use uneven stages: the balanced split the plan search would choose.
+    StepOptions so;
+    run.plan.stage_layers = searched_stage_layers(run.model, run.cluster, run.gpu, run.profile,
+                                                  run.plan, run.setup, so);
+  }
   try {
     model::validate(run.plan, run.model, run.setup, num_gpus, where);
   } catch (const ConfigError& e) {
@@ -350,6 +369,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
   so.framework = std::make_shared<const FrameworkProfile>(fw);
+  so.tp_overlap = run.tp_overlap;
   auto estimate = [&](std::int64_t micro_batch) {
     model::TrainingSetup s = run.setup;
     s.micro_batch_size = micro_batch;
@@ -404,11 +424,12 @@ FitOptions default_fit_options(const FrameworkProfile& base,
                                const std::vector<FrameworkRun>& runs) {
   FitOptions o;
   bool step_runs = false, published = false, memory = false, recompute = false;
-  bool fp32_memory = false;
+  bool fp32_memory = false, moe = false;
   for (const auto& r : runs) {
     if (r.framework != base.name || !r.skip_reason.empty() || r.split != Split::fit)
       continue;
     recompute = recompute || (r.step_time_s > 0 && r.plan.recompute != model::Recompute::none);
+    moe = moe || (r.model.is_moe() && (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0));
     step_runs = step_runs || r.step_time_s > 0;
     published = published || (r.step_time_s <= 0 && r.tokens_per_s_per_gpu > 0);
     memory = memory || r.peak_allocated_bytes > 0;
@@ -421,6 +442,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
     o.host_per_checkpoint = recompute;
   }
   o.gemm_efficiency = published || (base.host_model == HostModel::per_op && step_runs);
+  o.expert_efficiency = o.gemm_efficiency && moe;
   o.activation_factor = memory;
   o.activation_factor_fp32 = fp32_memory;
   o.allocator_overhead = memory;
@@ -455,6 +477,8 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   }
   if (options.gemm_efficiency)
     params.push_back(&fw.gemm_efficiency_scale);
+  if (options.expert_efficiency)
+    params.push_back(&fw.expert_gemm_efficiency_scale);
   if (!params.empty()) {
     if (time_rows.empty())
       throw ConfigError(fmt::format("--framework-runs: no fit row of framework '{}' has a "
@@ -466,7 +490,7 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     auto objective = [&](const std::vector<double>& x) {
       for (std::size_t i = 0; i < params.size(); ++i)
         *params[i] = std::exp(x[i]);
-      if (fw.gemm_efficiency_scale > 2)
+      if (fw.gemm_efficiency_scale > 2 || fw.expert_gemm_efficiency_scale > 2)
         return 1e9;
       double sum = 0;
       for (const FrameworkRun* r : time_rows) {

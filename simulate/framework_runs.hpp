@@ -33,6 +33,7 @@ struct FrameworkRun {
   hw::HardwareProfile profile;
   model::ParallelPlan plan;
   model::TrainingSetup setup;
+  bool tp_overlap = false; // tensor-parallel collectives overlapped (torchtitan's async TP)
   // Measured (0 = not recorded).
   double step_time_s = 0;
   double tokens_per_s_per_gpu = 0;
@@ -69,7 +70,7 @@ struct RunPrediction {
 /// stay as they are.
 struct FitOptions {
   bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
-  bool gemm_efficiency = false;
+  bool gemm_efficiency = false, expert_efficiency = false;
   bool activation_factor = false, activation_factor_fp32 = false, allocator_overhead = false;
 };
 /// The default choice per framework: queue-model profiles fit their host costs (and fsdp its
