@@ -267,3 +267,24 @@ trainsim_cli_error(moe_imbalance_below_one "moe_imbalance_factor = 0.5: must be 
   estimate --model mixtral-8x7b --gpu h100-sxm --num-gpus 8 --ep 8 --moe-imbalance 0.5)
 trainsim_cli_error(hf_unsupported_feature "mlp_only_layers = \\[3\\]: not supported"
   model --model ${CMAKE_CURRENT_SOURCE_DIR}/testdata/qwen3_moe_mlp_only.json)
+
+# Framework profiles: every output names its framework; the recorded runs are compared per
+# half; the presets are exactly what the declared fit produces from the recorded runs.
+trainsim_cli_test(framework_named "framework: pytorch"
+  estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
+trainsim_cli_test(framework_host_bound "host \\(CPU-bound\\)"
+  estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
+trainsim_cli_test(framework_band_json "\"step_time_s_low\""
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --zero 1 --framework megatron --format json)
+trainsim_cli_test(framework_fp8 "fp8"
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --zero 1 --precision fp8)
+trainsim_cli_error(framework_unknown "unknown framework preset"
+  estimate --model gpt2 --gpu h100-sxm --seq-len 1024 --framework megatorn)
+trainsim_cli_test(framework_runs_compare "pytorch/test: 15 runs"
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --only pytorch)
+trainsim_cli_test(framework_runs_oom "OOM boundary: max micro-batch"
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom.jsonl)
+trainsim_cli_error(framework_runs_needs_framework "--framework: required"
+  calibrate --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --out fw.json)
+add_test(NAME cli.framework_presets_are_the_fit
+         COMMAND bash -c "out=$(mktemp -d) && ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out && for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f) || exit 1; done; rm -rf $out")
