@@ -288,3 +288,7 @@ trainsim_cli_error(framework_runs_needs_framework "--framework: required"
   calibrate --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --out fw.json)
 add_test(NAME cli.framework_presets_are_the_fit
          COMMAND bash -c "out=$(mktemp -d) && ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out && for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f) || exit 1; done; rm -rf $out")
+trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
+  memory --model llama3.2-1b --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 2048 --framework pytorch --format json)
+trainsim_cli_test(memory_verdict_band "band \\+-[0-9]+% \\(1 sigma over"
+  memory --model llama3.2-1b --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 2048 --framework pytorch)

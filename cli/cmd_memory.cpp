@@ -25,9 +25,21 @@ struct MemoryOptions {
   std::string params;
   bool max_params = false;
   double bucket_mb = 25;
+  std::string framework = "megatron";
   std::string plot;
   OutputOptions out;
 };
+
+// The verdict against the capacity with the profile's memory band (1 sigma of its fit
+// residuals): "fits" when even the band's top fits, "does not fit" when even its bottom does
+// not, else "within the band: try it".
+std::string verdict(double total, double capacity, double sigma) {
+  if (total * (1 + sigma) <= capacity)
+    return "fits";
+  if (total * (1 - sigma) > capacity)
+    return "does not fit";
+  return "within the band: try it";
+}
 
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / 1e9); }
 std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024 * 1024)); }
@@ -43,6 +55,10 @@ void breakdown_table(Sink& sink, const sim::MemoryBreakdown& b) {
   row("optimizer", b.optimizer);
   row("activations", b.activations);
   row("buffers", b.buffers);
+  if (b.transient > 0)
+    row("optimizer step temporaries", b.transient);
+  if (b.allocator > 0)
+    row("allocator (reserved - allocated)", b.allocator);
   row("overhead", b.overhead);
   row("total", b.total);
   t.print(sink);
@@ -153,8 +169,16 @@ int run_memory(const MemoryOptions& o) {
   const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
   sim::MemoryOptions mo;
   mo.bucket_bytes = o.bucket_mb * 1024 * 1024;
+  mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(o.framework));
+  const double sigma = mo.framework->fit.memory_sigma_fraction;
   const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
   const bool fits = b.total <= mc.gpu.memory_bytes;
+  const std::string said = verdict(b.total, mc.gpu.memory_bytes, sigma);
+  const std::string band =
+      mo.framework->fit.memory_runs > 0
+          ? fmt::format("+-{:.0f}% (1 sigma over {} {} runs)", 100 * sigma,
+                        mo.framework->fit.memory_runs, mo.framework->name)
+          : fmt::format("no band: the {} profile has no memory residuals", mo.framework->name);
   const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
   const double params = model::count_params(m).total;
   Sink sink(o.out);
@@ -169,14 +193,22 @@ int run_memory(const MemoryOptions& o) {
                {"pipeline_stage", b.stage},
                {"pipeline_stage_layers", b.stage_num_layers},
                {"in_flight_micro_batches", b.in_flight_micro_batches},
+               {"framework", mo.framework->name},
                {"per_gpu_bytes", memory_json(b)},
+               {"peak_allocated_bytes", b.peak_allocated()},
+               {"peak_reserved_bytes", b.peak_reserved()},
                {"gpu_memory_bytes", mc.gpu.memory_bytes},
+               {"headroom_bytes", mc.gpu.memory_bytes - b.total},
+               {"memory_band_fraction", sigma},
+               {"band_source", band},
+               {"verdict", said},
                {"fits", fits},
                {"max_micro_batch", max_mb}});
   } else {
     sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
                              format_count(params), mc.num_gpus, mc.gpu.name,
                              gb(mc.gpu.memory_bytes)));
+    sink.comment(fmt::format("framework: {}", mo.framework->name));
     sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch "
                              "{}, seq_len {}, {} {}, {} attention",
                              p.tp, p.pp, stage_split_note(p), p.dp, p.cp,
@@ -191,9 +223,15 @@ int run_memory(const MemoryOptions& o) {
         format_count(b.params_on_gpu), b.in_flight_micro_batches));
     breakdown_table(sink, b);
     if (sink.format() == Format::table)
-      sink.write(fmt::format("{}: {} GB of {} GB ({:.0f}%); largest micro-batch that fits: {}\n",
-                             fits ? "FITS" : "DOES NOT FIT", gb(b.total), gb(mc.gpu.memory_bytes),
-                             100 * b.total / mc.gpu.memory_bytes, max_mb));
+      sink.write(fmt::format(
+          "{}: {} GB of {} GB ({:.0f}%), {} by {} GB; band {}; peak allocated {} GB, reserved "
+          "{} GB; largest micro-batch that fits: {}\n",
+          said == "fits"           ? "FITS"
+          : said == "does not fit" ? "DOES NOT FIT"
+                                   : "WITHIN THE BAND: TRY IT",
+          gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
+          fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
+          gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
   }
   if (!o.plot.empty()) {
     PlotSpec spec =
@@ -206,14 +244,19 @@ int run_memory(const MemoryOptions& o) {
     spec.hmarkers.push_back({mc.gpu.memory_bytes / 1e9,
                              fmt::format("GPU memory {:.0f} GB", mc.gpu.memory_bytes / 1e9)});
     spec.yrange = {0, 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9};
-    plot_bars(spec, {"this plan"},
-              {"weights", "gradients", "optimizer", "activations", "buffers", "overhead"},
-              {{b.weights / 1e9},
-               {b.gradients / 1e9},
-               {b.optimizer / 1e9},
-               {b.activations / 1e9},
-               {b.buffers / 1e9},
-               {b.overhead / 1e9}});
+    // Two bars: what is allocated at the peak, and what the caching allocator has reserved
+    // for it (the same parts plus its slack) beside the context outside the allocator.
+    plot_bars(spec, {"allocated", "reserved+context"},
+              {"weights", "gradients", "optimizer", "activations", "buffers", "temporaries",
+               "allocator slack", "context"},
+              {{b.weights / 1e9, b.weights / 1e9},
+               {b.gradients / 1e9, b.gradients / 1e9},
+               {b.optimizer / 1e9, b.optimizer / 1e9},
+               {b.activations / 1e9, b.activations / 1e9},
+               {b.buffers / 1e9, b.buffers / 1e9},
+               {b.transient / 1e9, b.transient / 1e9},
+               {0.0, b.allocator / 1e9},
+               {0.0, b.overhead / 1e9}});
   }
   return 0;
 }
@@ -236,7 +279,9 @@ void add_memory(CLI::App& app) {
                 "Print the largest parameter count whose model states fit (per ZeRO stage)");
   cmd->add_option("--bucket-mb", o->bucket_mb, "Gradient bucket size in MiB (buffers)")
       ->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a breakdown chart (.png or .svg)");
+  add_framework_option(*cmd, o->framework);
+  cmd->add_option("--plot", o->plot,
+                  "Write a breakdown chart (.png or .svg): allocated vs reserved by category");
   add_output_options(*cmd, o->out);
   cmd->footer("Examples:\n  trainsim memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 "
               "--seq-len 8192\n  trainsim memory --params 7.5e9 --num-gpus 64 --zero 1\n  "
