@@ -292,3 +292,8 @@ trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
   memory --model llama3.2-1b --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 2048 --framework pytorch --format json)
 trainsim_cli_test(memory_verdict_band "band \\+-[0-9]+% \\(1 sigma over"
   memory --model llama3.2-1b --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 2048 --framework pytorch)
+trainsim_cli_test(memory_deepspeed_offload "DeepSpeed ZeRO-3 \\(offload optimizer: cpu, parameters: cpu\\): model states per GPU 1.88 GB"
+  memory --model llama3-70b --cluster dgx-h100 --num-gpus 8 --seq-len 4096 --recompute full
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
+trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: not modelled by trainsim"
+  memory --model gpt2 --gpu h100-sxm --seq-len 1024 --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_unknown.json)

@@ -9,10 +9,14 @@
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
+#include "model/ops.hpp"
+#include "simulate/deepspeed.hpp"
 #include "simulate/memory.hpp"
+#include <optional>
 
 namespace trainsim::cli {
 namespace {
@@ -26,6 +30,8 @@ struct MemoryOptions {
   bool max_params = false;
   double bucket_mb = 25;
   std::string framework = "megatron";
+  std::string deepspeed;      // ds_config.json: stage, offload, buckets, micro-batch, precision
+  double nvme_gb_per_s = 6.0; // per node, for ZeRO-Infinity's NVMe traffic
   std::string plot;
   OutputOptions out;
 };
@@ -165,11 +171,29 @@ int run_memory(const MemoryOptions& o) {
     throw ConfigError(fmt::format("--bucket-mb = {}: must be in 0..1e6", o.bucket_mb));
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine);
-  const model::TrainingSetup s = resolve_setup(o.setup);
-  const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
+  model::TrainingSetup s = resolve_setup(o.setup);
+  PlanOptions plan_options = o.plan;
+  std::optional<sim::DeepSpeedConfig> ds;
+  std::string framework = o.framework;
+  if (!o.deepspeed.empty()) {
+    // The DeepSpeed config decides what it states: ZeRO stage, micro-batch, precision.
+    ds = sim::deepspeed_config_from_json(load_json_file(o.deepspeed), o.deepspeed);
+    plan_options.zero_stage = ds->zero_stage;
+    if (ds->micro_batch > 0)
+      s.micro_batch_size = ds->micro_batch;
+    s.precision = ds->precision;
+    framework = "deepspeed";
+  }
+  const model::ParallelPlan p = resolve_plan(plan_options, m, s, mc.num_gpus);
   sim::MemoryOptions mo;
-  mo.bucket_bytes = o.bucket_mb * 1024 * 1024;
-  mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(o.framework));
+  mo.bucket_bytes = ds ? ds->reduce_bucket_elems * dtype_bytes(model::compute_dtype(s.precision)) /
+                             (ds->overlap_comm ? 1.0 : 2.0)
+                       : o.bucket_mb * 1024 * 1024;
+  mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(framework));
+  if (ds) {
+    mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
+    mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
+  }
   const double sigma = mo.framework->fit.memory_sigma_fraction;
   const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
   const bool fits = b.total <= mc.gpu.memory_bytes;
@@ -178,7 +202,7 @@ int run_memory(const MemoryOptions& o) {
       mo.framework->fit.memory_runs > 0
           ? fmt::format("+-{:.0f}% (1 sigma over {} {} runs)", 100 * sigma,
                         mo.framework->fit.memory_runs, mo.framework->name)
-          : fmt::format("no band: the {} profile has no memory residuals", mo.framework->name);
+          : fmt::format("none (the {} profile has no memory residuals)", mo.framework->name);
   const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
   const double params = model::count_params(m).total;
   Sink sink(o.out);
@@ -233,6 +257,28 @@ int run_memory(const MemoryOptions& o) {
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
   }
+  if (ds) {
+    // Model states as DeepSpeed's own estimator gives them, where they live, and the PCIe/NVMe
+    // traffic offload adds per step.
+    const auto ops = model::build_ops(m, model::OpContext{});
+    double largest = 0;
+    for (const auto& kind : ops.layers)
+      for (const auto& op : kind.ops)
+        largest = std::max(largest, op.params);
+    const std::int64_t g = std::min(mc.cluster.gpus_per_node, mc.num_gpus);
+    const std::int64_t nodes = std::max<std::int64_t>(mc.num_gpus / g, 1);
+    const auto place = sim::offload_placement(
+        *ds, params, largest, g, nodes, mc.gpu.pcie_bandwidth_bytes_per_s, o.nvme_gb_per_s * 1e9);
+    if (sink.format() == Format::table) {
+      sink.write(fmt::format(
+          "# DeepSpeed ZeRO-{} (offload optimizer: {}, parameters: {}): model states per GPU "
+          "{} GB (DeepSpeed's estimator); host RAM per node {} GB; NVMe per node {} GB; per "
+          "step {} GB over PCIe ({:.3f} s at {} GB/s) and {:.3f} s of NVMe traffic at {} GB/s\n",
+          ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
+          gb(place.gpu_bytes), gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes),
+          place.pcie_s, mc.gpu.pcie_bandwidth_bytes_per_s / 1e9, place.nvme_s, o.nvme_gb_per_s));
+    }
+  }
   if (!o.plot.empty()) {
     PlotSpec spec =
         plot_spec(o.plot,
@@ -280,6 +326,14 @@ void add_memory(CLI::App& app) {
   cmd->add_option("--bucket-mb", o->bucket_mb, "Gradient bucket size in MiB (buffers)")
       ->capture_default_str();
   add_framework_option(*cmd, o->framework);
+  cmd->add_option("--deepspeed", o->deepspeed,
+                  "A DeepSpeed config (ds_config.json): its ZeRO stage, offload devices, "
+                  "buckets, micro-batch and precision; prints DeepSpeed's own model-state "
+                  "estimate, host RAM, NVMe and the offload traffic. Keys trainsim does not "
+                  "model are refused by name");
+  cmd->add_option("--nvme-gb-per-s", o->nvme_gb_per_s,
+                  "NVMe bandwidth per node for ZeRO-Infinity (GB/s)")
+      ->capture_default_str();
   cmd->add_option("--plot", o->plot,
                   "Write a breakdown chart (.png or .svg): allocated vs reserved by category");
   add_output_options(*cmd, o->out);

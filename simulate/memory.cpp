@@ -82,6 +82,12 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
       fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
   }
   m.stage_num_layers = num_layers;
+  if (options.offload_optimizer) {
+    m.optimizer = 0;
+    m.gradients = 0;
+  }
+  if (options.offload_params && plan.zero_stage == 3)
+    m.weights = 0;
 
   // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
   // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.

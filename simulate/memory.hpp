@@ -51,7 +51,11 @@ struct MemoryBreakdown { // one GPU, bytes
 
 struct MemoryOptions {
   double bucket_bytes = 25.0 * 1024 * 1024; // gradient-communication bucket (DDP default 25 MiB)
-  std::shared_ptr<const FrameworkProfile> framework; // null: our own trainer (no allocator slack)
+  std::shared_ptr<const FrameworkProfile> framework;
+  // ZeRO-Offload / ZeRO-Infinity (simulate/deepspeed.hpp): optimizer states, fp32 master weights
+  // and fp32 gradients live off the GPU (16-bit gradients stream out through the buckets);
+  // offloaded parameters (ZeRO-3) are fetched layer by layer into the gather buffers.
+  bool offload_optimizer = false, offload_params = false; // null: our own trainer (no allocator slack)
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.
