@@ -297,3 +297,13 @@ trainsim_cli_test(memory_deepspeed_offload "DeepSpeed ZeRO-3 \\(offload optimize
   --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
 trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: not modelled by trainsim"
   memory --model gpt2 --gpu h100-sxm --seq-len 1024 --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_unknown.json)
+
+# Docs that run: every figure block of README.md and docs/*.md is the output of the command in
+# its marker, and every command they show runs (scripts/docs-run.sh; `update` regenerates).
+add_test(NAME cli.docs_run
+         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/docs-run.sh check $<TARGET_FILE:trainsim>
+                 ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/collectives.md
+                 ${PROJECT_SOURCE_DIR}/docs/frameworks.md ${PROJECT_SOURCE_DIR}/docs/kernels.md
+                 ${PROJECT_SOURCE_DIR}/docs/model.md ${PROJECT_SOURCE_DIR}/docs/notes.md
+                 ${PROJECT_SOURCE_DIR}/docs/plan.md ${PROJECT_SOURCE_DIR}/docs/train-step.md
+                 ${PROJECT_SOURCE_DIR}/docs/validation.md)
