@@ -1,5 +1,5 @@
 // `trainsim time`: top-down training time, 6ND / (GPUs x peak x MFU), with the op-level FLOP
-// count beside it when a model is given (CS336 lecture 2; DOMAIN.md section 6).
+// count beside it when a model is given (CS336 lecture 2; docs/model.md).
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"

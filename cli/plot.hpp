@@ -1,5 +1,5 @@
 // gnuplot plots (through gnuplot-iostream; no Python). The file extension picks the
-// terminal: .png (pngcairo) or .svg. Only cli/ plots (STYLE.md section 8). Data goes to gnuplot
+// terminal: .png (pngcairo) or .svg. Only cli/ plots. Data goes to gnuplot
 // as data; every string (titles, names, labels, paths) passes gnuplot_string() or data_token(),
 // so no input can run a gnuplot or shell command. A plot that is not written is an error.
 #pragma once

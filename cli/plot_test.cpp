@@ -1,4 +1,4 @@
-// Hostile strings never leave a gnuplot string literal or a data column (STYLE.md section 8):
+// Hostile strings never leave a gnuplot string literal or a data column:
 // every input of the corpus below must come back as one inert token.
 #include <doctest/doctest.h>
 #include <string>

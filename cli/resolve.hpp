@@ -1,5 +1,5 @@
 // Flags shared by several subcommands and their resolution into validated core structs:
-// preset < plan file < flags (STYLE.md section 7).
+// preset < plan file < flags.
 #pragma once
 
 #include <CLI/CLI.hpp>

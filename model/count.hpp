@@ -1,5 +1,5 @@
 // Parameter and FLOP accounting derived from the operator list (ops.hpp). Closed forms in
-// ../shared/DOMAIN.md sections 1-2 and docs/model.md are the tests of these sums.
+// The closed forms of docs/model.md ("Parameters and FLOPs") are the tests of these sums.
 #pragma once
 
 #include "model/ops.hpp"

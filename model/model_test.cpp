@@ -1,5 +1,5 @@
 // Tests of the operator list against hand-computed parameter counts and the closed forms of
-// ../shared/DOMAIN.md (Narayanan 2021 Eq. 2/3, Korthikanti 2022 Table 2 and Eq. 7).
+// docs/model.md (Narayanan 2021 Eq. 2/3, Korthikanti 2022 Table 2 and Eq. 7).
 #include <doctest/doctest.h>
 
 #include <filesystem>

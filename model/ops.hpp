@@ -1,11 +1,11 @@
 // The operator list: the single source of truth for parameters, FLOPs, bytes moved and
-// activation memory (STYLE.md section 2). build_ops() lists, for ONE micro-batch on ONE
+// activation memory. build_ops() lists, for ONE micro-batch on ONE
 // GPU (after tensor/context/sequence-parallel sharding), every operator of the embedding,
 // each distinct kind of transformer layer (dense or MoE FFN, full or sliding-window attention)
 // with how many layers are of that kind, the head and the optional multi-token-prediction
 // module, with shapes, dtype, forward/backward FLOPs and bytes, parameters, tensor- and
 // expert-parallel traffic and the tensors saved for backward. Closed-form formulas from
-// ../shared/DOMAIN.md and docs/model.md are tests of this list.
+// The closed forms of docs/model.md are tests of this list.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The inputs that describe a training job, one struct per concept (STYLE.md section 3):
+// The inputs that describe a training job, one struct per concept:
 // ModelSpec (decoder-only transformer, dense or MoE), ParallelPlan (how it is split over
 // GPUs), TrainingSetup (batch, sequence, precision). They never embed each other.
 #pragma once

@@ -1,4 +1,4 @@
-// Alpha-beta cost of collectives on a hierarchical cluster (DOMAIN.md section 5; NCCL's
+// Alpha-beta cost of collectives on a hierarchical cluster (docs/model.md; NCCL's
 // nccl-tests doc/PERFORMANCE.md). A group of P ranks inside one node runs over NVLink; a
 // group spanning nodes is bound by the slower of NVLink and the node's network links
 // shared among the group's members on that node. Ring: T = steps x alpha + factor(P) x n /

@@ -1,4 +1,4 @@
-// Roofline time of one operator on one GPU (Williams et al. 2009; DOMAIN.md section 4):
+// Roofline time of one operator on one GPU (Williams et al. 2009; docs/model.md):
 // time = max(FLOPs / (peak[dtype] x compute efficiency), bytes / (HBM bandwidth x memory
 // efficiency)) + launch overhead. Efficiencies come from the HardwareProfile; GEMM compute
 // efficiency depends on the shape through wave quantization and per-tile fixed costs.

@@ -2,7 +2,7 @@
 // HardwareProfile, and compare predictions against measurements. Pure C++ (no CUDA): the
 // same functions run on recorded measurements on any machine. Each benchmark case is
 // described by the model's op factories (model/ops.hpp) and timed by simulate/roofline, so
-// predicted and measured speak one language (STYLE.md section 6).
+// predicted and measured speak one language.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 // protocol (LL, LL128, Simple) per call by message size, each with its own latency and bandwidth
 // (its tuning model: latency + bytes / bandwidth per algorithm and protocol). So the fit is up to
 // 3 contiguous size regimes, each time(bytes) = alpha_s + bytes * factor(P) / busbw (Hockney's
-// model with nccl-tests' bus-bandwidth factor; DOMAIN.md section 5), each fitted by robust
+// model with nccl-tests' bus-bandwidth factor; docs/model.md), each fitted by robust
 // weighted least squares on relative error so that latency-bound small sizes count as much as
 // bandwidth-bound large ones. Pure C++: no CUDA; reads the JSON written by `bench collectives`.
 #pragma once
