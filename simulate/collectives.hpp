@@ -23,8 +23,9 @@ enum class Algorithm { ring, tree, automatic };
 [[nodiscard]] std::string_view to_string(Collective c);
 [[nodiscard]] bool parse_collective(std::string_view s, Collective& out);
 
-/// nccl-tests' bus-bandwidth factor: all-reduce 2(P-1)/P; reduce-scatter, all-gather and
-/// all-to-all (P-1)/P; broadcast and send/recv 1. P = 1 gives 0 except for send/recv.
+/// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md), the one definition the model, the
+/// fits and the benchmarks use: all-reduce 2(P-1)/P; reduce-scatter, all-gather and all-to-all
+/// (P-1)/P; broadcast and send/recv 1. P = 1 gives 0 for the first two groups.
 [[nodiscard]] double busbw_factor(Collective c, std::int64_t num_ranks);
 
 /// Where a collective runs: inside one node (NVLink), across nodes (network), or nowhere (one

@@ -11,22 +11,12 @@
 
 namespace trainsim::val {
 
-std::string_view collective_name(CollectiveOp op) {
-  switch (op) {
-  case CollectiveOp::all_reduce: return "all-reduce";
-  case CollectiveOp::all_gather: return "all-gather";
-  case CollectiveOp::reduce_scatter: return "reduce-scatter";
-  case CollectiveOp::broadcast: return "broadcast";
-  case CollectiveOp::all_to_all: return "all-to-all";
-  case CollectiveOp::send_recv: return "send-recv";
-  }
-  return "all-reduce";
-}
+std::string_view collective_name(CollectiveOp op) { return sim::to_string(op); }
 
 std::optional<CollectiveOp> parse_collective(std::string_view name) {
-  for (CollectiveOp op : kAllCollectiveOps)
-    if (collective_name(op) == name)
-      return op;
+  CollectiveOp op;
+  if (sim::parse_collective(name, op))
+    return op;
   return std::nullopt;
 }
 
@@ -53,25 +43,11 @@ std::vector<CollectiveOp> parse_collective_list(std::string_view text, std::stri
   return ops;
 }
 
-double busbw_factor(CollectiveOp op, std::int64_t num_ranks) {
-  // nccl-tests doc/PERFORMANCE.md: the bus bandwidth a ring implementation needs per link.
-  const double p = static_cast<double>(num_ranks);
-  switch (op) {
-  case CollectiveOp::all_reduce: return 2.0 * (p - 1.0) / p;
-  case CollectiveOp::all_gather:
-  case CollectiveOp::reduce_scatter:
-  case CollectiveOp::all_to_all: return (p - 1.0) / p;
-  case CollectiveOp::broadcast:
-  case CollectiveOp::send_recv: return 1.0;
-  }
-  return 1.0;
-}
-
 double busbw_factor(std::string_view op, std::int64_t num_ranks) {
   auto parsed = parse_collective(op);
   if (!parsed)
     throw ConfigError(fmt::format("op = '{}': unknown collective", op));
-  return busbw_factor(*parsed, num_ranks);
+  return sim::busbw_factor(*parsed, num_ranks);
 }
 
 std::int64_t collective_count(CollectiveOp op, double bytes, Dtype dtype, std::int64_t num_ranks) {

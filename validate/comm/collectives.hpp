@@ -14,17 +14,13 @@
 
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
+#include "simulate/collectives.hpp"
 
 namespace trainsim::val {
 
-enum class CollectiveOp {
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  broadcast,
-  all_to_all,
-  send_recv
-};
+/// The collectives: the simulator's own enum (simulate/collectives.hpp), one definition for the
+/// model, the fit and the benchmark.
+using CollectiveOp = sim::Collective;
 
 inline constexpr CollectiveOp kAllCollectiveOps[] = {
     CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
@@ -38,11 +34,10 @@ inline constexpr CollectiveOp kAllCollectiveOps[] = {
 [[nodiscard]] std::vector<CollectiveOp> parse_collective_list(std::string_view text,
                                                               std::string_view field);
 
-/// nccl-tests' busbw = algbw * factor: all-reduce 2(P-1)/P; reduce-scatter, all-gather and
-/// all-to-all (P-1)/P; broadcast and send-recv 1. P = 1 gives 0 for the first two groups.
-[[nodiscard]] double busbw_factor(CollectiveOp op, std::int64_t num_ranks);
-/// Same, by name (for fits read from JSON). Throws ConfigError for an unknown op.
+/// nccl-tests' busbw factor (sim::busbw_factor, the one definition) by name, for fits read from
+/// JSON. Throws ConfigError for an unknown op.
 [[nodiscard]] double busbw_factor(std::string_view op, std::int64_t num_ranks);
+using sim::busbw_factor;
 
 /// Element count for a requested size: bytes / element size, rounded down to a multiple of
 /// num_ranks for ops that split the buffer per rank (as nccl-tests does). May return 0.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "common/errors.hpp"
 #include "validate/comm/collectives.hpp"
@@ -306,4 +307,17 @@ TEST_CASE("reads the JSON written by bench collectives") {
   bad["results"][2].erase("time_s");
   CHECK_THROWS_WITH_AS((void)read_collective_series(bad, "mem.json", "intra-node"),
                        doctest::Contains("results[2].time_s"), ConfigError);
+}
+
+TEST_CASE("one collective model: the benchmark's ops are the simulator's and agree by name") {
+  static_assert(std::is_same_v<CollectiveOp, sim::Collective>);
+  for (CollectiveOp op : kAllCollectiveOps) {
+    const auto name = std::string(collective_name(op));
+    CHECK(name == std::string(sim::to_string(op)));
+    REQUIRE(parse_collective(name).has_value());
+    CHECK(*parse_collective(name) == op);
+    for (std::int64_t p : {1, 2, 3, 8, 64}) {
+      CHECK(busbw_factor(name, p) == sim::busbw_factor(op, p));
+    }
+  }
 }
