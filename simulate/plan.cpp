@@ -22,6 +22,8 @@ const char* to_string(Reject r) {
   case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
   case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
   case Reject::expert_indivisible: return "ep does not divide experts / dp";
+  case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
+  case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
   case Reject::count_: break;
   }
@@ -93,6 +95,34 @@ struct Context {
   double flops_per_token;
 };
 
+// The search's reason for the first broken rule, in the order tp, cp, experts, positions,
+// pipeline, batch.
+Reject reject_reason(const model::PlanCheck& bad) {
+  using model::PlanRule;
+  const std::pair<PlanRule, Reject> order[] = {
+      {PlanRule::degree_range, Reject::out_of_range},
+      {PlanRule::tp_heads, Reject::tp_indivisible},
+      {PlanRule::tp_kv_heads, Reject::tp_indivisible},
+      {PlanRule::tp_ffn, Reject::tp_indivisible},
+      {PlanRule::tp_expert_ffn, Reject::tp_indivisible},
+      {PlanRule::cp_seq, Reject::cp_indivisible},
+      {PlanRule::sp_seq, Reject::cp_indivisible},
+      {PlanRule::ep_experts, Reject::expert_indivisible},
+      {PlanRule::ep_dp, Reject::expert_indivisible},
+      {PlanRule::ep_dense, Reject::expert_indivisible},
+      {PlanRule::seq_positions, Reject::seq_too_long},
+      {PlanRule::pp_layers, Reject::pp_indivisible},
+      {PlanRule::pp_interleave_layers, Reject::pp_indivisible},
+      {PlanRule::interleave_needs_pp, Reject::pp_indivisible},
+      {PlanRule::batch_multiple, Reject::batch_mismatch},
+      {PlanRule::interleave_batch, Reject::interleave_batch},
+      {PlanRule::num_gpus, Reject::out_of_range}};
+  for (const auto& [rule, why] : order)
+    if (bad.has(rule))
+      return why;
+  return Reject::out_of_range;
+}
+
 void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r,
                   TopK& top) {
   const auto& m = c.m;
@@ -104,9 +134,6 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
     r.rejected[static_cast<std::size_t>(why)] += n;
     r.space_size += n;
   };
-  const bool tp_ok = m.num_heads % tp == 0 && m.num_kv_heads % tp == 0 &&
-                     (m.ffn_hidden_size == 0 || m.ffn_hidden_size % tp == 0) &&
-                     (!m.is_moe() || m.expert_ffn_hidden_size % tp == 0);
   std::vector<std::int64_t> sps;
   if (c.o.fix_sp != 1)
     sps.push_back(0);
@@ -117,58 +144,48 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
 
   for (std::size_t si = 0; si < sps.size(); ++si) {
     const bool sp = sps[si] == 1;
-    const bool cp_ok = c.setup.seq_len % cp == 0 && (!sp || (c.setup.seq_len / cp) % tp == 0);
     for (std::int64_t pp : c.pps) {
       if (rest % pp)
         continue;
       const std::int64_t rest_dp = rest / pp;
       const auto dps = c.o.objective == Objective::cost ? filtered(divisors(rest_dp), c.o.fix_dp)
                                                         : filtered({rest_dp}, c.o.fix_dp);
-      const std::vector<std::int64_t> one{1};
+      // Without a pipeline only v = 1 exists; a pinned v > 1 stays, for check_plan to refuse.
+      const std::vector<std::int64_t> one{c.o.fix_interleave > 1 ? c.o.fix_interleave : 1};
       const auto& vs = pp > 1 ? c.vs_pipelined : one;
       if (vs.empty())
         continue;
       for (std::int64_t dp : dps) {
         const std::int64_t per_v = nmb * nz * nr;
         const std::int64_t all = static_cast<std::int64_t>(vs.size()) * per_v;
-        if (!tp_ok) {
-          reject(Reject::tp_indivisible, all);
-          continue;
-        }
-        if (!cp_ok) {
-          reject(Reject::cp_indivisible, all);
-          continue;
-        }
-        if (m.is_moe() ? (m.num_experts % ep != 0 || dp % ep != 0) : ep != 1) {
-          reject(Reject::expert_indivisible, all);
+        // The rules are model::check_plan's (the ones `estimate` enforces), each group checked
+        // in the loop that fixes the fields it reads.
+        model::ParallelPlan plan;
+        plan.tp = tp;
+        plan.cp = cp;
+        plan.pp = pp;
+        plan.dp = dp;
+        plan.ep = ep;
+        plan.sequence_parallel = sp;
+        model::TrainingSetup s = c.setup;
+        if (const auto bad = model::check_plan(plan, m, s, 0, model::kLayoutRules); !bad.ok()) {
+          reject(reject_reason(bad), all);
           continue;
         }
         for (std::int64_t v : vs) {
-          if (pp > m.num_layers || m.num_layers % (pp * v) != 0) {
-            reject(Reject::pp_indivisible, per_v);
+          plan.interleave = v;
+          if (const auto bad = model::check_plan(plan, m, s, 0, model::kPipelineRules); !bad.ok()) {
+            reject(reject_reason(bad), per_v);
             continue;
           }
           for (std::int64_t mi = 0; mi < nmb; ++mi) {
             const std::int64_t mb = c.mbs[static_cast<std::size_t>(mi)];
-            if (c.B % (mb * dp) != 0) {
-              reject(Reject::batch_mismatch, nz * nr);
+            s.micro_batch_size = mb;
+            if (const auto bad = model::check_plan(plan, m, s, 0, model::kBatchRules); !bad.ok()) {
+              reject(reject_reason(bad), nz * nr);
               continue;
             }
             const std::int64_t micro_batches = c.B / (mb * dp);
-            if (v > 1 && micro_batches % pp != 0) {
-              reject(Reject::interleave_batch, nz * nr);
-              continue;
-            }
-            model::ParallelPlan plan;
-            plan.tp = tp;
-            plan.cp = cp;
-            plan.pp = pp;
-            plan.dp = dp;
-            plan.ep = ep;
-            plan.interleave = v;
-            plan.sequence_parallel = sp;
-            model::TrainingSetup s = c.setup;
-            s.micro_batch_size = mb;
             Phase1& p1 = cache[si * c.mbs.size() + static_cast<std::size_t>(mi)];
             if (!p1.built) {
               const auto ops = model::build_ops(m, model::make_op_context(plan, s));
