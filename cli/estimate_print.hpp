@@ -6,9 +6,14 @@
 
 #include "cli/output.hpp"
 #include "cli/resolve.hpp"
+#include "common/checks.hpp"
 #include "simulate/step.hpp"
 
 namespace trainsim::cli {
+
+/// Gradient bucket sizes (--bucket-mb of estimate, plan, sweep and memory): from 1 KiB, below
+/// which per-call latency is all a bucket costs, to ~98 GiB, above every model's gradients.
+inline constexpr Interval kBucketMb{0.001, 1e5, "MiB"};
 
 struct StepFlags {
   double bucket_mb = 25;

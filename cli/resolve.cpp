@@ -148,7 +148,9 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
   cmd.add_option("--global-batch", o.global_batch_size,
                  "Sequences per optimizer step (0 = micro-batch x dp)")
       ->capture_default_str();
-  cmd.add_option("--seq-len,-s", o.seq_len, "Sequence length (tokens)")->capture_default_str();
+  cmd.add_option(
+      "--seq-len,-s", o.seq_len,
+      "Sequence length (tokens); default: 2048, or the model's max_seq_len when smaller");
   cmd.add_option("--precision", o.precision,
                  "fp32 (4+4+8 B/param) | bf16-mixed, fp16-mixed (2+2+12: fp32 master, m, v) | "
                  "bf16 (2+2+8: no master copy)")
@@ -160,11 +162,11 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->capture_default_str();
 }
 
-model::TrainingSetup resolve_setup(const SetupOptions& o) {
+model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m) {
   model::TrainingSetup s;
   s.micro_batch_size = o.micro_batch_size;
   s.global_batch_size = o.global_batch_size;
-  s.seq_len = o.seq_len;
+  s.seq_len = o.seq_len ? *o.seq_len : model::default_seq_len(m);
   s.precision = parse_precision(o.precision);
   s.attention = parse_attention(o.attention);
   s.optimizer = parse_optimizer(o.optimizer);
@@ -203,6 +205,9 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   p.interleave = o.interleave;
   p.sequence_parallel = o.sequence_parallel;
   p.recompute = parse_recompute(o.recompute);
+  if (o.dp < 0)
+    throw ConfigError(
+        fmt::format("--dp = {}: must be positive (or 0: num-gpus / (tp x pp x cp))", o.dp));
   if (o.dp > 0) {
     p.dp = o.dp;
   } else {
@@ -244,6 +249,11 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
   if (!o.cluster.empty()) {
     mc.cluster = hw::load_cluster(o.cluster);
     mc.gpu = hw::load_gpu(o.gpu.empty() ? mc.cluster.gpu : o.gpu);
+    if (mc.gpu.name != mc.cluster.gpu)
+      throw ConfigError(fmt::format(
+          "--gpu = {}: the cluster {} is built of {} (its NVLink and network bandwidths are "
+          "theirs); leave out --gpu, or give a cluster file whose \"gpu\" is {}",
+          o.gpu, mc.cluster.name, mc.cluster.gpu, mc.gpu.name));
     if (given) {
       if (o.num_gpus <= mc.cluster.gpus_per_node) {
         mc.cluster.gpus_per_node = o.num_gpus;

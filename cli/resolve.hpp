@@ -30,13 +30,14 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool required, bool short
 struct SetupOptions {
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 0;
-  std::int64_t seq_len = 2048;
+  std::optional<std::int64_t> seq_len; // unset: model::default_seq_len(model)
   std::string precision = "bf16-mixed";
   std::string attention = "flash";
   std::string optimizer = "adamw";
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
-[[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o);
+/// The model gives the default sequence length (model::default_seq_len).
+[[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m);
 
 struct PlanOptions {
   std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, zero_stage = 0, interleave = 1;
@@ -70,6 +71,8 @@ struct Machine {
 };
 /// Needs --gpu or --cluster; --num-gpus sets the node count of a cluster (rounded up to
 /// whole nodes is an error: it must be a multiple of gpus_per_node, or below one node).
+/// --gpu with --cluster must name the cluster's own GPU: a cluster's bandwidths belong to its
+/// GPUs, so another GPU is an error (a cluster file with that "gpu" is the way to model it).
 [[nodiscard]] Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus = 1);
 
 [[nodiscard]] model::Precision parse_precision(const std::string& s);
