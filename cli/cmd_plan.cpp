@@ -324,7 +324,7 @@ int run_plan(const PlanOptionsCli& o) {
   const auto r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, so);
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tokens = o.tokens.empty() ? 0 : parse_count(o.tokens, "--tokens");
+  const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   if (r.plans.empty()) {
     std::string reasons;
     for (std::size_t k = 0; k < r.rejected.size(); ++k)

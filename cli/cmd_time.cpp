@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/estimate_print.hpp"
 #include "cli/output.hpp"
 #include "cli/resolve.hpp"
 #include "common/checks.hpp"
@@ -39,7 +40,7 @@ int run_time(const TimeOptions& o) {
   const auto dtype = parse_dtype(o.dtype);
   if (!dtype)
     throw ConfigError(fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
-  const double tokens = parse_count(o.tokens, "--tokens");
+  const double tokens = parse_tokens(o.tokens);
   if (tokens <= 0)
     throw ConfigError("--tokens: must be positive");
   const hw::GpuSpec gpu = hw::load_gpu(o.gpu);

@@ -22,6 +22,10 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
       ->capture_default_str();
 }
 
+double parse_tokens(const std::string& text) {
+  return require_range("--tokens", parse_count(text, "--tokens"), Interval{0, 1e18, "tokens"});
+}
+
 sim::StepOptions resolve_step_flags(const StepFlags& f) {
   require_range("--bucket-mb", f.bucket_mb, kBucketMb);
   sim::StepOptions o;

@@ -15,6 +15,10 @@ namespace trainsim::cli {
 /// which per-call latency is all a bucket costs, to ~98 GiB, above every model's gradients.
 inline constexpr Interval kBucketMb{0.001, 1e5, "MiB"};
 
+/// Training tokens (--tokens of time, estimate and plan; "15T", "300e9"): at most 1e18, a
+/// thousand times the largest runs published, so days and dollars stay finite numbers.
+[[nodiscard]] double parse_tokens(const std::string& text);
+
 struct StepFlags {
   double bucket_mb = 25;
   bool no_dp_overlap = false;
