@@ -55,6 +55,17 @@ void require_finite_numbers(CLI::App& app) {
     require_finite_numbers(*sub);
 }
 
+// An empty argument is never a value trainsim needs, and CLI11 2.1 loops forever on an empty
+// positional inside a command with option groups (`trainsim time "" --params 7e9`, found by
+// fuzz_cli): refuse it before parsing.
+void check_no_empty_argument(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] == '\0')
+      throw ConfigError(fmt::format("argument {} is empty (''): give a value, or leave the option "
+                                    "out for its default",
+                                    i));
+}
+
 // "trainsim frobnicate": name the commands instead of CLI11's "A subcommand is required".
 void check_command_name(CLI::App& app, int argc, const char* const* argv) {
   if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0')
@@ -89,6 +100,7 @@ int run_cli(int argc, const char* const* argv) {
   add_commands(app);
   require_finite_numbers(app);
   try {
+    check_no_empty_argument(argc, argv);
     check_command_name(app, argc, argv);
     app.parse(argc, argv);
     return 0;

@@ -50,11 +50,7 @@ void print_ops(Sink& sink, const model::OpList& ops) {
 
 int run_model(const ModelCmdOptions& o) {
   const model::ModelSpec m = resolve_model(o.model);
-  model::TrainingSetup setup;
-  setup.seq_len = o.seq_len ? *o.seq_len : model::default_seq_len(m);
-  model::validate(setup, "flags");
-  model::validate(model::ParallelPlan{}, m, setup, 0, "flags"); // e.g. learned positions
-  const std::int64_t seq = setup.seq_len;
+  const std::int64_t seq = resolve_seq_len(o.seq_len, m);
   const auto p = model::count_params(m);
   const auto f = model::flops_per_token(m, seq);
   Sink sink(o.out);

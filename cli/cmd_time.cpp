@@ -58,11 +58,7 @@ int run_time(const TimeOptions& o) {
     what = fmt::format("{} parameters", format_count(params));
   } else {
     const auto m = resolve_model(o.model);
-    model::TrainingSetup setup;
-    setup.seq_len = o.seq_len ? *o.seq_len : model::default_seq_len(m);
-    model::validate(setup, "flags");
-    model::validate(model::ParallelPlan{}, m, setup, 0, "flags"); // e.g. learned positions
-    seq = setup.seq_len;
+    seq = resolve_seq_len(o.seq_len, m);
     params = model::count_params(m).active;
     exact_per_token = model::flops_per_token(m, seq).total;
     what = fmt::format("{} ({} active parameters, seq_len {})", m.name, format_count(params), seq);

@@ -331,6 +331,19 @@ class Gen {
     if (tp != "1")
       flag(a, "--sequence-parallel", 0.3);
   }
+  // A model and, most of the time, a consistent layout; else everything drawn independently.
+  // Returns whether the layout was drawn consistent.
+  bool job(Args& a, const char* gpus_range) {
+    model_flags(a);
+    if (chance(0.7)) {
+      consistent(a);
+      return true;
+    }
+    machine(a, gpus_range);
+    layout(a);
+    setup(a);
+    return false;
+  }
   void step_flags(Args& a) {
     opt(a, "--bucket-mb", {"1", "25", "100", "0.5", "1000"}, 0.15);
     flag(a, "--no-dp-overlap", 0.1);
@@ -389,26 +402,12 @@ class Gen {
       opt(a, "--precision", {"bf16-mixed", "fp32", "bf16"}, 0.3);
       return;
     }
-    model_flags(a);
-    if (chance(0.7)) {
-      consistent(a);
-    } else {
-      machine(a);
-      layout(a);
-      setup(a);
-    }
+    job(a, "small");
     opt(a, "--bucket-mb", {"1", "25", "100"}, 0.1);
   }
   void estimate(Args& a) {
     a.push_back("estimate");
-    model_flags(a);
-    if (chance(0.7)) {
-      consistent(a);
-    } else {
-      machine(a, chance(0.3) ? "large" : "small");
-      layout(a);
-      setup(a);
-    }
+    job(a, chance(0.3) ? "large" : "small");
     step_flags(a);
     opt(a, "--tokens", {"1B", "15T", "300e9"}, 0.3);
   }
@@ -445,15 +444,7 @@ class Gen {
   }
   void sweep(Args& a) {
     a.push_back("sweep");
-    model_flags(a);
-    const bool fits = chance(0.7);
-    if (fits) {
-      consistent(a);
-    } else {
-      machine(a);
-      layout(a);
-      setup(a);
-    }
+    const bool fits = job(a, "small");
     step_flags(a);
     // With a consistent layout, the inputs that keep it consistent for any value.
     const std::string vary = fits ? pick({"seq-len", "zero", "bucket-mb", "micro-batch"})

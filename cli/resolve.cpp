@@ -162,6 +162,14 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->capture_default_str();
 }
 
+std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag, const model::ModelSpec& m) {
+  model::TrainingSetup s;
+  s.seq_len = flag ? *flag : model::default_seq_len(m);
+  model::validate(s, "flags");
+  model::validate(model::ParallelPlan{}, m, s, 0, "flags"); // e.g. learned positions
+  return s.seq_len;
+}
+
 model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m) {
   model::TrainingSetup s;
   s.micro_batch_size = o.micro_batch_size;

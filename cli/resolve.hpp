@@ -36,6 +36,10 @@ struct SetupOptions {
   std::string optimizer = "adamw";
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
+/// --seq-len of a command without a layout (model, time): the flag, or model::default_seq_len,
+/// checked as every command checks it (positive, within the model's learned positions).
+[[nodiscard]] std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag,
+                                           const model::ModelSpec& m);
 /// The model gives the default sequence length (model::default_seq_len).
 [[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m);
 
