@@ -286,3 +286,6 @@ trainsim_cli_test(cluster_own_gpu "dgx-h100" estimate --model gpt2 --gpu h100-sx
 add_test(NAME cli.error.input_too_large
          COMMAND bash -c "truncate -s 17M big.json && out=$($<TARGET_FILE:trainsim> model --model ./big.json 2>&1); rc=$?; rm -f big.json; echo \"$out\"; [ $rc -eq 1 ] && grep -q 'big.json: is 17.0 MiB: input files are limited to 16 MiB' <<< \"$out\""
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# A capacity override obeys the presets' range for memory_gb.
+trainsim_cli_error(gpu_memory_override "--gpu-memory-gb: memory_gb = 10000000: must be in \\[0.1, 100000\\] GB"
+  estimate --model gpt2 --gpu h100-sxm --gpu-memory-gb 1e7)

@@ -231,7 +231,9 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
 }
 
 void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster, bool with_num_gpus) {
-  cmd.add_option("--gpu,-g", o.gpu, "GPU preset or JSON file (`trainsim presets list gpus`)");
+  cmd.add_option("--gpu,-g", o.gpu,
+                 "GPU preset or JSON file (`trainsim presets list gpus`); with --cluster, only "
+                 "the cluster's own GPU");
   if (with_cluster)
     cmd.add_option("--cluster,-c", o.cluster,
                    "Cluster preset or JSON file (nodes of GPUs with NVLink + InfiniBand)");
@@ -280,9 +282,8 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
     mc.cluster = hw::single_node_cluster(mc.gpu, given ? o.num_gpus : default_gpus);
   }
   if (o.gpu_memory_gb) {
-    if (!(*o.gpu_memory_gb > 0 && *o.gpu_memory_gb < 1e6))
-      throw ConfigError(fmt::format("--gpu-memory-gb = {}: must be in (0, 1e6)", *o.gpu_memory_gb));
     mc.gpu.memory_bytes = *o.gpu_memory_gb * 1e9;
+    hw::validate(mc.gpu, "--gpu-memory-gb"); // the presets' range for memory_gb
   }
   mc.num_gpus = mc.cluster.num_gpus();
   mc.profile =
