@@ -248,6 +248,10 @@ trainsim_cli_error(plan_explain_zero "--explain = 0: must be in 1..10000"
   plan --model gpt2 --gpu a100-80g --global-batch 64 --explain 0)
 trainsim_cli_error(plan_fix_twice "--fix tp=4: tp is already fixed by --fix tp=8"
   plan --model gpt2 --gpu a100-80g --global-batch 64 --fix tp=8 --fix tp=4)
+trainsim_cli_error(mfu_tiny "--mfu = 1e-300: must be in \\[0.001, 1\\]"
+  time --params 7e9 --tokens 1T --gpu h100-sxm --mfu 1e-300)
+trainsim_cli_error(train_step_bucket "--bucket-mb = 1e\\+308: must be in"
+  train-step --predict-only --model cs336-small --bucket-mb 1e308)
 trainsim_cli_error(mfu_inf "--mfu = inf: must be a finite number"
   time --params 7e9 --tokens 1T --gpu h100-sxm --mfu inf)
 trainsim_cli_error(dp_negative "--dp = -3: must be positive"

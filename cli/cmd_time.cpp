@@ -32,8 +32,8 @@ struct TimeOptions {
 int run_time(const TimeOptions& o) {
   if (o.model.model.empty() == o.params.empty())
     throw ConfigError("--model or --params: give exactly one (e.g. --params 70e9)");
-  if (!(o.mfu > 0 && o.mfu <= 1))
-    throw ConfigError(fmt::format("--mfu = {}: must be in (0, 1]", o.mfu));
+  // From 0.1%: below it the days overflow to infinity long before any real run is that slow.
+  require_range("--mfu", o.mfu, Interval{0.001, 1, ""});
   if (o.num_gpus <= 0 || o.num_gpus > 10000000)
     throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", o.num_gpus));
   require_range("--usd-per-gpu-hour", o.usd_per_gpu_hour, Interval{0, 1e6, "USD"});
