@@ -92,6 +92,54 @@ trainsim_cli_error(plan_no_batch "--global-batch: required"
 trainsim_cli_error(plan_gpus "must be a multiple of the cluster's gpus_per_node"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 9 --global-batch 8)
 
+# Uneven pipeline stages: Llama 3 405B's 126 layers on 16 stages as 7, 8 x 14, 7 (Dubey et al.
+# 2024, Sec. 3.3.2): the explicit list and Megatron-LM's first/last flags, the stage that sets
+# the pace (8 layers outweigh 7 + the LM head) and the fullest one (15 micro-batches of 8 layers).
+set(LLAMA405 --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192
+    --global-batch 2048 --sequence-parallel)
+trainsim_cli_test(estimate_pp_layers
+  "uneven stages 7,8x14,7: the slowest is stage 1 \\(8 layers, [0-9.]+ ms per micro-batch\\); the fullest is stage 1 \\(8 layers, 15 micro-batches in flight\\)"
+  estimate ${LLAMA405} --pp-layers 7,8x14,7)
+# The README's command and line.
+trainsim_cli_test(readme_llama405
+  "uneven stages 7,8x14,7: the slowest is stage 1 \\(8 layers, 282.54 ms per micro-batch\\); the fullest is stage 0 \\(7 layers, 17.875 micro-batches in flight\\)"
+  estimate --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192
+  --global-batch 2048 --sequence-parallel --zero 2 --interleave 8 --pp-layers 7,8x14,7 --tokens 15.6T)
+trainsim_cli_test(estimate_megatron_first_last "\"slowest_stage\": 1,[ \n]*\"slowest_stage_layers\": 8"
+  estimate ${LLAMA405} --decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --format json)
+trainsim_cli_test(memory_pp_layers "fullest pipeline stage 1 \\(8 layers\\) holds 3.19 B params and 15 micro-batches"
+  memory ${LLAMA405} --pp-layers 7,8x14,7)
+trainsim_cli_test(sweep_pp_layers "^value,step_time_s"
+  sweep ${LLAMA405} --pp-layers 7,8x14,7 --vary micro-batch --values 1,2 --format csv --quiet)
+trainsim_cli_test(plan_uneven "1 +8 +16 \\[7,8x14,7\\]"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --global-batch 2048 --seq-len 8192 --fix tp=8 --fix pp=16 --top 3)
+trainsim_cli_test(plan_pinned_layers "uneven_stages_evaluated\": [1-9]"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --global-batch 2048 --seq-len 8192 --pp-layers 6,8x14,8 --format json --top 1)
+trainsim_cli_error(pp_indivisible_hint
+  "pp x interleave = 16 x 1: must divide num_layers = 126, or give the layers of each stage \\(stage_layers, e.g. 7,8x14,7: flags --pp-layers"
+  estimate --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --tp 8 --pp 16 --seq-len 8192)
+trainsim_cli_error(pp_layers_sum "stage_layers = 7,8x14,6: sum to 125, must sum to num_layers = 126"
+  estimate ${LLAMA405} --pp-layers 7,8x14,6)
+trainsim_cli_error(pp_layers_count "stage_layers = 7,8x13,7: has 15 entries, must have one per pipeline stage \\(pp = 16\\)"
+  estimate ${LLAMA405} --pp-layers 7,8x13,7)
+trainsim_cli_error(pp_layers_syntax "--pp-layers = '7,a': 'a' is not a whole number"
+  estimate ${LLAMA405} --pp-layers 7,a)
+trainsim_cli_error(pp_layers_zero "--pp-layers = '0,9x14,0': 0 is out of range"
+  memory ${LLAMA405} --pp-layers 0,9x14,0)
+trainsim_cli_error(pp_layers_both "give only one form of the stage split"
+  estimate ${LLAMA405} --pp-layers 7,8x14,7 --decoder-first-pipeline-num-layers 7)
+trainsim_cli_error(megatron_first_indivisible
+  "--decoder-first-pipeline-num-layers = 5: the other 15 stages must split the remaining 121 of num_layers = 126 evenly"
+  estimate ${LLAMA405} --decoder-first-pipeline-num-layers 5)
+trainsim_cli_error(megatron_needs_pp "--decoder-last-pipeline-num-layers: needs pipeline parallelism"
+  memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --decoder-last-pipeline-num-layers 4)
+trainsim_cli_error(pp_layers_interleave "with interleave = 9 a stage needs a layer per model chunk, at least 9"
+  estimate ${LLAMA405} --pp-layers 7,8x14,7 --interleave 9)
+trainsim_cli_error(plan_pp_layers_fix_pp "--pp-layers = 7,8x14,7: has 16 stages but --fix pp=8"
+  plan --model llama3-405b --cluster dgx-h100 --num-gpus 8192 --global-batch 2048 --pp-layers 7,8x14,7 --fix pp=8)
+trainsim_cli_error(sweep_pp_layers_vary_pp "has 16 entries, must have one per pipeline stage \\(pp = 8\\)"
+  sweep ${LLAMA405} --pp-layers 7,8x14,7 --vary pp --values 16,8)
+
 # Calibration from the recorded H200 measurements (no GPU needed): fit on one set of shapes,
 # compare on a different (held-out) set. The issue's target is a calibrated mean error of at
 # most 10%; the recorded run (2026-11-29, run 6: validate/results/h200-calibration.json and
@@ -293,3 +341,46 @@ add_test(NAME cli.error.input_too_large
 # A capacity override obeys the presets' range for memory_gb.
 trainsim_cli_error(gpu_memory_override "--gpu-memory-gb: memory_gb = 10000000: must be in \\[0.1, 100000\\] GB"
   estimate --model gpt2 --gpu h100-sxm --gpu-memory-gb 1e7)
+
+# Model coverage (issue 17): the new presets and Hugging Face model types load and count.
+trainsim_cli_test(model_deepseek_v3 "\"mtp\": 11610068224"
+  model --model deepseek-v3 --seq-len 4096 --format json)
+trainsim_cli_test(model_hf_gpt_oss "\"total\": 20914757184"
+  model --model ${PROJECT_SOURCE_DIR}/model/testdata/hf/gpt-oss-20b.json --format json)
+trainsim_cli_test(estimate_moe_ep "ep_comm"
+  estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --ep 8 --seq-len 4096
+           --moe-imbalance 1.2)
+trainsim_cli_error(moe_imbalance_below_one "moe_imbalance_factor = 0.5: must be in \\[1, 1024\\]"
+  estimate --model mixtral-8x7b --gpu h100-sxm --num-gpus 8 --ep 8 --moe-imbalance 0.5)
+trainsim_cli_error(hf_unsupported_feature "mlp_only_layers = \\[3\\]: not supported"
+  model --model ${CMAKE_CURRENT_SOURCE_DIR}/testdata/qwen3_moe_mlp_only.json)
+
+# Framework profiles: every output names its framework; the recorded runs are compared per
+# half; the presets are exactly what the declared fit produces from the recorded runs.
+trainsim_cli_test(framework_named "framework: pytorch"
+  estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
+trainsim_cli_test(framework_host_bound "host \\(CPU-bound\\)"
+  estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
+trainsim_cli_test(framework_band_json "\"step_time_s_low\""
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --zero 1 --framework megatron --format json)
+trainsim_cli_test(framework_fp8 "fp8"
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --zero 1 --precision fp8)
+trainsim_cli_error(framework_unknown "unknown framework preset"
+  estimate --model gpt2 --gpu h100-sxm --seq-len 1024 --framework megatorn)
+trainsim_cli_test(framework_runs_compare "pytorch/test: 15 runs"
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --only pytorch)
+trainsim_cli_test(framework_runs_oom "OOM boundary: max micro-batch"
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom.jsonl)
+trainsim_cli_error(framework_runs_needs_framework "--framework: required"
+  calibrate --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --out fw.json)
+add_test(NAME cli.framework_presets_are_the_fit
+         COMMAND bash -c "out=$(mktemp -d) && ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out && for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f) || exit 1; done; rm -rf $out")
+trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
+  memory --model llama3.2-1b --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 2048 --framework pytorch --format json)
+trainsim_cli_test(memory_verdict_band "band \\+-[0-9]+% \\(1 sigma over"
+  memory --model llama3.2-1b --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 2048 --framework pytorch)
+trainsim_cli_test(memory_deepspeed_offload "DeepSpeed ZeRO-3 \\(offload optimizer: cpu, parameters: cpu\\): model states per GPU 1.88 GB"
+  memory --model llama3-70b --cluster dgx-h100 --num-gpus 8 --seq-len 4096 --recompute full
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
+trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: not modelled by trainsim"
+  memory --model gpt2 --gpu h100-sxm --seq-len 1024 --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_unknown.json)

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/compare_framework_runs.hpp"
 #include "cli/measure.hpp"
 #include "cli/output.hpp"
 #include "common/errors.hpp"
@@ -38,6 +39,8 @@ struct CalibrateOptions {
   std::int64_t max_regimes = 3;
   std::string topology;
   std::vector<std::string> notes;
+  std::vector<std::string> framework_runs;
+  std::string framework;
   OutputOptions output;
 };
 
@@ -207,6 +210,11 @@ namespace {
 int run_calibrate(const CalibrateOptions& o) {
   if (o.out.empty())
     throw ConfigError("--out: required (the profile JSON to write)");
+  if (!o.framework_runs.empty()) {
+    Sink sink(o.output);
+    calibrate_framework(o.framework_runs, o.framework, o.out, sink);
+    return 0;
+  }
   if (o.max_regimes < 1 || o.max_regimes > 3)
     throw ConfigError(fmt::format("--max-regimes = {}: must be 1, 2 or 3", o.max_regimes));
   if (!o.topology.empty() && o.collectives.empty())
@@ -346,6 +354,12 @@ void add_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "Fit a hardware profile from kernel (and collective) "
                                               "measurements");
   cmd->add_option("--out", o->out, "Profile JSON to write")->required();
+  cmd->add_option("--framework-runs", o->framework_runs,
+                  "Recorded framework runs (JSON lines, docs/frameworks.md; repeatable): fit "
+                  "--framework's free parameters on their fit half and write the framework "
+                  "profile to --out");
+  cmd->add_option("--framework", o->framework,
+                  "With --framework-runs: the framework profile to start from and fit");
   cmd->add_option("--from", o->from,
                   "Kernel measurements (bench kernels --format json); default: "
                   "run the calibration suite on GPU 0 now");

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/compare_framework_runs.hpp"
 #include "cli/compare_train_step.hpp"
 #include "cli/measure.hpp"
 #include "cli/output.hpp"
@@ -36,6 +37,7 @@ struct CompareOptions {
   double max_step_error_pct = 0;       // --train-step: 0 = report only
   std::string ops;                     // collectives to compare ("" = every op with a fit)
   double max_error_above_1mib_pct = 0; // 0 = report only
+  FrameworkRunsOptions framework_runs;
   OutputOptions out;
 };
 
@@ -236,8 +238,19 @@ int run_compare(const CompareOptions& o) {
   require_range("--max-mape-pct", o.max_mape_pct, pct);
   require_range("--max-step-error-pct", o.max_step_error_pct, pct);
   require_range("--max-error-above-1mib-pct", o.max_error_above_1mib_pct, pct);
+  require_range("--max-test-error-pct", o.framework_runs.max_test_error_pct, pct);
   if (!o.plot.empty())
     check_plot_file(o.plot);
+  if (!o.framework_runs.files.empty()) {
+    Sink sink(o.out);
+    nlohmann::json out;
+    FrameworkRunsOptions f = o.framework_runs;
+    f.plot = o.plot;
+    compare_framework_runs(f, sink, out);
+    if (sink.format() == Format::json)
+      sink.json(out);
+    return 0;
+  }
   if (o.calibration.empty())
     throw ConfigError("--calibration: required (a profile from `trainsim calibrate`)");
   const auto cal = hw::load_profile(o.calibration);
@@ -362,8 +375,21 @@ void add_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand("compare", "Predicted vs measured: per kernel (datasheet and "
                                             "calibrated profile), per collective size, per "
                                             "recorded training step");
-  cmd->add_option("--calibration", o->calibration, "Calibrated profile (from `trainsim calibrate`)")
-      ->required();
+  cmd->add_option("--calibration", o->calibration,
+                  "Calibrated profile (from `trainsim calibrate`); not needed with "
+                  "--framework-runs");
+  cmd->add_option("--framework-runs", o->framework_runs.files,
+                  "Recorded runs of training frameworks (JSON lines, docs/frameworks.md; "
+                  "repeatable): each predicted with its framework's profile, fit and test halves "
+                  "summarised");
+  cmd->add_option("--framework", o->framework_runs.framework,
+                  "With --framework-runs: predict every run with this profile (name or file) "
+                  "instead of its own framework's");
+  cmd->add_option("--only", o->framework_runs.only,
+                  "With --framework-runs: only the runs of this framework");
+  cmd->add_option("--max-test-error-pct", o->framework_runs.max_test_error_pct,
+                  "With --framework-runs: exit 3 when a framework's test-half mean |error| "
+                  "exceeds this (0 = report)");
   cmd->add_option("--measurements", o->measurements,
                   "Kernel measurements to predict (bench kernels "
                   "JSON); default: run --suite on GPU 0 now");
@@ -402,7 +428,9 @@ void add_compare(CLI::App& app) {
       "  trainsim compare --calibration h200-x2-nvlink --collectives "
       "validate/results/collectives-h200x2-mpi.json --max-error-above-1mib-pct 15\n"
       "  trainsim compare --calibration h200-x2-nvlink --train-step "
-      "validate/results/h200x2-dp-train-step.jsonl --plot dp.png");
+      "validate/results/h200x2-dp-train-step.jsonl --plot dp.png\n"
+      "  trainsim compare --framework-runs validate/results/runs-2026-12-02/runs-a.jsonl "
+      "--only pytorch");
   cmd->callback([o] { run_compare(*o); });
 }
 

@@ -9,10 +9,14 @@
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
+#include "model/ops.hpp"
+#include "simulate/deepspeed.hpp"
 #include "simulate/memory.hpp"
+#include <optional>
 
 namespace trainsim::cli {
 namespace {
@@ -25,9 +29,23 @@ struct MemoryOptions {
   std::string params;
   bool max_params = false;
   double bucket_mb = 25;
+  std::string framework = "megatron";
+  std::string deepspeed;      // ds_config.json: stage, offload, buckets, micro-batch, precision
+  double nvme_gb_per_s = 6.0; // per node, for ZeRO-Infinity's NVMe traffic
   std::string plot;
   OutputOptions out;
 };
+
+// The verdict against the capacity with the profile's memory band (1 sigma of its fit
+// residuals): "fits" when even the band's top fits, "does not fit" when even its bottom does
+// not, else "within the band: try it".
+std::string verdict(double total, double capacity, double sigma) {
+  if (total * (1 + sigma) <= capacity)
+    return "fits";
+  if (total * (1 - sigma) > capacity)
+    return "does not fit";
+  return "within the band: try it";
+}
 
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / 1e9); }
 std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024 * 1024)); }
@@ -43,6 +61,10 @@ void breakdown_table(Sink& sink, const sim::MemoryBreakdown& b) {
   row("optimizer", b.optimizer);
   row("activations", b.activations);
   row("buffers", b.buffers);
+  if (b.transient > 0)
+    row("optimizer step temporaries", b.transient);
+  if (b.allocator > 0)
+    row("allocator (reserved - allocated)", b.allocator);
   row("overhead", b.overhead);
   row("total", b.total);
   t.print(sink);
@@ -150,14 +172,41 @@ int run_memory(const MemoryOptions& o) {
   if (o.model.model.empty())
     throw ConfigError("--model: required (or --params N for model states only, or --max-params)");
   require_range("--bucket-mb", o.bucket_mb, kBucketMb);
+  require_range("--nvme-gb-per-s", o.nvme_gb_per_s, Interval{0.01, 1e4, "GB/s"});
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine);
-  const model::TrainingSetup s = resolve_setup(o.setup, m);
-  const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
+  model::TrainingSetup s = resolve_setup(o.setup, m);
+  PlanOptions plan_options = o.plan;
+  std::optional<sim::DeepSpeedConfig> ds;
+  std::string framework = o.framework;
+  if (!o.deepspeed.empty()) {
+    // The DeepSpeed config decides what it states: ZeRO stage, micro-batch, precision.
+    ds = sim::deepspeed_config_from_json(load_json_file(o.deepspeed), o.deepspeed);
+    plan_options.zero_stage = ds->zero_stage;
+    if (ds->micro_batch > 0)
+      s.micro_batch_size = ds->micro_batch;
+    s.precision = ds->precision;
+    framework = "deepspeed";
+  }
+  const model::ParallelPlan p = resolve_plan(plan_options, m, s, mc.num_gpus);
   sim::MemoryOptions mo;
-  mo.bucket_bytes = o.bucket_mb * 1024 * 1024;
+  mo.bucket_bytes = ds ? ds->reduce_bucket_elems * dtype_bytes(model::compute_dtype(s.precision)) /
+                             (ds->overlap_comm ? 1.0 : 2.0)
+                       : o.bucket_mb * 1024 * 1024;
+  mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(framework));
+  if (ds) {
+    mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
+    mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
+  }
+  const double sigma = mo.framework->fit.memory_sigma_fraction;
   const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
   const bool fits = b.total <= mc.gpu.memory_bytes;
+  const std::string said = verdict(b.total, mc.gpu.memory_bytes, sigma);
+  const std::string band =
+      mo.framework->fit.memory_runs > 0
+          ? fmt::format("+-{:.0f}% (1 sigma over {} {} runs)", 100 * sigma,
+                        mo.framework->fit.memory_runs, mo.framework->name)
+          : fmt::format("none (the {} profile has no memory residuals)", mo.framework->name);
   const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
   const double params = model::count_params(m).total;
   Sink sink(o.out);
@@ -169,9 +218,17 @@ int run_memory(const MemoryOptions& o) {
                          {"params", params},
                          {"params_per_gpu", b.params_on_gpu},
                          {"pipeline_stage", b.stage},
+                         {"pipeline_stage_layers", b.stage_num_layers},
                          {"in_flight_micro_batches", b.in_flight_micro_batches},
+                         {"framework", mo.framework->name},
                          {"per_gpu_bytes", memory_json(b)},
+                         {"peak_allocated_bytes", b.peak_allocated()},
+                         {"peak_reserved_bytes", b.peak_reserved()},
                          {"gpu_memory_bytes", mc.gpu.memory_bytes},
+                         {"headroom_bytes", mc.gpu.memory_bytes - b.total},
+                         {"memory_band_fraction", sigma},
+                         {"band_source", band},
+                         {"verdict", said},
                          {"fits", fits},
                          {"max_micro_batch", max_mb}};
   check_finite(j); // every printed figure below is one of these
@@ -181,20 +238,52 @@ int run_memory(const MemoryOptions& o) {
     sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
                              format_count(params), mc.num_gpus, mc.gpu.name,
                              gb(mc.gpu.memory_bytes)));
-    sink.comment(fmt::format("tp {} pp {} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch {}, "
-                             "seq_len {}, {} {}, {} attention",
-                             p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
-                             p.zero_stage, model::to_string(p.recompute), s.micro_batch_size,
-                             s.seq_len, model::to_string(s.precision),
-                             model::to_string(s.optimizer), model::to_string(s.attention)));
-    sink.comment(fmt::format("fullest pipeline stage {} holds {} params and {:g} micro-batches "
-                             "of activations",
-                             b.stage, format_count(b.params_on_gpu), b.in_flight_micro_batches));
+    sink.comment(fmt::format("framework: {}", mo.framework->name));
+    sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch "
+                             "{}, seq_len {}, {} {}, {} attention",
+                             p.tp, p.pp, stage_split_note(p), p.dp, p.cp,
+                             p.sequence_parallel ? " +SP" : "", p.zero_stage,
+                             model::to_string(p.recompute), s.micro_batch_size, s.seq_len,
+                             model::to_string(s.precision), model::to_string(s.optimizer),
+                             model::to_string(s.attention)));
+    sink.comment(fmt::format(
+        "fullest pipeline stage {}{} holds {} params and {:g} micro-batches "
+        "of activations",
+        b.stage, p.stage_layers.empty() ? "" : fmt::format(" ({} layers)", b.stage_num_layers),
+        format_count(b.params_on_gpu), b.in_flight_micro_batches));
     breakdown_table(sink, b);
     if (sink.format() == Format::table)
-      sink.write(fmt::format("{}: {} GB of {} GB ({:.0f}%); largest micro-batch that fits: {}\n",
-                             fits ? "FITS" : "DOES NOT FIT", gb(b.total), gb(mc.gpu.memory_bytes),
-                             100 * b.total / mc.gpu.memory_bytes, max_mb));
+      sink.write(fmt::format(
+          "{}: {} GB of {} GB ({:.0f}%), {} by {} GB; band {}; peak allocated {} GB, reserved "
+          "{} GB; largest micro-batch that fits: {}\n",
+          said == "fits"           ? "FITS"
+          : said == "does not fit" ? "DOES NOT FIT"
+                                   : "WITHIN THE BAND: TRY IT",
+          gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
+          fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
+          gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
+  }
+  if (ds) {
+    // Model states as DeepSpeed's own estimator gives them, where they live, and the PCIe/NVMe
+    // traffic offload adds per step.
+    const auto ops = model::build_ops(m, model::OpContext{});
+    double largest = 0;
+    for (const auto& kind : ops.layers)
+      for (const auto& op : kind.ops)
+        largest = std::max(largest, op.params);
+    const std::int64_t g = std::min(mc.cluster.gpus_per_node, mc.num_gpus);
+    const std::int64_t nodes = std::max<std::int64_t>(mc.num_gpus / g, 1);
+    const auto place = sim::offload_placement(
+        *ds, params, largest, g, nodes, mc.gpu.pcie_bandwidth_bytes_per_s, o.nvme_gb_per_s * 1e9);
+    if (sink.format() == Format::table) {
+      sink.write(fmt::format(
+          "# DeepSpeed ZeRO-{} (offload optimizer: {}, parameters: {}): model states per GPU "
+          "{} GB (DeepSpeed's estimator); host RAM per node {} GB; NVMe per node {} GB; per "
+          "step {} GB over PCIe ({:.3f} s at {} GB/s) and {:.3f} s of NVMe traffic at {} GB/s\n",
+          ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
+          gb(place.gpu_bytes), gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes),
+          place.pcie_s, mc.gpu.pcie_bandwidth_bytes_per_s / 1e9, place.nvme_s, o.nvme_gb_per_s));
+    }
   }
   if (!o.plot.empty()) {
     PlotSpec spec =
@@ -207,14 +296,19 @@ int run_memory(const MemoryOptions& o) {
     spec.hmarkers.push_back({mc.gpu.memory_bytes / 1e9,
                              fmt::format("GPU memory {:.0f} GB", mc.gpu.memory_bytes / 1e9)});
     spec.yrange = {0, 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9};
-    plot_bars(spec, {"this plan"},
-              {"weights", "gradients", "optimizer", "activations", "buffers", "overhead"},
-              {{b.weights / 1e9},
-               {b.gradients / 1e9},
-               {b.optimizer / 1e9},
-               {b.activations / 1e9},
-               {b.buffers / 1e9},
-               {b.overhead / 1e9}});
+    // Two bars: what is allocated at the peak, and what the caching allocator has reserved
+    // for it (the same parts plus its slack) beside the context outside the allocator.
+    plot_bars(spec, {"allocated", "reserved+context"},
+              {"weights", "gradients", "optimizer", "activations", "buffers", "temporaries",
+               "allocator slack", "context"},
+              {{b.weights / 1e9, b.weights / 1e9},
+               {b.gradients / 1e9, b.gradients / 1e9},
+               {b.optimizer / 1e9, b.optimizer / 1e9},
+               {b.activations / 1e9, b.activations / 1e9},
+               {b.buffers / 1e9, b.buffers / 1e9},
+               {b.transient / 1e9, b.transient / 1e9},
+               {0.0, b.allocator / 1e9},
+               {0.0, b.overhead / 1e9}});
   }
   return 0;
 }
@@ -237,7 +331,17 @@ void add_memory(CLI::App& app) {
                 "Print the largest parameter count whose model states fit (per ZeRO stage)");
   cmd->add_option("--bucket-mb", o->bucket_mb, "Gradient bucket size in MiB (buffers)")
       ->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a breakdown chart (.png or .svg)");
+  add_framework_option(*cmd, o->framework);
+  cmd->add_option("--deepspeed", o->deepspeed,
+                  "A DeepSpeed config (ds_config.json): its ZeRO stage, offload devices, "
+                  "buckets, micro-batch and precision; prints DeepSpeed's own model-state "
+                  "estimate, host RAM, NVMe and the offload traffic. Keys trainsim does not "
+                  "model are refused by name");
+  cmd->add_option("--nvme-gb-per-s", o->nvme_gb_per_s,
+                  "NVMe bandwidth per node for ZeRO-Infinity (GB/s)")
+      ->capture_default_str();
+  cmd->add_option("--plot", o->plot,
+                  "Write a breakdown chart (.png or .svg): allocated vs reserved by category");
   add_output_options(*cmd, o->out);
   cmd->footer("Examples:\n  trainsim memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 "
               "--seq-len 8192\n  trainsim memory --params 7.5e9 --num-gpus 64 --zero 1\n  "

@@ -1,6 +1,9 @@
 // `trainsim model`: parameter and FLOP accounting of a model from its operator list.
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/resolve.hpp"
@@ -29,7 +32,9 @@ void print_ops(Sink& sink, const model::OpList& ops) {
         shape = fmt::format("[{},{}]x[{},{}]{}", op.m, op.k, op.k, op.n,
                             op.count > 1 ? fmt::format(" x{:g}", op.count) : "");
       else if (op.kind == model::OpKind::attention_core)
-        shape = fmt::format("b{} h{} s{} d{}", op.batch, op.heads, op.seq_q, op.head_dim);
+        shape = fmt::format("b{} h{} s{} d{}{}{}", op.batch, op.heads, op.seq_q, op.head_dim,
+                            op.v_head_dim != op.head_dim ? fmt::format("/{}", op.v_head_dim) : "",
+                            op.window > 0 ? fmt::format(" w{}", op.window) : "");
       double saved = 0;
       for (const auto& s : op.saved)
         saved += s.bytes;
@@ -43,9 +48,48 @@ void print_ops(Sink& sink, const model::OpList& ops) {
     }
   };
   add(ops.embedding, "embedding");
-  add(ops.layer, fmt::format("layer x{}", ops.num_layers).c_str());
+  for (const auto& kind : ops.layers)
+    add(kind.ops, fmt::format("{} x{}", kind.name, kind.num_layers).c_str());
   add(ops.head, "head");
+  if (ops.num_mtp_modules > 0)
+    add(ops.mtp, fmt::format("mtp x{}", ops.num_mtp_modules).c_str());
   t.print(sink);
+}
+
+// One line naming the attention, norm and MoE variants that differ from a plain Llama layer.
+std::string describe_variants(const model::ModelSpec& m) {
+  std::vector<std::string> parts;
+  if (m.attention_kind == model::AttentionKind::mla)
+    parts.push_back(fmt::format("MLA (q rank {}, kv rank {}, qk {}+{}, v {})", m.q_lora_rank,
+                                m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim,
+                                m.v_head_dim));
+  if (m.sliding_window > 0)
+    parts.push_back(m.full_attention_interval > 0
+                        ? fmt::format("sliding window {} (every {}th layer full)", m.sliding_window,
+                                      m.full_attention_interval)
+                        : fmt::format("sliding window {} on every layer", m.sliding_window));
+  if (m.qk_norm != model::QkNorm::none)
+    parts.push_back(fmt::format("QK-norm {}", model::to_string(m.qk_norm)));
+  if (m.rotary_fraction < 1)
+    parts.push_back(fmt::format("RoPE on {:g} of each head", m.rotary_fraction));
+  if (m.attention_sinks)
+    parts.push_back("attention sinks");
+  if (m.attention_softcap || m.logit_softcap)
+    parts.push_back("logit soft-capping");
+  if (m.parallel_block)
+    parts.push_back(m.shared_block_norm ? "parallel block (one norm)" : "parallel block");
+  if (m.norm_placement != model::NormPlacement::pre)
+    parts.push_back(fmt::format("{}-norm", model::to_string(m.norm_placement)));
+  if (m.num_shared_experts > 0)
+    parts.push_back(fmt::format("shared experts x{}", m.num_shared_experts));
+  if (m.first_dense_layers > 0)
+    parts.push_back(fmt::format("first {} layers dense", m.first_dense_layers));
+  if (m.num_mtp_modules > 0)
+    parts.push_back(fmt::format("MTP modules x{}", m.num_mtp_modules));
+  std::string s = "variants:";
+  for (const auto& p : parts)
+    s += (s.back() == ':' ? " " : ", ") + p;
+  return parts.empty() ? "variants: none (pre-norm, full attention)" : s;
 }
 
 int run_model(const ModelCmdOptions& o) {
@@ -62,10 +106,15 @@ int run_model(const ModelCmdOptions& o) {
                  {"per_layer", p.per_layer},
                  {"layers", p.layers},
                  {"head", p.head},
+                 {"mtp", p.mtp},
                  {"active", p.active},
+                 {"active_without_embedding", p.active_without_embedding},
                  {"non_embedding", p.non_embedding}};
-  j["flops_per_token"] = {
-      {"forward", f.forward}, {"backward", f.backward}, {"total", f.total}, {"six_n", f.six_n}};
+  j["flops_per_token"] = {{"forward", f.forward},
+                          {"backward", f.backward},
+                          {"total", f.total},
+                          {"causal_total", f.causal_total},
+                          {"six_n", f.six_n}};
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -79,6 +128,7 @@ int run_model(const ModelCmdOptions& o) {
       m.vocab_size, model::to_string(m.norm), model::to_string(m.position),
       m.tied_embeddings ? "tied" : "untied",
       m.is_moe() ? fmt::format(", MoE {} experts top-{}", m.num_experts, m.top_k) : ""));
+  sink.comment(describe_variants(m));
   sink.comment(fmt::format("seq_len {} (FLOPs count the full s x s attention product, "
                            "Narayanan et al. 2021 convention)",
                            seq));
@@ -89,15 +139,23 @@ int run_model(const ModelCmdOptions& o) {
   };
   row("params total", p.total);
   row("params embedding", p.embedding);
-  row("params per layer", p.per_layer);
+  // Layers differ in parameters when some are dense and some MoE (DeepSeek's first layers).
+  row(m.is_moe() && m.first_dense_layers > 0 ? "params per layer (mean over layers)"
+                                             : "params per layer",
+      p.per_layer);
   row("params all layers", p.layers);
   row("params head (final norm + untied LM head)", p.head);
   row("params non-embedding", p.non_embedding);
-  if (m.is_moe())
+  if (m.num_mtp_modules > 0)
+    row("params MTP modules", p.mtp);
+  if (m.is_moe()) {
     row("params active per token", p.active);
+    row("params active without the embedding table", p.active_without_embedding);
+  }
   row("FLOPs/token forward", f.forward);
   row("FLOPs/token backward", f.backward);
   row("FLOPs/token total (fwd + bwd)", f.total);
+  row("FLOPs/token total, attention over visible keys only", f.causal_total);
   row("6N (N = active params)", f.six_n);
   t.print(sink);
   if (o.ops && sink.format() == Format::table) {

@@ -30,6 +30,7 @@ struct PlanOptionsCli {
   std::int64_t top = 10;
   std::string objective = "time";
   std::vector<std::string> fix;
+  StageSplitOptions stages;
   std::optional<std::int64_t> explain; // rank of the plan to explain
   std::int64_t max_tp = 0, max_cp = 8, max_interleave = 8;
   int threads = 0;
@@ -110,10 +111,12 @@ void apply_fix(const std::string& item, sim::PlanSearchOptions& o,
 
 std::string plan_label(const sim::PlanCandidate& c) {
   const auto& p = c.plan;
-  return fmt::format("tp{} pp{} dp{} cp{} mb{} z{} {}{}{}", p.tp, p.pp, p.dp, p.cp,
-                     c.micro_batch_size, p.zero_stage, model::to_string(p.recompute),
-                     p.sequence_parallel ? " sp" : "",
-                     p.interleave > 1 ? fmt::format(" v{}", p.interleave) : "");
+  return fmt::format(
+      "tp{} pp{}{} dp{} cp{} mb{} z{} {}{}{}", p.tp, p.pp,
+      p.stage_layers.empty() ? ""
+                             : fmt::format(" [{}]", model::format_stage_layers(p.stage_layers)),
+      p.dp, p.cp, c.micro_batch_size, p.zero_stage, model::to_string(p.recompute),
+      p.sequence_parallel ? " sp" : "", p.interleave > 1 ? fmt::format(" v{}", p.interleave) : "");
 }
 
 // Why does `best` win? Re-estimate it and its one-step neighbours with the full model.
@@ -163,6 +166,11 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   auto add = [&](std::string what, auto mutate, std::int64_t mb) {
     model::ParallelPlan p = b;
     mutate(p);
+    if (p.pp != b.pp) { // another stage count: the split the search would use for it
+      model::TrainingSetup t = s;
+      t.micro_batch_size = mb;
+      p.stage_layers = sim::searched_stage_layers(m, mc.cluster, mc.gpu, mc.profile, p, t, so);
+    }
     ns.push_back({std::move(what), p, mb});
   };
   if (b.tp > 1)
@@ -269,9 +277,24 @@ int run_plan(const PlanOptionsCli& o) {
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
                                   so.fix_tp, m.num_heads, m.num_kv_heads));
-  if (so.fix_pp > 0 && (so.fix_pp > m.num_layers || m.num_layers % so.fix_pp))
+  if (so.fix_pp > m.num_layers)
     throw ConfigError(
-        fmt::format("--fix pp={}: must divide num_layers = {}", so.fix_pp, m.num_layers));
+        fmt::format("--fix pp={}: must not exceed num_layers = {}", so.fix_pp, m.num_layers));
+  check_stage_split_flags(o.stages, m.num_layers);
+  if (!o.stages.pp_layers.empty()) {
+    // Pins pp to the number of stages; checked like a plan's split (pp alone is searched).
+    so.fix_stage_layers = parse_stage_layers(o.stages.pp_layers, "--pp-layers");
+    const auto stages = static_cast<std::int64_t>(so.fix_stage_layers.size());
+    if (so.fix_pp > 0 && so.fix_pp != stages)
+      throw ConfigError(fmt::format("--pp-layers = {}: has {} stages but --fix pp={}",
+                                    o.stages.pp_layers, stages, so.fix_pp));
+    model::ParallelPlan pinned;
+    pinned.pp = stages;
+    pinned.stage_layers = so.fix_stage_layers;
+    model::validate_stage_layers(pinned, m.num_layers, "flags (--pp-layers)");
+  }
+  so.fix_first_stage_layers = o.stages.first_stage_layers.value_or(-1);
+  so.fix_last_stage_layers = o.stages.last_stage_layers.value_or(-1);
   if (so.fix_tp > 0 && mc.num_gpus % so.fix_tp)
     throw ConfigError(fmt::format("--fix tp={}: must divide the {} GPUs", so.fix_tp, mc.num_gpus));
   const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -304,9 +327,10 @@ int run_plan(const PlanOptionsCli& o) {
                                  });
     sink.write(fmt::format("# plan search benchmark: {} on {} x {}, global batch {}, seq {}\n",
                            m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len));
-    sink.write(fmt::format("space {} candidates, {} evaluated by the cost model, {} feasible, {} "
-                           "op lists built\n",
-                           r1.space_size, r1.evaluated, r1.feasible, r1.phase1_builds));
+    sink.write(fmt::format("space {} candidates, {} evaluated by the cost model ({} with uneven "
+                           "stages), {} feasible, {} op lists built\n",
+                           r1.space_size, r1.evaluated, r1.uneven_evaluated, r1.feasible,
+                           r1.phase1_builds));
     sink.write(
         fmt::format("1 thread : {:.1f} ms per search (median of 5), {:.2f} M evaluations/s\n",
                     t1 * 1e3, static_cast<double>(r1.evaluated) / t1 / 1e6));
@@ -354,6 +378,8 @@ int run_plan(const PlanOptionsCli& o) {
                       {"step_time_s", c.step_time_s},
                       {"per_gpu_bytes_total", c.per_gpu_bytes_total},
                       {"mfu", c.mfu}};
+    if (!c.plan.stage_layers.empty())
+      pj["stage_layers"] = c.plan.stage_layers;
     if (tokens > 0)
       pj["days"] = tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
                    kSecondsPerDay;
@@ -370,6 +396,7 @@ int run_plan(const PlanOptionsCli& o) {
                {"objective", o.objective},
                {"space_size", r.space_size},
                {"evaluated", r.evaluated},
+               {"uneven_stages_evaluated", r.uneven_evaluated},
                {"feasible", r.feasible},
                {"rejected", rej},
                {"search_time_s", elapsed},
@@ -381,9 +408,14 @@ int run_plan(const PlanOptionsCli& o) {
                     m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
                     mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len,
                     model::to_string(s.precision), model::to_string(s.attention), o.objective));
-    sink.comment(fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated, {} "
-                             "feasible",
-                             r.space_size, elapsed, so.threads, r.evaluated, r.feasible));
+    sink.comment(
+        fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated{}, {} "
+                    "feasible",
+                    r.space_size, elapsed, so.threads, r.evaluated,
+                    r.uneven_evaluated > 0
+                        ? fmt::format(" ({} with uneven pipeline stages)", r.uneven_evaluated)
+                        : "",
+                    r.feasible));
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
       if (r.rejected[k])
         sink.comment(fmt::format("  rejected, {}: {}", sim::to_string(static_cast<sim::Reject>(k)),
@@ -392,7 +424,7 @@ int run_plan(const PlanOptionsCli& o) {
              "MFU", "mem/GPU (GB)", tokens > 0 ? "days" : ""},
             {"rank", "tp", "pp", "dp", "cp", "micro_batch", "grad_accumulation", "zero",
              "recompute", "sequence_parallel", "interleave", "step_time_s", "mfu",
-             "per_gpu_bytes_total", "days"});
+             "per_gpu_bytes_total", "days", "stage_layers"});
     std::int64_t rank = 0;
     for (const auto& c : r.plans) {
       if (++rank > o.top)
@@ -402,8 +434,10 @@ int run_plan(const PlanOptionsCli& o) {
               ? tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
                     kSecondsPerDay
               : 0;
+      const std::string split = model::format_stage_layers(c.plan.stage_layers);
       t.add_row(
-          {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
+          {fmt::format("{}", rank), fmt::format("{}", c.plan.tp),
+           split.empty() ? fmt::format("{}", c.plan.pp) : fmt::format("{} [{}]", c.plan.pp, split),
            fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
            fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
            fmt::format("{}", c.plan.zero_stage), std::string(model::to_string(c.plan.recompute)),
@@ -417,7 +451,7 @@ int run_plan(const PlanOptionsCli& o) {
            fmt::format("{}", c.plan.zero_stage), std::string(model::to_string(c.plan.recompute)),
            c.plan.sequence_parallel ? "true" : "false", fmt::format("{}", c.plan.interleave),
            fmt::format("{:.9g}", c.step_time_s), fmt::format("{:.6f}", c.mfu),
-           fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days)});
+           fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
     }
     t.print(sink);
     if (o.explain) {
@@ -476,6 +510,7 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--fix", o->fix,
                   "Pin a dimension: tp=8, pp=4, dp=16, cp=2, micro-batch=1, "
                   "zero=1, interleave=2, recompute=full, sp=on (repeatable)");
+  add_stage_split_options(*cmd, o->stages);
   cmd->add_option("--explain", o->explain,
                   "Explain plan RANK (1, 2, ...) against its one-change neighbours");
   cmd->add_option("--max-tp", o->max_tp, "Largest tp searched (0 = GPUs per node)")

@@ -69,9 +69,14 @@ int run_roofline(const RooflineOptions& o) {
     const auto p = resolve_plan(plan_opts, m, s, 0);
     dtype = model::compute_dtype(s.precision);
     const auto ops = model::build_ops(m, model::make_op_context(p, s));
-    for (const auto* list : {&ops.embedding, &ops.layer, &ops.head})
+    std::vector<const std::vector<model::Op>*> lists{&ops.embedding};
+    for (const auto& kind : ops.layers)
+      lists.push_back(&kind.ops);
+    lists.push_back(&ops.head);
+    lists.push_back(&ops.mtp);
+    for (const auto* list : lists)
       for (const auto& op : *list) {
-        if (op.kind == model::OpKind::tp_comm)
+        if (model::is_communication(op.kind))
           continue;
         for (auto pass : {sim::Pass::forward, sim::Pass::backward}) {
           const auto c = sim::op_cost(op, pass, mc.gpu, mc.profile);

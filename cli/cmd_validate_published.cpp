@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/estimate_print.hpp"
 #include "cli/output.hpp"
 #include "common/checks.hpp"
 #include "common/errors.hpp"
@@ -15,6 +16,7 @@ namespace {
 
 struct ValidateOptions {
   std::string calibration;
+  std::string framework = "megatron";
   double max_error_pct = 10, max_mean_error_pct = 5;
   OutputOptions out;
 };
@@ -31,7 +33,7 @@ int run_validate(const ValidateOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   double sum_abs = 0, max_abs = 0, x_1t = 0;
   for (const auto& run : val::megatron_table1()) {
-    const auto p = val::predict_megatron(run, o.calibration);
+    const auto p = val::predict_megatron(run, o.calibration, o.framework);
     sum_abs += std::fabs(p.error_pct);
     max_abs = std::max(max_abs, std::fabs(p.error_pct));
     if (run.name == "1008.0B")
@@ -107,6 +109,7 @@ void add_validate_published(CLI::App& app) {
                                  "Predict published training runs (Megatron-LM Table 1) and "
                                  "compare");
   cmd->add_option("--calibration", o->calibration, "Profile to use (default: a100-80g)");
+  add_framework_option(*cmd, o->framework);
   cmd->add_option("--max-error-pct", o->max_error_pct, "Per-row limit")->capture_default_str();
   cmd->add_option("--max-mean-error-pct", o->max_mean_error_pct, "Mean limit")
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include "common/errors.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
+#include "simulate/framework.hpp"
 
 namespace trainsim::cli {
 
@@ -20,6 +21,23 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
          "--dp-algorithm", f.dp_algorithm,
          "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
       ->capture_default_str();
+  add_framework_option(cmd, f.framework);
+}
+
+void add_framework_option(CLI::App& cmd, std::string& framework) {
+  cmd.add_option("--framework", framework,
+                 "Training framework whose kernels, host time, optimizer and memory rules to "
+                 "assume: megatron (Megatron-Core + Transformer Engine), fsdp (PyTorch FSDP2), "
+                 "deepspeed, pytorch (eager + autocast), pytorch-compile, trainsim (our own "
+                 "fused trainer), or a profile file (presets/frameworks/, docs/frameworks.md)")
+      ->capture_default_str();
+}
+
+std::string band_text(const sim::StepEstimate& e) {
+  if (e.band_runs <= 0)
+    return fmt::format("(no error band: the {} profile has no fit residuals)", e.framework);
+  return fmt::format("+-{:.0f}% (1 sigma over {} {} runs)", 100 * e.band_sigma_fraction,
+                     e.band_runs, e.framework);
 }
 
 double parse_tokens(const std::string& text) {
@@ -32,6 +50,7 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   o.bucket_bytes = f.bucket_mb * 1024 * 1024;
   o.dp_overlap = !f.no_dp_overlap;
   o.tp_overlap = f.tp_overlap;
+  o.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(f.framework));
   if (f.dp_algorithm == "ring")
     o.dp_algorithm = sim::Algorithm::ring;
   else if (f.dp_algorithm == "tree")
@@ -44,17 +63,30 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   return o;
 }
 
+std::string stage_split_note(const model::ParallelPlan& p) {
+  return p.stage_layers.empty()
+             ? ""
+             : fmt::format(" (layers {})", model::format_stage_layers(p.stage_layers));
+}
+
 nlohmann::json breakdown_json(const sim::StepBreakdown& b) {
-  return {{"forward", b.forward},    {"backward", b.backward}, {"recompute", b.recompute},
-          {"tp_comm", b.tp_comm},    {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
-          {"pp_comm", b.pp_comm},    {"dp_comm", b.dp_comm},   {"bubble", b.bubble},
-          {"optimizer", b.optimizer}};
+  return {{"forward", b.forward},     {"backward", b.backward}, {"recompute", b.recompute},
+          {"tp_comm", b.tp_comm},     {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
+          {"pp_comm", b.pp_comm},     {"dp_comm", b.dp_comm},   {"bubble", b.bubble},
+          {"optimizer", b.optimizer}, {"host", b.host}};
 }
 
 nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
-  return {{"weights", b.weights},     {"gradients", b.gradients},
-          {"optimizer", b.optimizer}, {"activations", b.activations},
-          {"buffers", b.buffers},     {"overhead", b.overhead},
+  return {{"weights", b.weights},
+          {"gradients", b.gradients},
+          {"optimizer", b.optimizer},
+          {"activations", b.activations},
+          {"buffers", b.buffers},
+          {"transient", b.transient},
+          {"allocator", b.allocator},
+          {"overhead", b.overhead},
+          {"peak_allocated_bytes", b.peak_allocated()},
+          {"peak_reserved_bytes", b.peak_reserved()},
           {"total", b.total}};
 }
 
@@ -86,11 +118,15 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"gpu", mc.gpu.name},
                    {"num_gpus", p.num_gpus()},
                    {"profile", mc.profile.name},
+                   {"framework", e.framework},
                    {"setup", setup_json(s)},
                    {"plan", plan_json(p)},
                    {"micro_batches", e.micro_batches},
                    {"global_batch_size", e.global_batch_size},
                    {"step_time_s", e.step_time_s},
+                   {"step_time_s_low", e.step_time_s * (1 - e.band_sigma_fraction)},
+                   {"step_time_s_high", e.step_time_s * (1 + e.band_sigma_fraction)},
+                   {"band_source", band_text(e)},
                    {"breakdown_s", breakdown_json(e.breakdown_s)},
                    {"mfu", e.mfu},
                    {"hfu", e.hfu},
@@ -98,6 +134,10 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"model_flops_per_step", e.model_flops_per_step},
                    {"achieved_flops_per_s_per_gpu", e.achieved_flops_per_s_per_gpu},
                    {"per_gpu_bytes", memory_json(e.memory)},
+                   {"slowest_stage", e.slowest_stage},
+                   {"slowest_stage_layers", e.slowest_stage_layers},
+                   {"fullest_stage", e.memory.stage},
+                   {"fullest_stage_layers", e.memory.stage_num_layers},
                    {"gpu_memory_bytes", mc.gpu.memory_bytes},
                    {"fits", e.memory.total <= mc.gpu.memory_bytes}};
   if (tokens > 0) {
@@ -122,11 +162,12 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   sink.comment(fmt::format("model {} ({} params) on {} ({} GPUs of {}, {} per node), profile: {}",
                            m.name, format_count(model::count_params(m).total), mc.cluster.name,
                            p.num_gpus(), mc.gpu.name, mc.cluster.gpus_per_node, mc.profile.name));
+  sink.comment(fmt::format("framework: {}", e.framework));
   sink.comment(fmt::format(
-      "tp {} pp {} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
+      "tp {} pp {}{} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
       "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "
       "tokens",
-      p.tp, p.pp, p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
+      p.tp, p.pp, stage_split_note(p), p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
       p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "", p.zero_stage,
       model::to_string(p.recompute), model::to_string(s.attention), model::to_string(s.precision),
       s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size, s.seq_len));
@@ -149,17 +190,26 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   row("dp_comm (exposed)", b.dp_comm);
   row("bubble", b.bubble);
   row("optimizer", b.optimizer);
+  row("host (CPU-bound)", b.host);
   row("total", e.step_time_s);
   t.print(sink);
   if (sink.format() != Format::table)
     return;
-  sink.write(fmt::format("step {}  |  MFU {:.1f}%  HFU {:.1f}%  |  {:.3g} tokens/s  |  {:.1f} "
+  sink.write(fmt::format("step {} {}  |  MFU {:.1f}%  HFU {:.1f}%  |  {:.3g} tokens/s  |  {:.1f} "
                          "TFLOP/s per GPU (model)\n",
-                         format_seconds(e.step_time_s), 100 * e.mfu, 100 * e.hfu, e.tokens_per_s,
-                         e.achieved_flops_per_s_per_gpu / 1e12));
+                         format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,
+                         e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
+  if (!p.stage_layers.empty())
+    sink.write(fmt::format("uneven stages {}: the slowest is stage {} ({} layers, {} per "
+                           "micro-batch); the fullest is stage {} ({} layers, {:g} micro-batches "
+                           "in flight)\n",
+                           model::format_stage_layers(p.stage_layers), e.slowest_stage,
+                           e.slowest_stage_layers, format_seconds(e.micro_batch_stage_s),
+                           e.memory.stage, e.memory.stage_num_layers,
+                           e.memory.in_flight_micro_batches));
   if (tokens > 0) {
     const auto tt = train_time(m, e, static_cast<double>(p.num_gpus()), tokens);
     sink.write(fmt::format("{} tokens: {:.1f} days, {:.3g} GPU-hours (top-down 6ND at this MFU: "
@@ -171,10 +221,12 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
 void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Machine& mc,
                     const model::ParallelPlan& p, const sim::StepEstimate& e) {
   const auto& b = e.breakdown_s;
-  const std::vector<std::string> parts{"forward", "backward", "recompute", "tp_comm", "cp_comm",
-                                       "ep_comm", "pp_comm",  "dp_comm",   "bubble",  "optimizer"};
-  const std::vector<double> values{b.forward, b.backward, b.recompute, b.tp_comm, b.cp_comm,
-                                   b.ep_comm, b.pp_comm,  b.dp_comm,   b.bubble,  b.optimizer};
+  const std::vector<std::string> parts{"forward", "backward",  "recompute", "tp_comm",
+                                       "cp_comm", "ep_comm",   "pp_comm",   "dp_comm",
+                                       "bubble",  "optimizer", "host"};
+  const std::vector<double> values{b.forward, b.backward,  b.recompute, b.tp_comm,
+                                   b.cp_comm, b.ep_comm,   b.pp_comm,   b.dp_comm,
+                                   b.bubble,  b.optimizer, b.host};
   std::vector<std::vector<double>> groups;
   for (double v : values)
     groups.push_back({v});

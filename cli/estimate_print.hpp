@@ -24,10 +24,17 @@ struct StepFlags {
   bool no_dp_overlap = false;
   bool tp_overlap = false;
   std::string dp_algorithm = "auto";
+  std::string framework = "megatron";
 };
 void add_step_flags(CLI::App& cmd, StepFlags& f);
+/// --framework NAME|FILE (the step flags include it; `memory` adds it on its own).
+void add_framework_option(CLI::App& cmd, std::string& framework);
+/// "+-6% (1 sigma over 21 pytorch runs)" or why there is no band.
+[[nodiscard]] std::string band_text(const sim::StepEstimate& e);
 [[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);
 
+/// " (layers 7,8x14,7)" for a plan with an explicit stage split, "" otherwise.
+[[nodiscard]] std::string stage_split_note(const model::ParallelPlan& p);
 [[nodiscard]] nlohmann::json breakdown_json(const sim::StepBreakdown& b);
 [[nodiscard]] nlohmann::json memory_json(const sim::MemoryBreakdown& b);
 [[nodiscard]] nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cli/app.hpp"
+#include "common/presets.hpp"
 
 #ifndef TRAINSIM_SOURCE_DIR
 #define TRAINSIM_SOURCE_DIR "."
@@ -207,7 +208,7 @@ std::vector<std::string> check(const Args& args, const Result& r) {
 // ---- random invocations ----------------------------------------------------------------
 class Gen {
  public:
-  explicit Gen(std::uint64_t seed) : rng_(seed) {}
+  explicit Gen(std::uint64_t seed) : rng_(seed), models_(trainsim::list_presets("models")) {}
 
   Args next() {
     Args a;
@@ -231,6 +232,7 @@ class Gen {
 
  private:
   std::mt19937_64 rng_;
+  std::vector<std::string> models_; // every model preset
 
   std::size_t pick_index(std::size_t n) { return static_cast<std::size_t>(rng_() % n); }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
@@ -256,9 +258,10 @@ class Gen {
   }
 
   std::string model_name() {
-    return pick({"gpt2", "gpt2-medium", "gpt2-xl", "llama3-8b", "llama2-7b", "llama2-13b",
-                 "mixtral-8x7b", "cs336-small", "cs336-xl", "llama3-70b", "gpt3-175b",
-                 "llama3-405b", "megatron-1t", "nonexistent-model"});
+    if (chance(0.5)) // the common ones more often
+      return pick({"gpt2", "llama3-8b", "llama2-7b", "mixtral-8x7b", "cs336-small", "llama3-70b",
+                   "nonexistent-model"});
+    return models_[pick_index(models_.size())];
   }
   std::string gpu_name() {
     return pick({"h100-sxm", "h100-pcie", "h200", "a100-80g", "a100-40g", "b200", "mi300x", "v100",
@@ -295,7 +298,8 @@ class Gen {
     opt(a, "--seq-len", {"128", "512", "1024", "2048", "4096", "8192", "1000", "32768"}, 0.6);
     opt(a, "--micro-batch", {"1", "2", "4", "8", "3"}, 0.4);
     opt(a, "--global-batch", {"8", "16", "64", "256", "1024", "12", "0"}, 0.5);
-    opt(a, "--precision", {"bf16-mixed", "fp16-mixed", "fp32", "bf16"}, 0.3);
+    opt(a, "--precision", {"bf16-mixed", "fp16-mixed", "fp32", "bf16", "fp8", "fp8-cs", "mxfp8"},
+        0.3);
     opt(a, "--attention", {"flash", "naive"}, 0.3);
     opt(a, "--optimizer", {"adamw", "sgd"}, 0.1);
   }
@@ -309,6 +313,11 @@ class Gen {
     opt(a, "--interleave", {"1", "2", "4"}, 0.1);
     opt(a, "--recompute", {"none", "selective", "full"}, 0.3);
     flag(a, "--sequence-parallel");
+    opt(a, "--pp-layers", {"7,8x14,7", "16,16", "8x4", "1,31", "0,32"}, 0.05);
+    opt(a, "--decoder-first-pipeline-num-layers", {"1", "4", "7"}, 0.03);
+    opt(a, "--decoder-last-pipeline-num-layers", {"1", "4", "7"}, 0.03);
+    opt(a, "--moe-capacity-factor", {"0", "1", "1.25", "2"}, 0.05);
+    opt(a, "--moe-imbalance", {"1", "1.5", "4"}, 0.05);
   }
   // A layout that usually fits together: num-gpus = tp x pp x cp x dp, a global batch that
   // is a multiple of micro-batch x dp, on one node of --gpu GPUs (so that the cost model runs,
@@ -324,7 +333,8 @@ class Gen {
     opt(a, "--zero", {"0", "1", "2", "3"}, 0.5);
     opt(a, "--recompute", {"none", "selective", "full"}, 0.4);
     opt(a, "--seq-len", {"512", "1024", "2048", "4096"}, 0.5);
-    opt(a, "--precision", {"bf16-mixed", "fp16-mixed", "fp32", "bf16"}, 0.3);
+    opt(a, "--precision", {"bf16-mixed", "fp16-mixed", "fp32", "bf16", "fp8", "fp8-cs", "mxfp8"},
+        0.3);
     opt(a, "--attention", {"flash", "naive"}, 0.3);
     if (pp != "1")
       opt(a, "--interleave", {"1", "2"}, 0.2);
@@ -345,6 +355,9 @@ class Gen {
     return false;
   }
   void step_flags(Args& a) {
+    opt(a, "--framework",
+        {"megatron", "deepspeed", "fsdp", "pytorch", "pytorch-compile", "trainsim", "colour"},
+        0.15);
     opt(a, "--bucket-mb", {"1", "25", "100", "0.5", "1000"}, 0.15);
     flag(a, "--no-dp-overlap", 0.1);
     flag(a, "--tp-overlap", 0.1);
@@ -404,6 +417,13 @@ class Gen {
     }
     job(a, "small");
     opt(a, "--bucket-mb", {"1", "25", "100"}, 0.1);
+    opt(a, "--framework", {"megatron", "deepspeed", "fsdp", "pytorch"}, 0.2);
+    if (chance(0.1)) {
+      a.push_back("--deepspeed");
+      a.push_back(std::string(TRAINSIM_SOURCE_DIR) + "/cli/testdata/" +
+                  pick({"ds_zero3_offload.json", "ds_unknown.json"}));
+      opt(a, "--nvme-gb-per-s", {"1", "6", "25"}, 0.5);
+    }
   }
   void estimate(Args& a) {
     a.push_back("estimate");
@@ -532,7 +552,7 @@ class Gen {
   // The slower or file-based commands, drawn less often.
   void rare(Args& a) {
     const std::string results = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
-    switch (pick_index(5)) {
+    switch (pick_index(6)) {
     case 0:
       a = {"validate-published"};
       opt(a, "--max-error-pct", {"10", "5", "50"}, 0.3);
@@ -550,6 +570,13 @@ class Gen {
     case 3:
       a = {"compare", "--calibration", "h200", "--measurements", results + "h200-held-out.json",
            "--base",  "h200-datasheet"};
+      break;
+    case 4:
+      a = {"compare", "--framework-runs",
+           results + "runs-2026-12-02/" + pick({"runs-a.jsonl", "runs-c.jsonl", "oom.jsonl"})};
+      opt(a, "--framework", {"pytorch", "fsdp", "pytorch-compile", "megatron", "nope"}, 0.4);
+      opt(a, "--only", {"fit", "test", "all", "half"}, 0.3);
+      opt(a, "--max-test-error-pct", {"0", "50", "-1"}, 0.3);
       break;
     default:
       a = {pick({"frobnicate", "--help", "--version", "estimat", "model"})};

@@ -1,6 +1,7 @@
 // Shared flag groups and their resolution (resolve.hpp).
 #include "cli/resolve.hpp"
 
+#include <cctype>
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
@@ -126,7 +127,10 @@ model::Precision parse_precision(const std::string& s) {
                                  {{"fp32", Precision::fp32},
                                   {"bf16-mixed", Precision::bf16_mixed},
                                   {"fp16-mixed", Precision::fp16_mixed},
-                                  {"bf16", Precision::bf16}});
+                                  {"bf16", Precision::bf16},
+                                  {"fp8", Precision::fp8_delayed},
+                                  {"fp8-cs", Precision::fp8_current},
+                                  {"mxfp8", Precision::mxfp8}});
 }
 model::Optimizer parse_optimizer(const std::string& s) {
   return parse_choice<Optimizer>(s, "--optimizer",
@@ -153,12 +157,22 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       "Sequence length (tokens); default: 2048, or the model's max_seq_len when smaller");
   cmd.add_option("--precision", o.precision,
                  "fp32 (4+4+8 B/param) | bf16-mixed, fp16-mixed (2+2+12: fp32 master, m, v) | "
-                 "bf16 (2+2+8: no master copy)")
+                 "bf16 (2+2+8: no master copy) | fp8 (Transformer Engine, delayed scaling), "
+                 "fp8-cs (current scaling), mxfp8 (Blackwell): FP8 GEMMs in the linear layers, "
+                 "bf16 elsewhere, fp32 master weights, plus FP8 weight copies")
       ->capture_default_str();
   cmd.add_option("--attention", o.attention,
                  "flash (saves O + logsumexp) | naive (saves the s^2 scores)")
       ->capture_default_str();
   cmd.add_option("--optimizer", o.optimizer, "adamw (2 fp32 moments) | sgd (1 fp32 momentum)")
+      ->capture_default_str();
+  cmd.add_option("--moe-capacity-factor", o.moe_capacity_factor,
+                 "MoE: expert buffers of this x the balanced share, overflow dropped, padded "
+                 "(0 = dropless)")
+      ->capture_default_str();
+  cmd.add_option("--moe-imbalance", o.moe_imbalance_factor,
+                 "MoE: routed tokens on the busiest expert-parallel rank / the mean (1 = "
+                 "balanced; dropless)")
       ->capture_default_str();
 }
 
@@ -178,8 +192,108 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
   s.precision = parse_precision(o.precision);
   s.attention = parse_attention(o.attention);
   s.optimizer = parse_optimizer(o.optimizer);
+  s.moe_capacity_factor = o.moe_capacity_factor;
+  s.moe_imbalance_factor = o.moe_imbalance_factor;
   model::validate(s, "flags");
   return s;
+}
+
+void add_stage_split_options(CLI::App& cmd, StageSplitOptions& o) {
+  cmd.add_option("--pp-layers", o.pp_layers,
+                 "Transformer layers on each pipeline stage, first to last, e.g. 7,8x14,7 (8x14: "
+                 "14 stages of 8); default: num_layers / pp on every stage (plan: searched; "
+                 "this pins it and pp)");
+  cmd.add_option("--decoder-first-pipeline-num-layers", o.first_stage_layers,
+                 "Layers on the first pipeline stage; the middle stages split the rest evenly "
+                 "(Megatron-LM's flag; plan: pinned for every pp where they can)");
+  cmd.add_option("--decoder-last-pipeline-num-layers", o.last_stage_layers,
+                 "Layers on the last pipeline stage; the middle stages split the rest evenly "
+                 "(Megatron-LM's flag; plan: pinned for every pp where they can)");
+}
+
+std::vector<std::int64_t> parse_stage_layers(const std::string& text, const char* flag) {
+  // Bounds keep the sums far from overflow; validate() names the real limits.
+  constexpr std::int64_t kMaxCount = 1 << 20, kMaxStages = 1 << 16;
+  auto bad = [&](const std::string& why) {
+    return ConfigError(
+        fmt::format("{} = '{}': {} (expected counts such as 7,8x14,7)", flag, text, why));
+  };
+  auto number = [&](const std::string& item) -> std::int64_t {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !std::isdigit(static_cast<unsigned char>(item[0])))
+      throw bad(fmt::format("'{}' is not a whole number", item));
+    if (v < 1 || v > kMaxCount)
+      throw bad(fmt::format("{} is out of range 1..{}", item, kMaxCount));
+    return v;
+  };
+  std::vector<std::int64_t> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::size_t x = item.find('x');
+    const std::int64_t layers = number(item.substr(0, x));
+    const std::int64_t repeat = x == std::string::npos ? 1 : number(item.substr(x + 1));
+    if (static_cast<std::int64_t>(out.size()) + repeat > kMaxStages)
+      throw bad(fmt::format("more than {} stages", kMaxStages));
+    out.insert(out.end(), static_cast<std::size_t>(repeat), layers);
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers) {
+  const bool megatron = o.first_stage_layers || o.last_stage_layers;
+  if (!o.pp_layers.empty() && megatron)
+    throw ConfigError("--pp-layers and --decoder-first/last-pipeline-num-layers: give only one "
+                      "form of the stage split");
+  for (const auto& [flag, v] :
+       {std::pair{"--decoder-first-pipeline-num-layers", o.first_stage_layers},
+        std::pair{"--decoder-last-pipeline-num-layers", o.last_stage_layers}})
+    if (v && (*v < 1 || *v >= num_layers))
+      throw ConfigError(
+          fmt::format("{} = {}: must be in 1..num_layers - 1 = {}", flag, *v, num_layers - 1));
+}
+
+std::vector<std::int64_t> resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers,
+                                              std::int64_t pp) {
+  check_stage_split_flags(o, num_layers);
+  if (!o.pp_layers.empty())
+    return parse_stage_layers(o.pp_layers, "--pp-layers");
+  if (!o.first_stage_layers && !o.last_stage_layers)
+    return {};
+  const char* flag = o.first_stage_layers ? "--decoder-first-pipeline-num-layers"
+                                          : "--decoder-last-pipeline-num-layers";
+  if (pp < 2)
+    throw ConfigError(
+        fmt::format("{}: needs pipeline parallelism (pp = {}, at least 2)", flag, pp));
+  std::vector<std::int64_t> out;
+  if (!model::first_last_stage_layers(num_layers, pp, o.first_stage_layers.value_or(-1),
+                                      o.last_stage_layers.value_or(-1), out)) {
+    const std::int64_t ends = (o.first_stage_layers ? 1 : 0) + (o.last_stage_layers ? 1 : 0);
+    const std::int64_t rest =
+        num_layers - o.first_stage_layers.value_or(0) - o.last_stage_layers.value_or(0);
+    throw ConfigError(fmt::format(
+        "{}{}: the other {} stages must split the remaining {} of num_layers = {} evenly, at "
+        "least 1 each",
+        o.first_stage_layers
+            ? fmt::format("--decoder-first-pipeline-num-layers = {}", *o.first_stage_layers)
+            : "",
+        o.last_stage_layers ? fmt::format("{}--decoder-last-pipeline-num-layers = {}",
+                                          o.first_stage_layers ? ", " : "", *o.last_stage_layers)
+                            : "",
+        pp - ends, rest, num_layers));
+  }
+  return out;
 }
 
 void add_plan_options(CLI::App& cmd, PlanOptions& o) {
@@ -200,6 +314,7 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--recompute", o.recompute,
                  "Activation recomputation: none | selective (attention core) | full (per layer)")
       ->capture_default_str();
+  add_stage_split_options(cmd, o.stages);
 }
 
 model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m,
@@ -226,6 +341,7 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
                                     num_gpus, o.tp, o.pp, o.cp));
     p.dp = num_gpus / denom;
   }
+  p.stage_layers = resolve_stage_split(o.stages, m.num_layers, o.pp);
   model::validate(p, m, s, num_gpus, "flags");
   return p;
 }
@@ -297,19 +413,24 @@ nlohmann::json setup_json(const model::TrainingSetup& s) {
           {"seq_len", s.seq_len},
           {"precision", std::string(model::to_string(s.precision))},
           {"attention", std::string(model::to_string(s.attention))},
-          {"optimizer", std::string(model::to_string(s.optimizer))}};
+          {"optimizer", std::string(model::to_string(s.optimizer))},
+          {"moe_capacity_factor", s.moe_capacity_factor},
+          {"moe_imbalance_factor", s.moe_imbalance_factor}};
 }
 
 nlohmann::json plan_json(const model::ParallelPlan& p) {
-  return {{"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"cp", p.cp},
-          {"ep", p.ep},
-          {"zero", p.zero_stage},
-          {"interleave", p.interleave},
-          {"sequence_parallel", p.sequence_parallel},
-          {"recompute", std::string(model::to_string(p.recompute))}};
+  nlohmann::json j{{"tp", p.tp},
+                   {"pp", p.pp},
+                   {"dp", p.dp},
+                   {"cp", p.cp},
+                   {"ep", p.ep},
+                   {"zero", p.zero_stage},
+                   {"interleave", p.interleave},
+                   {"sequence_parallel", p.sequence_parallel},
+                   {"recompute", std::string(model::to_string(p.recompute))}};
+  if (!p.stage_layers.empty()) // absent: num_layers / pp on every stage
+    j["stage_layers"] = p.stage_layers;
+  return j;
 }
 
 } // namespace trainsim::cli

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
@@ -34,6 +35,8 @@ struct SetupOptions {
   std::string precision = "bf16-mixed";
   std::string attention = "flash";
   std::string optimizer = "adamw";
+  double moe_capacity_factor = 0;  // 0 = dropless
+  double moe_imbalance_factor = 1; // 1 = balanced
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
 /// --seq-len of a command without a layout (model, time): the flag, or model::default_seq_len,
@@ -43,10 +46,33 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o);
 /// The model gives the default sequence length (model::default_seq_len).
 [[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m);
 
+/// How the layers split over pipeline stages: an explicit list, or Megatron-LM's first/last
+/// stage counts (the middle stages divide the rest evenly); nothing: evenly.
+struct StageSplitOptions {
+  std::string pp_layers; // "7,8x14,7" (nxk = k stages of n layers)
+  std::optional<std::int64_t> first_stage_layers, last_stage_layers;
+  [[nodiscard]] bool given() const {
+    return !pp_layers.empty() || first_stage_layers || last_stage_layers;
+  }
+};
+/// --pp-layers, --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers.
+void add_stage_split_options(CLI::App& cmd, StageSplitOptions& o);
+/// Parses "7,8x14,7" into counts (each item n or nxk, k repetitions), naming `flag` on error.
+[[nodiscard]] std::vector<std::int64_t> parse_stage_layers(const std::string& text,
+                                                           const char* flag);
+/// Only one form given, and Megatron's counts in 1..num_layers - 1 (else ConfigError).
+void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers);
+/// The per-stage counts the options give for pp stages of num_layers (empty: none given).
+/// Errors name the flag: both forms given, a count below 1, or a Megatron split whose middle
+/// stages cannot divide the rest evenly. The counts themselves are checked by validate().
+[[nodiscard]] std::vector<std::int64_t>
+resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers, std::int64_t pp);
+
 struct PlanOptions {
   std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, zero_stage = 0, interleave = 1;
   bool sequence_parallel = false;
   std::string recompute = "none";
+  StageSplitOptions stages;
 };
 void add_plan_options(CLI::App& cmd, PlanOptions& o);
 /// dp = 0 means num_gpus / (tp pp cp). Validates against the model and num_gpus.

@@ -36,6 +36,10 @@ TEST_CASE("malformed JSON reports file, line and column") {
   CHECK_THROWS_WITH_AS(parse_json_text(text, "x.json"), doctest::Contains("x.json:3:"),
                        ConfigError);
   CHECK_NOTHROW(parse_json_text("{\"a\": 1 // comment\n}", "y.json"));
+  // A number beyond a double's range is nlohmann's out_of_range, not a parse_error: still a
+  // ConfigError naming the file (found by fuzz_loaders).
+  CHECK_THROWS_WITH_AS(parse_json_text("{\"name\": 444e444444440}", "z.json"),
+                       doctest::Contains("z.json: malformed JSON"), ConfigError);
 }
 
 TEST_CASE("strict object reader reports every problem") {

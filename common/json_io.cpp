@@ -33,6 +33,9 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
     auto pos = what.rfind(": ");
     std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
     throw ConfigError(fmt::format("{}:{}:{}: malformed JSON: {}", source, line, column, reason));
+  } catch (const nlohmann::json::exception& e) {
+    // Other parser failures, e.g. out_of_range.406 for a number beyond a double ("4e4444").
+    throw ConfigError(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
 }
 

@@ -1,10 +1,12 @@
 // Randomised fuzzing of the JSON loaders (project presets, Hugging Face configs, GPU and
 // cluster presets): mutated documents must either load into a valid spec or throw
 // ConfigError naming a field; never crash, hang, or yield non-finite counts. Seeded, so a
-// failure reproduces; the corpus is the presets directory plus a few HF configs.
+// failure reproduces; the corpus is the presets directory, a few HF configs and every
+// transcribed config of model/testdata/hf.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "common/errors.hpp"
@@ -47,6 +49,8 @@ json mutate(json j, std::mt19937_64& rng) {
     default:
       if (it->is_number_integer())
         j[it.key()] = it->get<std::int64_t>() * (rng() % 2 ? -1 : 3) + 1;
+      else if (it->is_object()) // nested configs: Gemma 3's text_config, DBRX's ffn_config
+        j[it.key()] = mutate(*it, rng);
       break;
     }
     if (j.empty())
@@ -91,8 +95,14 @@ TEST_CASE("fuzz: model presets and Hugging Face configs") {
       json::parse(R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
     "num_local_experts": 8, "num_experts_per_tok": 2})"));
+  // Every transcribed Hugging Face config (model/testdata/hf): the newer model types.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(TRAINSIM_SOURCE_DIR) / "model/testdata/hf", ec))
+    docs.push_back(load_json_file(entry.path().string()));
+  REQUIRE(docs.size() > 20);
   int loaded = 0, rejected = 0;
-  for (int i = 0; i < 3000; ++i) {
+  for (int i = 0; i < 4000; ++i) {
     const json doc = mutate(docs[rng() % docs.size()], rng);
     try {
       const auto m = model::model_from_json(doc, "fuzz.json");

@@ -1,5 +1,6 @@
 // Loading a ModelSpec from a project preset (presets/models/*.json) or a Hugging Face
-// config.json (llama, mistral, mixtral, qwen2, gpt2, gpt_neox model types).
+// config.json (llama, mistral, mixtral, qwen2/3, qwen3_moe, gemma/2/3, phi, phi3, falcon,
+// olmo/2, olmoe, dbrx, deepseek_v2/v3, gpt_oss, gpt2, gpt_neox model types).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -33,7 +33,8 @@ TEST_CASE("exact parameter counts of published models") {
 }
 
 TEST_CASE("GPT-style closed form (Narayanan et al. 2021 Eq. 2) matches the op list") {
-  for (const char* name : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-175b"}) {
+  for (const char* name :
+       {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-175b", "gpt3-5b", "gpt3-20b"}) {
     const ModelSpec m = load_model(name);
     const double L = m.num_layers, h = m.hidden_size, V = m.vocab_size, s = m.max_seq_len;
     // 12 L h^2 + 13 L h + (V + s) h, plus the final LayerNorm's 2h.
@@ -44,7 +45,7 @@ TEST_CASE("GPT-style closed form (Narayanan et al. 2021 Eq. 2) matches the op li
 TEST_CASE("parts sum to totals") {
   for (const auto& name : list_presets("models")) {
     const auto c = count_params(load_model(name));
-    CHECK(c.total == doctest::Approx(c.embedding + c.layers + c.head).epsilon(1e-12));
+    CHECK(c.total == doctest::Approx(c.embedding + c.layers + c.head + c.mtp).epsilon(1e-12));
     CHECK(c.active <= c.total);
     CHECK(c.non_embedding < c.total);
   }
@@ -84,7 +85,7 @@ struct Korthikanti {
     ctx.tp = tp;
     ctx.sequence_parallel = sp;
     ctx.attention = naive ? AttentionImpl::naive : AttentionImpl::flash;
-    return saved_bytes(build_ops(m, ctx).layer, true);
+    return saved_bytes(build_ops(m, ctx).layers.front().ops, true);
   }
   // The op list also keeps the LayerNorms' fp32 mean and rstd: 2 norms x 8 bytes per token.
   double stats(double t) const { return 16 * s * b / t; }
@@ -122,8 +123,9 @@ TEST_CASE("the XXL model of the study notes") {
   ctx.seq_len = 1;
   const OpList ops = build_ops(m, ctx);
   double ffn = 0;
-  for (const auto& op : ops.layer)
-    if (op.name == "mlp.fc1" || op.name == "mlp.fc2")
+  REQUIRE(ops.layers.size() == 1);
+  for (const auto& op : ops.layers.front().ops)
+    if (op.role == OpRole::ffn_up || op.role == OpRole::ffn_down)
       ffn += op.params;
   ffn *= static_cast<double>(ops.num_layers);
   CHECK(ffn == 219848638464.0);
@@ -137,7 +139,7 @@ TEST_CASE("the XXL model of the study notes") {
 
 TEST_CASE("every model preset loads, validates and round-trips") {
   const auto names = list_presets("models");
-  CHECK(names.size() >= 19);
+  CHECK(names.size() >= 36);
   for (const auto& name : names) {
     CAPTURE(name);
     const ModelSpec m = load_model(name);

@@ -107,60 +107,204 @@ Collective to_collective(model::CommKind k) {
 }
 
 struct PassTime {
-  double compute = 0, tp = 0;
+  double compute = 0, tp = 0, host = 0;
 };
 
 PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSpec& gpu,
                    const hw::HardwareProfile& profile, const hw::ClusterSpec& cluster,
-                   const Group& tp) {
+                   const Group& tp, const FrameworkProfile& fw) {
   PassTime t;
   for (const auto& op : ops) {
-    if (op.kind == model::OpKind::tp_comm) {
+    if (model::is_communication(op.kind)) { // expert-parallel traffic is priced on its own
       const auto kind = pass == Pass::forward ? op.fwd_comm : op.bwd_comm;
-      if (kind != model::CommKind::none)
+      if (op.kind == model::OpKind::tp_comm && kind != model::CommKind::none)
         t.tp += collective_cost(to_collective(kind), op.comm_bytes, tp, cluster, profile).time_s;
       continue;
     }
-    t.compute += op_cost(op, pass, gpu, profile).queued_s; // inside a step: queued launches
+    const FrameworkOpTime f = framework_op_time(op, pass, gpu, profile, fw);
+    t.compute += f.gpu_s;
+    t.host += f.host_s;
   }
   return t;
 }
 
+// Bytes of distinct saved tensors (deduplicated by id, the first op saving an id sets its
+// role's factor), scaled by the framework's per-role and global activation factors.
+double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_quadratic,
+                             const FrameworkProfile& fw, bool fp32) {
+  std::vector<const std::string*> seen;
+  double total = 0;
+  for (const auto& op : ops)
+    for (const auto& t : op.saved) {
+      if (t.quadratic && !include_quadratic)
+        continue;
+      bool dup = false;
+      for (const std::string* id : seen)
+        dup = dup || *id == t.id;
+      if (dup)
+        continue;
+      seen.push_back(&t.id);
+      total += t.bytes * fw.role(op.role).saved_bytes_factor;
+    }
+  return total * (fp32 && fw.activation_bytes_factor_fp32 > 0 ? fw.activation_bytes_factor_fp32
+                                                              : fw.activation_bytes_factor);
+}
+
+// Expert-parallel all-to-alls of one layer (dispatch and combine, forward and backward).
+double ep_time(const std::vector<model::Op>& ops, const hw::HardwareProfile& profile,
+               const hw::ClusterSpec& cluster, const Group& ep) {
+  double s = 0;
+  for (const auto& op : ops) {
+    if (op.kind != model::OpKind::ep_comm)
+      continue;
+    for (auto kind : {op.fwd_comm, op.bwd_comm})
+      if (kind != model::CommKind::none)
+        s += collective_cost(to_collective(kind), op.comm_bytes, ep, cluster, profile).time_s;
+  }
+  return s;
+}
+
+// The mean over a model's layers of f(kind's ops): layer kinds (dense / MoE FFN, full /
+// sliding attention) weighted by their layer counts. Uniform models have one kind, so this is
+// that layer's value; per-layer quantities times num_layers stay exact totals.
+template <class F> double layer_mean(const model::OpList& ops, F f) {
+  if (ops.layers.size() == 1)
+    return f(ops.layers.front().ops);
+  if (ops.num_layers <= 0)
+    return 0;
+  return model::sum_over_layers(ops, f) / static_cast<double>(ops.num_layers);
+}
+
 } // namespace
+
+FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
+                                  const hw::HardwareProfile& profile, const FrameworkProfile& fw) {
+  FrameworkOpTime f;
+  const OpCost c = op_cost(op, pass, gpu, profile);
+  const bool bwd = pass == Pass::backward;
+  const RoleCost& rc = fw.role(op.role);
+  const double k = bwd ? rc.bwd_kernels : rc.fwd_kernels;
+  f.kernels = k >= 0 ? k : default_kernels(op.kind, bwd);
+  if (fw.host_model == HostModel::per_op && fw.is_identity()) {
+    f.gpu_s = c.queued_s; // inside a step: queued launches (our own trainer)
+    return f;
+  }
+  const double gemm_scale = op.kind != model::OpKind::gemm ? 1.0
+                            : model::is_routed_expert(op.role)
+                                ? fw.gemm_efficiency_scale * fw.expert_gemm_efficiency_scale
+                                : fw.gemm_efficiency_scale;
+  const double compute = c.compute_s / gemm_scale;
+  const double memory =
+      c.memory_s * (bwd ? rc.bwd_bytes_factor : rc.fwd_bytes_factor) / fw.memory_bw_scale;
+  const double body = std::max(compute, memory);
+  if (fw.host_model == HostModel::per_op) {
+    const double host =
+        op.kind == model::OpKind::gemm ? profile.host_gemm_launch_s : profile.host_launch_s;
+    f.gpu_s = host > 0 ? std::max(body + f.kernels * profile.gpu_launch_gap_s, f.kernels * host)
+                       : body + f.kernels * profile.launch_overhead_s;
+    return f;
+  }
+  f.gpu_s = body + f.kernels * profile.gpu_launch_gap_s;
+  f.host_s = f.kernels * fw.host_s_per_kernel;
+  return f;
+}
 
 MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
                                          const model::ParallelPlan& plan,
-                                         const model::TrainingSetup& setup) {
+                                         const model::TrainingSetup& setup,
+                                         const FrameworkProfile& fw) {
   MicroBatchAccounting a;
-  a.layer_act[static_cast<int>(Recompute::none)] = model::saved_bytes(ops.layer, true);
-  a.layer_act[static_cast<int>(Recompute::selective)] = model::saved_bytes(ops.layer, false);
-  for (const auto& op : ops.layer)
-    for (const auto& t : op.saved)
-      if (t.role == model::TensorRole::layer_input)
-        a.layer_act[static_cast<int>(Recompute::full)] = t.bytes;
-  a.layer_saved_all = a.layer_act[static_cast<int>(Recompute::none)];
-  a.emb_act = model::saved_bytes(ops.embedding, true);
-  a.head_act = model::saved_bytes(ops.head, true);
-  for (const auto& op : ops.head) // the 16-bit logits live next to their fp32 copy
-    if (op.role == model::OpRole::lm_head)
-      a.head_act += static_cast<double>(op.m) * static_cast<double>(op.n) * dtype_bytes(op.dtype);
+  const bool fp32 = setup.precision == model::Precision::fp32;
+  const double act_factor = fp32 && fw.activation_bytes_factor_fp32 > 0
+                                ? fw.activation_bytes_factor_fp32
+                                : fw.activation_bytes_factor;
+  a.layer_act[static_cast<int>(Recompute::none)] =
+      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, true, fw, fp32); });
+  a.layer_act[static_cast<int>(Recompute::selective)] =
+      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, false, fw, fp32); });
+  for (const auto& kind : ops.layers) {
+    for (const auto& op : kind.ops)
+      for (const auto& t : op.saved)
+        if (t.role == model::TensorRole::layer_input)
+          a.layer_act[static_cast<int>(Recompute::full)] =
+              t.bytes * fw.role(op.role).saved_bytes_factor * act_factor;
+    // Full recompute re-materialises one layer at a time: the largest kind.
+    a.layer_saved_all =
+        std::max(a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32));
+  }
+  a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
+  a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);
+  for (const auto& op : ops.head) {
+    if (op.role != model::OpRole::lm_head)
+      continue;
+    const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
+    if (fw.logits_peak_bytes_per_elem > 0) {
+      // The framework's own chain at the loss (e.g. eager: 16-bit logits, an fp32 copy, fp32
+      // log-probs and the gradients of both alive at the start of backward) replaces the op
+      // list's fused fp32 softmax.
+      for (const auto& l : ops.head)
+        if (l.role == model::OpRole::loss)
+          a.head_act -= framework_saved_bytes({l}, true, fw, fp32);
+      a.head_act += logits * fw.logits_peak_bytes_per_elem;
+    } else {
+      a.head_act += logits * dtype_bytes(op.dtype); // the 16-bit logits beside their fp32 copy
+    }
+  }
+  // MTP modules run after the head on the last stage and keep their tensors until backward.
+  const double modules = static_cast<double>(ops.num_mtp_modules);
+  a.head_act += modules * framework_saved_bytes(ops.mtp, true, fw, fp32);
   // Megatron scatters the boundary activation over the tp ranks (Narayanan et al. 2021, 4.1).
   a.pp_send_bytes =
       static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp * m.hidden_size) *
       dtype_bytes(model::compute_dtype(setup.precision)) / static_cast<double>(plan.tp);
-  for (const auto& op : ops.layer) {
-    if (model::is_routed_expert(op.role))
-      a.layer_expert_params += op.params;
-    else
-      a.layer_dense_params += op.params;
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    a.layer_recompute_flops[static_cast<int>(Recompute::full)] += op.fwd_flops;
-    if (op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
-      a.layer_recompute_flops[static_cast<int>(Recompute::selective)] += op.fwd_flops;
-  }
+  auto expert = [](const std::vector<model::Op>& l) {
+    double p = 0;
+    for (const auto& op : l)
+      if (model::is_routed_expert(op.role))
+        p += op.params;
+    return p;
+  };
+  a.layer_expert_params = layer_mean(ops, expert);
+  a.layer_dense_params =
+      layer_mean(ops, [&](const auto& l) { return model::sum_params(l) - expert(l); });
+  auto tensors = [](const std::vector<model::Op>& list) {
+    double n = 0;
+    for (const auto& op : list)
+      n += op.params > 0 ? 1 : 0;
+    return n;
+  };
+  a.layer_param_tensors = layer_mean(ops, tensors);
+  a.emb_param_tensors = tensors(ops.embedding);
+  a.head_param_tensors = tensors(ops.head);
+  auto fp8_params = [](const std::vector<model::Op>& l, bool experts) {
+    double p = 0;
+    for (const auto& op : l)
+      if (op.kind == model::OpKind::gemm && op.dtype == Dtype::fp8 &&
+          model::is_routed_expert(op.role) == experts)
+        p += op.params;
+    return p;
+  };
+  a.layer_fp8_dense_params = layer_mean(ops, [&](const auto& l) { return fp8_params(l, false); });
+  a.layer_fp8_expert_params = layer_mean(ops, [&](const auto& l) { return fp8_params(l, true); });
+  auto recompute = [](const std::vector<model::Op>& l, Recompute r) {
+    double f = 0;
+    for (const auto& op : l) {
+      if (model::is_communication(op.kind))
+        continue;
+      if (r == Recompute::full || op.role == model::OpRole::attention_scores ||
+          op.role == model::OpRole::attention_pv)
+        f += op.fwd_flops;
+    }
+    return f;
+  };
+  for (auto r : {Recompute::full, Recompute::selective})
+    a.layer_recompute_flops[static_cast<int>(r)] =
+        layer_mean(ops, [&](const auto& l) { return recompute(l, r); });
   a.emb_params = model::sum_params(ops.embedding);
-  a.head_params = model::sum_params(ops.head);
+  // The MTP modules' weights sit with the head; their routed experts split over ep.
+  a.head_params =
+      model::sum_params(ops.head) + modules * (model::sum_params(ops.mtp) - expert(ops.mtp) +
+                                               expert(ops.mtp) / static_cast<double>(plan.ep));
   // With tied embeddings and pp > 1 the last stage keeps its own copy of the table (Megatron).
   a.tied_copy_params = m.tied_embeddings ? static_cast<double>(m.vocab_size * m.hidden_size) /
                                                static_cast<double>(plan.tp)
@@ -168,62 +312,81 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   return a;
 }
 
-MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
-                                 const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
-                                 const hw::ClusterSpec& cluster) {
+MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpList& ops,
+                                 const model::ParallelPlan& plan,
+                                 const model::TrainingSetup& /*setup*/, const hw::GpuSpec& gpu,
+                                 const hw::HardwareProfile& profile, const hw::ClusterSpec& cluster,
+                                 const FrameworkProfile& fw) {
   const Placement pl = place_groups(plan, cluster);
   MicroBatchTimes t;
-  const PassTime lf = pass_time(ops.layer, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime lb = pass_time(ops.layer, Pass::backward, gpu, profile, cluster, pl.tp);
-  t.layer_fwd = lf.compute;
-  t.layer_bwd = lb.compute;
-  t.layer_tp_fwd = lf.tp;
-  t.layer_tp_bwd = lb.tp;
-  for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    const double f = op_cost(op, Pass::forward, gpu, profile).queued_s;
-    t.layer_recompute[static_cast<int>(Recompute::full)] += f;
-    if (model::is_naive_attention_part(op.role))
-      t.layer_recompute[static_cast<int>(Recompute::selective)] += f;
-  }
-  // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
-  // forward, K, V, dK, dV in backward; overlapped with the attention core.
-  if (plan.cp > 1) {
-    double kv_bytes = 0, attn_s = 0;
-    for (const auto& op : ops.layer) {
-      for (const auto& s : op.saved)
-        if (s.role == model::TensorRole::attention_k || s.role == model::TensorRole::attention_v)
-          kv_bytes += s.bytes;
-      if (op.role == model::OpRole::attention_core || op.role == model::OpRole::attention_scores ||
-          op.role == model::OpRole::attention_pv)
-        attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
-                  op_cost(op, Pass::backward, gpu, profile).queued_s;
+  // Per layer kind, then the mean over layers (exact totals over the model).
+  for (const auto& kind : ops.layers) {
+    const double w = static_cast<double>(kind.num_layers) / static_cast<double>(ops.num_layers);
+    const PassTime lf = pass_time(kind.ops, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+    const PassTime lb = pass_time(kind.ops, Pass::backward, gpu, profile, cluster, pl.tp, fw);
+    t.layer_fwd += w * lf.compute;
+    t.layer_bwd += w * lb.compute;
+    t.layer_tp_fwd += w * lf.tp;
+    t.layer_tp_bwd += w * lb.tp;
+    t.layer_fwd_host += w * lf.host;
+    t.layer_bwd_host += w * lb.host;
+    for (const auto& op : kind.ops) {
+      if (model::is_communication(op.kind))
+        continue;
+      const FrameworkOpTime f = framework_op_time(op, Pass::forward, gpu, profile, fw);
+      t.layer_recompute[static_cast<int>(Recompute::full)] += w * f.gpu_s;
+      t.layer_recompute_host[static_cast<int>(Recompute::full)] += w * f.host_s;
+      if (model::is_naive_attention_part(op.role)) {
+        t.layer_recompute[static_cast<int>(Recompute::selective)] += w * f.gpu_s;
+        t.layer_recompute_host[static_cast<int>(Recompute::selective)] += w * f.host_s;
+      }
     }
-    const double comm =
-        3 * static_cast<double>(plan.cp - 1) *
-        collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
-    t.layer_cp = std::max(0.0, comm - attn_s);
+    // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
+    // forward, K, V, dK, dV in backward; overlapped with the attention core.
+    if (plan.cp > 1) {
+      double kv_bytes = 0, attn_s = 0;
+      for (const auto& op : kind.ops) {
+        for (const auto& s : op.saved)
+          if (s.role == model::TensorRole::attention_k || s.role == model::TensorRole::attention_v)
+            kv_bytes += s.bytes;
+        if (op.role == model::OpRole::attention_core ||
+            op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
+          attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
+                    op_cost(op, Pass::backward, gpu, profile).queued_s;
+      }
+      const double comm =
+          3 * static_cast<double>(plan.cp - 1) *
+          collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
+      t.layer_cp += w * std::max(0.0, comm - attn_s);
+    }
+    // Expert parallel: the op list's dispatch and combine all-to-alls, forward and backward,
+    // sized by the busiest rank's routed tokens (capacity or imbalance factor); exposed.
+    if (plan.ep > 1)
+      t.layer_ep += w * ep_time(kind.ops, profile, cluster, pl.ep);
   }
-  // Expert parallel: dispatch and combine all-to-alls of the routed tokens, fwd and bwd.
-  if (m.is_moe() && plan.ep > 1) {
-    const double routed = static_cast<double>(setup.micro_batch_size * setup.seq_len / plan.cp) *
-                          static_cast<double>(m.top_k) * static_cast<double>(m.hidden_size) *
-                          dtype_bytes(model::compute_dtype(setup.precision));
-    t.layer_ep =
-        4 * collective_cost(Collective::all_to_all, routed, pl.ep, cluster, profile).time_s;
-  }
-  const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp);
-  const PassTime hf = pass_time(ops.head, Pass::forward, gpu, profile, cluster, pl.tp);
-  const PassTime hb = pass_time(ops.head, Pass::backward, gpu, profile, cluster, pl.tp);
+  const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime hf = pass_time(ops.head, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+  const PassTime hb = pass_time(ops.head, Pass::backward, gpu, profile, cluster, pl.tp, fw);
+  t.emb_fwd_host = ef.host;
+  t.emb_bwd_host = eb.host;
+  t.head_fwd_host = hf.host;
+  t.head_bwd_host = hb.host;
   t.emb_fwd = ef.compute;
   t.emb_bwd = eb.compute;
   t.emb_tp = ef.tp + eb.tp;
   t.head_fwd = hf.compute;
   t.head_bwd = hb.compute;
   t.head_tp = hf.tp + hb.tp;
+  if (ops.num_mtp_modules > 0) { // on the last stage, after the head
+    const double n = static_cast<double>(ops.num_mtp_modules);
+    const PassTime mf = pass_time(ops.mtp, Pass::forward, gpu, profile, cluster, pl.tp, fw);
+    const PassTime mb = pass_time(ops.mtp, Pass::backward, gpu, profile, cluster, pl.tp, fw);
+    t.head_fwd += n * mf.compute;
+    t.head_bwd += n * mb.compute;
+    t.head_tp +=
+        n * (mf.tp + mb.tp + (plan.ep > 1 ? ep_time(ops.mtp, profile, cluster, pl.ep) : 0.0));
+  }
   return t;
 }
 

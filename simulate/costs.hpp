@@ -14,10 +14,14 @@
 #include "model/ops.hpp"
 #include "model/spec.hpp"
 #include "simulate/collectives.hpp"
+#include "simulate/framework.hpp"
+#include "simulate/roofline.hpp"
 
 namespace trainsim::sim {
 
 /// Bytes and parameters of one micro-batch on one GPU (tp/cp-sharded), from the op list.
+/// Per-layer fields are means over the model's layers (layer kinds weighted by their counts),
+/// so x num_layers they are exact totals.
 struct MicroBatchAccounting {
   double layer_act[3] = {0, 0, 0}; // saved bytes per layer, by model::Recompute
   double layer_saved_all = 0;      // everything a layer saves (re-materialised by full recompute)
@@ -27,6 +31,11 @@ struct MicroBatchAccounting {
   double layer_dense_params = 0, layer_expert_params = 0;
   double emb_params = 0, head_params = 0, tied_copy_params = 0;
   double layer_recompute_flops[3] = {0, 0, 0}; // model FLOPs re-run per layer, by policy
+  // Parameter tensors (weights; biases ride along): the optimizer's per-tensor host cost.
+  double layer_param_tensors = 0, emb_param_tensors = 0, head_param_tensors = 0;
+  // Parameters of the layer's FP8 GEMMs (dense part, and routed experts apart): FP8 training
+  // keeps FP8 copies of these weights beside the 16-bit ones.
+  double layer_fp8_dense_params = 0, layer_fp8_expert_params = 0;
 };
 
 /// Seconds of one micro-batch on one GPU.
@@ -36,7 +45,12 @@ struct MicroBatchTimes {
   double layer_recompute[3] = {0, 0, 0};     // by model::Recompute
   double layer_cp = 0, layer_ep = 0;         // exposed context/expert-parallel traffic
   double emb_fwd = 0, emb_bwd = 0, emb_tp = 0;
+  // The head and the multi-token-prediction modules (last stage); head_tp also holds the MTP
+  // modules' expert-parallel all-to-alls.
   double head_fwd = 0, head_bwd = 0, head_tp = 0;
+  // Host issue time of the same work (frameworks with HostModel::queue; 0 otherwise).
+  double layer_fwd_host = 0, layer_bwd_host = 0, layer_recompute_host[3] = {0, 0, 0};
+  double emb_fwd_host = 0, emb_bwd_host = 0, head_fwd_host = 0, head_bwd_host = 0;
 };
 
 /// Group sizes and how many members share a node, with Megatron's rank order
@@ -48,17 +62,29 @@ struct Placement {
 [[nodiscard]] Placement place_groups(const model::ParallelPlan& plan,
                                      const hw::ClusterSpec& cluster);
 
-[[nodiscard]] MicroBatchAccounting account_micro_batch(const model::ModelSpec& m,
-                                                       const model::OpList& ops,
-                                                       const model::ParallelPlan& plan,
-                                                       const model::TrainingSetup& setup);
+/// `fw` scales what each role saves (RoleCost::saved_bytes_factor, activation_bytes_factor) and
+/// sets the logits' transient bytes at the loss.
+[[nodiscard]] MicroBatchAccounting
+account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
+                    const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                    const FrameworkProfile& fw = trainsim_framework());
 
-[[nodiscard]] MicroBatchTimes time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
-                                               const model::ParallelPlan& plan,
-                                               const model::TrainingSetup& setup,
-                                               const hw::GpuSpec& gpu,
-                                               const hw::HardwareProfile& profile,
-                                               const hw::ClusterSpec& cluster);
+/// `fw` sets kernels and bytes per role and the host model (identity: our own trainer).
+[[nodiscard]] MicroBatchTimes
+time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
+                 const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                 const hw::ClusterSpec& cluster, const FrameworkProfile& fw = trainsim_framework());
+
+/// One op in one pass under a framework: GPU seconds (body with the role's bytes factor, plus
+/// the GPU gap of each launch) and host issue seconds (queue model), or the per-op launch model.
+struct FrameworkOpTime {
+  double gpu_s = 0, host_s = 0, kernels = 0;
+};
+[[nodiscard]] FrameworkOpTime framework_op_time(const model::Op& op, Pass pass,
+                                                const hw::GpuSpec& gpu,
+                                                const hw::HardwareProfile& profile,
+                                                const FrameworkProfile& fw);
 
 /// Closed form of bucketed, overlapped reduction: nb buckets of time c become ready evenly
 /// during a window w; the last finishes at max(w/nb + nb c, w + c). Returns the part past w

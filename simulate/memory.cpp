@@ -16,7 +16,10 @@ StateBytesPerParam state_bytes_per_param(Precision p, Optimizer o) {
   switch (p) {
   case Precision::fp32: return {4, 4, moments};
   case Precision::bf16_mixed:
-  case Precision::fp16_mixed: return {2, 2, 4 + moments}; // + fp32 master weights
+  case Precision::fp16_mixed:
+  case Precision::fp8_delayed: // FP8 copies of the linear weights are counted apart
+  case Precision::fp8_current:
+  case Precision::mxfp8: return {2, 2, 4 + moments}; // + fp32 master weights
   case Precision::bf16: return {2, 2, moments};
   }
   return {4, 4, moments};
@@ -41,7 +44,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
                                std::int64_t stage) {
   const bool first = stage == 0;
   const bool last = stage == plan.pp - 1;
-  const double layers = static_cast<double>(model.num_layers) / static_cast<double>(plan.pp);
+  const std::int64_t num_layers = model::layers_on_stage(plan, model.num_layers, stage);
+  const double layers = static_cast<double>(num_layers);
   // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
   // stage, the head on the last (plus a copy of a tied table when it is not the first).
   const double layer_params =
@@ -54,6 +58,36 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   MemoryBreakdown m =
       model_state_bytes(params, setup.precision, setup.optimizer, plan.dp, plan.zero_stage);
   m.stage = stage;
+  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
+  if (fw.mixed_weight_bytes > 0 && setup.precision != model::Precision::fp32 &&
+      setup.precision != model::Precision::bf16) {
+    // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
+    const double n = static_cast<double>(std::max<std::int64_t>(plan.dp, 1));
+    m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
+    m.gradients = fw.mixed_grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
+    m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
+  }
+  double fp8_state = 0;
+  if (model::is_fp8(setup.precision)) {
+    // FP8 copies of the linear weights (Transformer Engine's Float8Tensor): the data and, on
+    // Hopper, a transposed copy for the GEMMs that need the other layout (1 + 1 B/param);
+    // MXFP8 keeps row- and column-wise copies, each with one E8M0 scale per 32 elements
+    // (2 x (1 + 1/32) B/param). Delayed scaling adds its amax history: 1024 fp32 entries for
+    // each of the 3 tensors of every FP8 GEMM (TE DelayedScaling, amax_history_len = 1024).
+    const double fp8_params = layers * (a.layer_fp8_dense_params +
+                                        a.layer_fp8_expert_params / static_cast<double>(plan.ep));
+    const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
+    m.weights += fp8_params * per_param / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
+    if (setup.precision == model::Precision::fp8_delayed)
+      fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
+  }
+  m.stage_num_layers = num_layers;
+  if (options.offload_optimizer) {
+    m.optimizer = 0;
+    m.gradients = 0;
+  }
+  if (options.offload_params && plan.zero_stage == 3)
+    m.weights = 0;
 
   // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
   // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
@@ -85,9 +119,29 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   if (plan.pp > 1)
     buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
                (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
-  m.buffers = buffers;
-  m.overhead = profile.context_overhead_bytes;
-  m.total = m.weights + m.gradients + m.optimizer + m.activations + m.buffers + m.overhead;
+  m.buffers = buffers + fp8_state;
+  m.activations_saved = m.activations;
+  if (fw.memory_timeline) {
+    // Backward: activations freed as gradients are made (state + max of the two); optimizer
+    // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
+    const double local_params = params / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
+    const double transient = fw.optimizer_transient_bytes_per_param * local_params;
+    const double backward_peak = std::max(m.activations, m.gradients);
+    const double optimizer_peak = m.gradients + transient;
+    if (optimizer_peak > backward_peak) {
+      m.activations = 0;
+      m.transient = transient;
+    } else if (m.gradients > m.activations) {
+      m.activations = 0; // end of backward: every gradient, no activation left
+    } else {
+      m.gradients = 0; // start of backward: every activation, no gradient yet
+    }
+  }
+  // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
+  // allocated bytes): a fraction of what is allocated plus segment rounding.
+  m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;
+  m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
+  m.total = m.peak_reserved() + m.overhead;
   return m;
 }
 
@@ -95,20 +149,34 @@ MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const mode
                                        const model::ParallelPlan& plan,
                                        const model::TrainingSetup& setup,
                                        const hw::HardwareProfile& profile,
-                                       const MemoryOptions& options) {
-  MemoryBreakdown first = compose_memory(a, model, plan, setup, profile, options, 0);
-  if (plan.pp == 1)
-    return first;
-  MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
-  return first.total >= last.total ? first : last;
+                                       const MemoryOptions& options, double stop_above_bytes) {
+  MemoryBreakdown fullest = compose_memory(a, model, plan, setup, profile, options, 0);
+  if (plan.pp == 1 || fullest.total > stop_above_bytes)
+    return fullest;
+  // Middle stages differ only in layers and micro-batches in flight (pp - i, falling with i):
+  // one with no more layers than an earlier middle stage cannot be fuller than it.
+  std::int64_t most = 0;
+  for (std::int64_t i = 1; i + 1 < plan.pp && !plan.stage_layers.empty(); ++i) {
+    if (plan.stage_layers[static_cast<std::size_t>(i)] <= most)
+      continue;
+    most = plan.stage_layers[static_cast<std::size_t>(i)];
+    const MemoryBreakdown mid = compose_memory(a, model, plan, setup, profile, options, i);
+    if (mid.total > fullest.total)
+      fullest = mid;
+    if (fullest.total > stop_above_bytes)
+      return fullest;
+  }
+  const MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
+  return fullest.total >= last.total ? fullest : last;
 }
 
 MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::ParallelPlan& plan,
                                 const model::TrainingSetup& setup,
                                 const hw::HardwareProfile& profile, const MemoryOptions& options) {
   const model::OpList ops = model::build_ops(model, model::make_op_context(plan, setup));
-  return compose_memory_fullest(account_micro_batch(model, ops, plan, setup), model, plan, setup,
-                                profile, options);
+  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
+  return compose_memory_fullest(account_micro_batch(model, ops, plan, setup, fw), model, plan,
+                                setup, profile, options);
 }
 
 std::int64_t max_micro_batch(const model::ModelSpec& model, const model::ParallelPlan& plan,

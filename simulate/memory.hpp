@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 
 #include "hardware/gpu.hpp"
@@ -12,6 +14,7 @@
 #include "model/ops.hpp"
 #include "model/spec.hpp"
 #include "simulate/costs.hpp"
+#include "simulate/framework.hpp"
 
 namespace trainsim::sim {
 
@@ -27,15 +30,32 @@ struct StateBytesPerParam {
 [[nodiscard]] StateBytesPerParam state_bytes_per_param(model::Precision p, model::Optimizer o);
 
 struct MemoryBreakdown { // one GPU, bytes
-  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, overhead = 0;
-  double total = 0;
-  double params_on_gpu = 0; // parameters held by this GPU before ZeRO sharding
-  std::int64_t stage = 0;   // pipeline stage this breakdown is for (the fullest one)
+  // The parts alive at the peak (frameworks with a memory timeline: gradients, activations and
+  // the optimizer's transient buffers as they are at the peak moment; else all of them).
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0;
+  double transient = 0; // the optimizer step's temporaries, when the peak is there
+  double allocator = 0; // caching allocator: reserved beyond allocated at the peak
+  double overhead = 0;  // CUDA context, library workspaces (outside the allocator)
+  double total = 0;     // all of the above: what must fit in the GPU's memory
+  [[nodiscard]] double peak_allocated() const {
+    return weights + gradients + optimizer + activations + buffers + transient;
+  }
+  [[nodiscard]] double peak_reserved() const { return peak_allocated() + allocator; }
+  double params_on_gpu = 0;          // parameters held by this GPU before ZeRO sharding
+  std::int64_t stage = 0;            // pipeline stage this breakdown is for (the fullest one)
+  std::int64_t stage_num_layers = 0; // transformer layers on that stage
   double in_flight_micro_batches = 1;
+  double activations_saved = 0; // every saved activation of the fullest moment (reported even
+                                // when the peak falls in the optimizer step)
 };
 
 struct MemoryOptions {
   double bucket_bytes = 25.0 * 1024 * 1024; // gradient-communication bucket (DDP default 25 MiB)
+  std::shared_ptr<const FrameworkProfile> framework;
+  // ZeRO-Offload / ZeRO-Infinity (simulate/deepspeed.hpp): optimizer states, fp32 master weights
+  // and fp32 gradients live off the GPU (16-bit gradients stream out through the buckets);
+  // offloaded parameters (ZeRO-3) are fetched layer by layer into the gather buffers.
+  bool offload_optimizer = false, offload_params = false; // null: our own trainer (no allocator slack)
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.
@@ -52,13 +72,19 @@ struct MemoryOptions {
                                              const model::TrainingSetup& setup,
                                              const hw::HardwareProfile& profile,
                                              const MemoryOptions& options, std::int64_t stage);
-/// The fuller of the first and the last stage.
+/// The fullest stage (the first of equals): the first or the last when the layers are split
+/// evenly; with an uneven split also a middle stage with more layers than the first (stage i
+/// holds pp - i micro-batches in flight, so only a middle stage with more layers than every
+/// earlier middle stage can be fuller than those: only those are composed).
+/// A stage above `stop_above_bytes` is returned at once (the first stage is composed first):
+/// enough for a search that only asks whether the plan fits.
 [[nodiscard]] MemoryBreakdown
 compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& model,
                        const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                       const hw::HardwareProfile& profile, const MemoryOptions& options);
+                       const hw::HardwareProfile& profile, const MemoryOptions& options,
+                       double stop_above_bytes = std::numeric_limits<double>::infinity());
 
-/// Full per-GPU breakdown for the fullest pipeline stage (first or last).
+/// Full per-GPU breakdown for the fullest pipeline stage.
 [[nodiscard]] MemoryBreakdown estimate_memory(const model::ModelSpec& model,
                                               const model::ParallelPlan& plan,
                                               const model::TrainingSetup& setup,

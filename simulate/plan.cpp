@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <tuple>
 
@@ -17,7 +19,7 @@ namespace trainsim::sim {
 const char* to_string(Reject r) {
   switch (r) {
   case Reject::tp_indivisible: return "tp does not divide heads / kv heads / ffn";
-  case Reject::pp_indivisible: return "pp x interleave does not divide layers";
+  case Reject::pp_indivisible: return "layers do not split over pp x interleave";
   case Reject::cp_indivisible: return "cp (x tp with SP) does not divide seq_len";
   case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
   case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
@@ -28,6 +30,29 @@ const char* to_string(Reject r) {
   case Reject::count_: break;
   }
   return "?";
+}
+
+std::vector<std::int64_t>
+searched_stage_layers(const model::ModelSpec& m, const hw::ClusterSpec& cluster,
+                      const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                      const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                      const StepOptions& options) {
+  std::vector<std::int64_t> out;
+  const std::int64_t layers = m.num_layers;
+  if (plan.pp < 1 || plan.pp > layers || layers % plan.pp == 0)
+    return out;
+  model::ParallelPlan even = plan;
+  even.stage_layers.clear();
+  model::TrainingSetup one = setup;
+  one.micro_batch_size = 1; // the search balances on a one-sequence micro-batch
+  const auto ops = model::build_ops(m, model::make_op_context(even, one));
+  const MicroBatchTimes t =
+      time_micro_batch(m, ops, even, one, gpu, profile, cluster, options.fw());
+  const StageCosts k = stage_costs(t, even, options);
+  if (!model::balanced_stage_layers(layers, plan.pp, plan.interleave, k.layer.total(),
+                                    k.first_extra.total(), k.last_extra.total(), out))
+    out.clear();
+  return out;
 }
 
 std::vector<std::int64_t> divisors(std::int64_t n) {
@@ -59,7 +84,8 @@ std::vector<std::int64_t> filtered(std::vector<std::int64_t> v, std::int64_t fix
 auto key(const PlanCandidate& c) {
   const auto& p = c.plan;
   return std::make_tuple(c.objective, p.tp, p.pp, p.dp, p.cp, c.micro_batch_size, p.zero_stage,
-                         static_cast<int>(p.recompute), p.sequence_parallel, p.interleave);
+                         static_cast<int>(p.recompute), p.sequence_parallel, p.interleave,
+                         std::cref(p.stage_layers));
 }
 
 bool better(const PlanCandidate& a, const PlanCandidate& b) { return key(a) < key(b); }
@@ -67,6 +93,10 @@ bool better(const PlanCandidate& a, const PlanCandidate& b) { return key(a) < ke
 struct TopK {
   std::size_t k;
   std::vector<PlanCandidate> items; // sorted best first
+  // False when a candidate with this objective cannot enter (saves building it).
+  [[nodiscard]] bool may_take(double objective) const {
+    return items.size() < k || objective <= items.back().objective;
+  }
   void offer(const PlanCandidate& c) {
     if (items.size() == k && !better(c, items.back()))
       return;
@@ -113,6 +143,7 @@ Reject reject_reason(const model::PlanCheck& bad) {
       {PlanRule::seq_positions, Reject::seq_too_long},
       {PlanRule::pp_layers, Reject::pp_indivisible},
       {PlanRule::pp_interleave_layers, Reject::pp_indivisible},
+      {PlanRule::stage_layers, Reject::pp_indivisible},
       {PlanRule::interleave_needs_pp, Reject::pp_indivisible},
       {PlanRule::batch_multiple, Reject::batch_mismatch},
       {PlanRule::interleave_batch, Reject::interleave_batch},
@@ -123,6 +154,69 @@ Reject reject_reason(const model::PlanCheck& bad) {
   return Reject::out_of_range;
 }
 
+enum class Split { none, even, balanced, pinned };
+
+// How the layers split over pp stages of v chunks (plan.hpp): evenly when pp x v divides
+// them; when pp does not, the balanced split (computed per recompute policy by the caller);
+// or the pinned one, written into `pinned`.
+Split stage_split(const Context& c, std::int64_t pp, std::int64_t v,
+                  std::vector<std::int64_t>& pinned) {
+  const std::int64_t layers = c.m.num_layers;
+  if (pp > layers)
+    return Split::none;
+  auto meets_minimum = [&] {
+    for (std::int64_t i = 0; i < pp; ++i)
+      if (pinned[static_cast<std::size_t>(i)] < model::min_layers_on_stage(pp, v, i))
+        return false;
+    return true;
+  };
+  if (!c.o.fix_stage_layers.empty()) {
+    pinned.assign(c.o.fix_stage_layers.begin(), c.o.fix_stage_layers.end());
+    std::int64_t sum = 0;
+    for (std::int64_t n : pinned)
+      sum += n;
+    return static_cast<std::int64_t>(pinned.size()) == pp && sum == layers && meets_minimum()
+               ? Split::pinned
+               : Split::none;
+  }
+  if (c.o.fix_first_stage_layers >= 0 || c.o.fix_last_stage_layers >= 0)
+    return model::first_last_stage_layers(layers, pp, c.o.fix_first_stage_layers,
+                                          c.o.fix_last_stage_layers, pinned) &&
+                   meets_minimum()
+               ? Split::pinned
+               : Split::none;
+  if (layers % (pp * v) == 0)
+    return Split::even;
+  if (layers % pp == 0) // even stages whose chunks would differ: not searched
+    return Split::none;
+  const std::int64_t least =
+      2 * model::min_layers_on_stage(pp, v, 0) + (pp - 2) * model::min_layers_on_stage(pp, v, 1);
+  return layers >= least ? Split::balanced : Split::none;
+}
+
+void balance(const model::ModelSpec& m, const MicroBatchTimes& t, const model::ParallelPlan& plan,
+             const StepOptions& options, std::vector<std::int64_t>& out) {
+  const StageCosts k = stage_costs(t, plan, options);
+  const bool ok =
+      model::balanced_stage_layers(m.num_layers, plan.pp, plan.interleave, k.layer.total(),
+                                   k.first_extra.total(), k.last_extra.total(), out);
+  if (!ok)
+    throw std::logic_error("balanced_stage_layers: no split where stage_split() found one");
+}
+
+void build(const Context& c, const model::ParallelPlan& plan, std::int64_t micro_batch_size,
+           Phase1& p1, PlanSearchResult& r) {
+  if (p1.built)
+    return;
+  model::TrainingSetup s = c.setup;
+  s.micro_batch_size = micro_batch_size;
+  const auto ops = model::build_ops(c.m, model::make_op_context(plan, s));
+  p1.acc = account_micro_batch(c.m, ops, plan, s, c.o.step.fw());
+  p1.times = time_micro_batch(c.m, ops, plan, s, c.gpu, c.profile, c.cluster, c.o.step.fw());
+  p1.built = true;
+  ++r.phase1_builds;
+}
+
 void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r,
                   TopK& top) {
   const auto& m = c.m;
@@ -130,6 +224,8 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
   const std::int64_t nz = static_cast<std::int64_t>(c.zeros.size());
   const std::int64_t nr = static_cast<std::int64_t>(c.rcs.size());
   const std::int64_t nmb = static_cast<std::int64_t>(c.mbs.size());
+  if (c.rcs.empty() || c.mbs.empty())
+    return; // nothing to compose (and nothing to count)
   auto reject = [&](Reject why, std::int64_t n) {
     r.rejected[static_cast<std::size_t>(why)] += n;
     r.space_size += n;
@@ -141,6 +237,11 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
     sps.push_back(1);
   const std::int64_t ep = c.o.fix_ep > 0 ? c.o.fix_ep : 1;
   std::vector<Phase1> cache(sps.size() * c.mbs.size());
+  std::vector<Phase1> one_sequence(sps.size()); // micro-batch 1 when not searched
+  // The plans being composed, one per recompute policy with its stage split, and the splits.
+  // Capacities are reused: the inner loops do not allocate once these have grown.
+  std::array<model::ParallelPlan, 3> plans;
+  std::vector<std::int64_t> pinned;
 
   for (std::size_t si = 0; si < sps.size(); ++si) {
     const bool sp = sps[si] == 1;
@@ -159,58 +260,154 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
         const std::int64_t per_v = nmb * nz * nr;
         const std::int64_t all = static_cast<std::int64_t>(vs.size()) * per_v;
         // The rules are model::check_plan's (the ones `estimate` enforces), each group checked
-        // in the loop that fixes the fields it reads.
-        model::ParallelPlan plan;
-        plan.tp = tp;
-        plan.cp = cp;
-        plan.pp = pp;
-        plan.dp = dp;
-        plan.ep = ep;
-        plan.sequence_parallel = sp;
+        // in the loop that fixes the fields it reads, on `layout` (stage split aside).
+        model::ParallelPlan layout;
+        layout.tp = tp;
+        layout.cp = cp;
+        layout.pp = pp;
+        layout.dp = dp;
+        layout.ep = ep;
+        layout.sequence_parallel = sp;
         model::TrainingSetup s = c.setup;
-        if (const auto bad = model::check_plan(plan, m, s, 0, model::kLayoutRules); !bad.ok()) {
+        if (const auto bad = model::check_plan(layout, m, s, 0, model::kLayoutRules); !bad.ok()) {
           reject(reject_reason(bad), all);
           continue;
         }
         for (std::int64_t v : vs) {
-          plan.interleave = v;
-          if (const auto bad = model::check_plan(plan, m, s, 0, model::kPipelineRules); !bad.ok()) {
-            reject(reject_reason(bad), per_v);
+          layout.interleave = v;
+          const Split split = stage_split(c, pp, v, pinned);
+          if (split == Split::none) {
+            // No split to search: pp x v does not divide the layers, and no uneven split is
+            // pinned or balances them (a broken rule's own reason where there is one).
+            const auto bad = model::check_plan(layout, m, s, 0, model::kPipelineRules);
+            reject(bad.ok() ? Reject::pp_indivisible : reject_reason(bad), per_v);
             continue;
           }
+          for (std::int64_t rc : c.rcs) {
+            model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
+            plan.tp = tp;
+            plan.cp = cp;
+            plan.pp = pp;
+            plan.dp = dp;
+            plan.ep = ep;
+            plan.interleave = v;
+            plan.sequence_parallel = sp;
+            plan.recompute = static_cast<Recompute>(rc);
+            if (split == Split::even)
+              plan.stage_layers.clear();
+            else if (split == Split::pinned)
+              plan.stage_layers = pinned;
+          }
+          if (split == Split::balanced) {
+            // Balanced on the stage times of a one-sequence micro-batch under each recompute
+            // policy: one split for every micro-batch (embedding, head and layer times all
+            // grow with it), which keeps memory monotone in the micro-batch below.
+            Phase1& ref = c.mbs.front() == 1 ? cache[si * c.mbs.size()] : one_sequence[si];
+            build(c, plans[static_cast<std::size_t>(c.rcs.front())], 1, ref, r);
+            for (std::int64_t rc : c.rcs) {
+              model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
+              balance(m, ref.times, plan, c.o.step, plan.stage_layers);
+            }
+          }
+          // Memory never falls as the micro-batch grows with the rest of the plan fixed: the
+          // parameters stay, saved activations and pipeline sends scale with it, and micro-batches
+          // in flight times the micro-batch, min(pp - i, B / (mb dp)) mb, does not fall. A
+          // (ZeRO, recompute) pair that did not fit at a smaller micro-batch is rejected without
+          // composing it again (the same verdict, counted the same way).
+          // Whatever the split, the plans it gives obey the rules `estimate` applies to them.
+          bool split_ok = true;
+          for (std::int64_t rc : c.rcs) {
+            const auto bad = model::check_plan(plans[static_cast<std::size_t>(rc)], m, s, 0,
+                                               model::kPipelineRules);
+            if (!bad.ok() && split_ok) {
+              reject(reject_reason(bad), per_v);
+              split_ok = false;
+            }
+          }
+          if (!split_ok)
+            continue;
+          std::array<std::array<bool, 3>, 4> failed{};
           for (std::int64_t mi = 0; mi < nmb; ++mi) {
             const std::int64_t mb = c.mbs[static_cast<std::size_t>(mi)];
             s.micro_batch_size = mb;
-            if (const auto bad = model::check_plan(plan, m, s, 0, model::kBatchRules); !bad.ok()) {
+            if (const auto bad = model::check_plan(layout, m, s, 0, model::kBatchRules);
+                !bad.ok()) {
               reject(reject_reason(bad), nz * nr);
               continue;
             }
             const std::int64_t micro_batches = c.B / (mb * dp);
+            bool all_failed = c.o.reuse_misfits;
+            for (std::int64_t z : c.zeros)
+              for (std::int64_t rc : c.rcs)
+                all_failed =
+                    all_failed && failed[static_cast<std::size_t>(z)][static_cast<std::size_t>(rc)];
+            if (all_failed) {
+              reject(Reject::does_not_fit, nz * nr);
+              r.evaluated += nz * nr;
+              if (split != Split::even)
+                r.uneven_evaluated += nz * nr;
+              continue;
+            }
             Phase1& p1 = cache[si * c.mbs.size() + static_cast<std::size_t>(mi)];
-            if (!p1.built) {
-              const auto ops = model::build_ops(m, model::make_op_context(plan, s));
-              p1.acc = account_micro_batch(m, ops, plan, s);
-              p1.times = time_micro_batch(m, ops, plan, s, c.gpu, c.profile, c.cluster);
-              p1.built = true;
-              ++r.phase1_builds;
+            build(c, plans[static_cast<std::size_t>(c.rcs.front())], mb, p1, r);
+            // A lower bound of the step by policy: the micro-batches and the bubble through the
+            // first stage (the slowest is no faster), (m + (pp - 1) / v) x its time; the other
+            // parts are >= 0. A plan whose bound cannot enter the top list is not timed.
+            std::array<double, 3> least_step_s{};
+            for (std::int64_t rc : c.rcs) {
+              const model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
+              const StageCosts k = stage_costs(p1.times, plan, c.o.step);
+              const double first =
+                  static_cast<double>(model::layers_on_stage(plan, m.num_layers, 0)) *
+                      k.layer.total() +
+                  k.first_extra.total() + (pp == 1 ? k.last_extra.total() : 0.0);
+              least_step_s[static_cast<std::size_t>(rc)] =
+                  (static_cast<double>(micro_batches) +
+                   static_cast<double>(pp - 1) / static_cast<double>(v)) *
+                  first;
             }
             for (std::int64_t z : c.zeros) {
-              plan.zero_stage = z;
               for (std::int64_t rc : c.rcs) {
-                plan.recompute = static_cast<Recompute>(rc);
+                model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
+                plan.zero_stage = z;
                 ++r.space_size;
                 ++r.evaluated;
+                if (split != Split::even)
+                  ++r.uneven_evaluated;
+                bool& no_fit = failed[static_cast<std::size_t>(z)][static_cast<std::size_t>(rc)];
+                if (no_fit && c.o.reuse_misfits) {
+                  ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
+                  continue;
+                }
                 const MemoryBreakdown mem = compose_memory_fullest(
-                    p1.acc, m, plan, s, c.profile, MemoryOptions{c.o.step.bucket_bytes});
+                    p1.acc, m, plan, s, c.profile,
+                    MemoryOptions{c.o.step.bucket_bytes, c.o.step.framework}, c.o.memory_bytes);
                 if (mem.total > c.o.memory_bytes) {
+                  no_fit = true;
                   ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
                   continue;
                 }
                 ++r.feasible;
+                if (c.o.objective != Objective::memory && c.o.bound_step_time) {
+                  const double gpus =
+                      c.o.objective == Objective::cost ? static_cast<double>(plan.num_gpus()) : 1.0;
+                  // Margin: the bound adds the same terms in another order (rounding).
+                  if (!top.may_take(least_step_s[static_cast<std::size_t>(rc)] * gpus *
+                                    (1 - 1e-12)))
+                    continue;
+                }
+                ++r.timed;
                 StepEstimate est;
                 compose_step(p1.acc, p1.times, m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
                              c.flops_per_token, est, &mem);
                 r.collective_evaluations += est.collective_evaluations;
+                const double objective =
+                    c.o.objective == Objective::time ? est.step_time_s
+                    : c.o.objective == Objective::cost
+                        ? est.step_time_s * static_cast<double>(plan.num_gpus())
+                        : mem.total;
+                if (!top.may_take(objective))
+                  continue;
                 PlanCandidate cand;
                 cand.plan = plan;
                 cand.micro_batch_size = mb;
@@ -218,10 +415,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                 cand.step_time_s = est.step_time_s;
                 cand.per_gpu_bytes_total = mem.total;
                 cand.mfu = est.mfu;
-                cand.objective = c.o.objective == Objective::time ? est.step_time_s
-                                 : c.o.objective == Objective::cost
-                                     ? est.step_time_s * static_cast<double>(plan.num_gpus())
-                                     : mem.total;
+                cand.objective = objective;
                 top.offer(cand);
               }
             }
@@ -251,7 +445,13 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
             {},
             {},
             model::flops_per_token(m, setup.seq_len).total};
-  c.pps = filtered(divisors(c.N), o.fix_pp);
+  // Pinned stage counts pin pp to their number.
+  c.pps = filtered(divisors(c.N), o.fix_stage_layers.empty()
+                                      ? o.fix_pp
+                                      : static_cast<std::int64_t>(o.fix_stage_layers.size()));
+  if (!o.fix_stage_layers.empty() && o.fix_pp > 0 &&
+      o.fix_pp != static_cast<std::int64_t>(o.fix_stage_layers.size()))
+    c.pps.clear();
   c.mbs = filtered(divisors(c.B), o.fix_micro_batch);
   for (std::int64_t z = 0; z <= 3; ++z)
     if (o.fix_zero < 0 || o.fix_zero == z)
@@ -311,8 +511,10 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   for (std::size_t t = 0; t < partial.size(); ++t) {
     out.space_size += partial[t].space_size;
     out.evaluated += partial[t].evaluated;
+    out.uneven_evaluated += partial[t].uneven_evaluated;
     out.feasible += partial[t].feasible;
     out.phase1_builds += partial[t].phase1_builds;
+    out.timed += partial[t].timed;
     out.collective_evaluations += partial[t].collective_evaluations;
     for (std::size_t k = 0; k < out.rejected.size(); ++k)
       out.rejected[k] += partial[t].rejected[k];

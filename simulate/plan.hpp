@@ -1,9 +1,12 @@
 // Exhaustive search for the best way to train a model on a cluster: every combination of
 // tp, pp, cp, dp, micro-batch (hence gradient accumulation), ZeRO stage, recompute policy,
 // sequence parallelism and interleaving depth, rejected with a reason or ranked by the step
-// model. Fast by design: phase-1 costs (costs.hpp) are computed once per (tp, cp, SP,
-// micro-batch); the inner loops only compose arithmetic, prune on memory before timing, and
-// never allocate. Threads split the outer loop; results are merged deterministically.
+// model. Layers split evenly over the stages when pp x interleave divides them; when pp does
+// not divide them, one uneven split is composed: Megatron's pattern (first, middle x (pp-2),
+// last) that minimises the slowest stage, embedding and head included. Fast by design: phase-1
+// costs (costs.hpp) are computed once per (tp, cp, SP, micro-batch); the inner loops only compose
+// arithmetic, prune on memory before timing, and never allocate. Threads split the outer loop;
+// results are merged deterministically.
 #pragma once
 
 #include <array>
@@ -23,7 +26,9 @@ enum class Objective { time, cost, memory };
 /// Why a candidate was rejected (counted, never listed one by one).
 enum class Reject {
   tp_indivisible,     // tp does not divide heads, kv heads or FFN size
-  pp_indivisible,     // pp x interleave does not divide the layers
+  pp_indivisible,     // no stage split: pp > layers; pp divides the layers but pp x interleave
+                      // does not; too few layers for pp x interleave chunks; or the pinned
+                      // split does not apply to this pp / interleave
   cp_indivisible,     // cp (x tp with SP) does not divide the sequence
   batch_mismatch,     // global batch not a multiple of micro-batch x dp
   interleave_batch,   // interleaving needs micro-batches per step divisible by pp
@@ -44,7 +49,19 @@ struct PlanSearchOptions {
   // Fixed dimensions (-1 = searched). recompute: 0 none, 1 selective, 2 full.
   std::int64_t fix_tp = -1, fix_pp = -1, fix_dp = -1, fix_cp = -1, fix_micro_batch = -1,
                fix_zero = -1, fix_interleave = -1, fix_recompute = -1, fix_sp = -1, fix_ep = -1;
+  // A pinned stage split: explicit counts (only pp = their number is searched), or Megatron's
+  // first / last stage counts with the middle stages dividing the rest (-1 = not pinned).
+  std::vector<std::int64_t> fix_stage_layers;
+  std::int64_t fix_first_stage_layers = -1, fix_last_stage_layers = -1;
   int threads = 1;
+  // A (ZeRO, recompute) choice that did not fit at a micro-batch is rejected at every larger one
+  // of the same layout without composing its memory again (memory never falls as the
+  // micro-batch grows); false composes each one (for tests: the same results).
+  bool reuse_misfits = true;
+  // A plan that fits but whose step-time lower bound (its micro-batches and bubble through the
+  // first stage) cannot enter the top list is counted feasible without being timed; false
+  // times every feasible plan (for tests: the same results).
+  bool bound_step_time = true;
   StepOptions step;
   double memory_bytes = 0; // per-GPU capacity
 };
@@ -60,10 +77,12 @@ struct PlanCandidate {
 };
 
 struct PlanSearchResult {
-  std::int64_t space_size = 0; // candidates enumerated (== evaluated + every rejection)
-  std::int64_t evaluated = 0;  // reached the cost model (memory, then time)
+  std::int64_t space_size = 0;       // candidates enumerated (== evaluated + every rejection)
+  std::int64_t evaluated = 0;        // decided by the cost model (memory, then time)
+  std::int64_t uneven_evaluated = 0; // of those, with a balanced or pinned stage split
   std::int64_t feasible = 0;
   std::int64_t phase1_builds = 0;          // distinct (tp, cp, SP, micro-batch) op lists built
+  std::int64_t timed = 0;                  // feasible plans whose step was composed
   std::int64_t collective_evaluations = 0; // collective_cost() calls of phase 2, all plans
   std::array<std::int64_t, static_cast<std::size_t>(Reject::count_)> rejected{};
   std::vector<PlanCandidate> plans; // best first, at most top_k
@@ -75,6 +94,15 @@ struct PlanSearchResult {
                                             const hw::HardwareProfile& profile,
                                             const model::TrainingSetup& setup,
                                             const PlanSearchOptions& options);
+
+/// The stage split the search composes for `plan` and `setup` (micro-batch size included):
+/// empty when the layers split evenly (or cannot be split: validate() says why), else the
+/// balanced uneven split. For re-estimating neighbours of a plan with the search's own rule.
+[[nodiscard]] std::vector<std::int64_t>
+searched_stage_layers(const model::ModelSpec& model, const hw::ClusterSpec& cluster,
+                      const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                      const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                      const StepOptions& options);
 
 /// Positive divisors of n in increasing order.
 [[nodiscard]] std::vector<std::int64_t> divisors(std::int64_t n);

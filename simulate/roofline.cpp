@@ -58,7 +58,8 @@ double bw_fraction(model::OpKind kind, Pass pass, const hw::HardwareProfile& p) 
   case model::OpKind::embedding: return p.elementwise_bw_fraction;
   case model::OpKind::gemm:
   case model::OpKind::attention_core: return p.copy_bw_fraction;
-  case model::OpKind::tp_comm: return 1.0;
+  case model::OpKind::tp_comm:
+  case model::OpKind::ep_comm: return 1.0;
   }
   return p.copy_bw_fraction;
 }
@@ -69,7 +70,7 @@ OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
                const hw::HardwareProfile& profile) {
   OpCost c;
   c.name = op.name + (pass == Pass::forward ? ".fwd" : ".bwd");
-  if (op.kind == model::OpKind::tp_comm)
+  if (model::is_communication(op.kind))
     return c;
   c.flops = pass == Pass::forward ? op.fwd_exec_flops : op.bwd_exec_flops;
   c.bytes = pass == Pass::forward ? op.fwd_bytes : op.bwd_bytes;
@@ -91,10 +92,11 @@ OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
                                                   : profile.attention_bwd_peak_fraction);
     // A block's fixed cost (loading its own tile, writing O and lse, or dK and dV) is
     // amortised over the keys (forward) or queries (backward) it loops over; a causal block
-    // visits about half of them on average.
+    // visits about half of them on average, a sliding-window block about the window.
     if (profile.attention_kv_half > 0) {
-      const double loop = static_cast<double>(pass == Pass::forward ? op.seq_kv : op.seq_q) *
-                          (op.causal ? 0.5 : 1.0);
+      const double loop = model::executed_keys_per_query(
+          static_cast<double>(pass == Pass::forward ? op.seq_kv : op.seq_q),
+          static_cast<double>(op.window), op.causal);
       c.efficiency *= loop / (loop + profile.attention_kv_half);
     }
   } else {

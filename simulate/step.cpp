@@ -12,6 +12,31 @@ namespace trainsim::sim {
 
 using model::Recompute;
 
+StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
+                       const StepOptions& options) {
+  double tp_layer =
+      t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
+  if (options.tp_overlap)
+    tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
+  StageCosts c;
+  const int rc = static_cast<int>(plan.recompute);
+  c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, t.layer_cp, t.layer_ep};
+  c.first_extra = {t.emb_fwd, t.emb_bwd, 0, t.emb_tp, 0, 0};
+  c.last_extra = {t.head_fwd, t.head_bwd, 0, t.head_tp, 0, 0};
+  // Host issue time (queue-model frameworks): the ops', plus per-layer hooks split over the
+  // two passes and the checkpoint wrapper of a recomputed layer in backward.
+  const FrameworkProfile& fw = options.fw();
+  const double hooks = fw.host_s_per_layer / 2;
+  const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
+  c.layer.host_fwd = t.layer_fwd_host + hooks;
+  c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt;
+  c.first_extra.host_fwd = t.emb_fwd_host;
+  c.first_extra.host_bwd = t.emb_bwd_host;
+  c.last_extra.host_fwd = t.head_fwd_host;
+  c.last_extra.host_bwd = t.head_bwd_host;
+  return c;
+}
+
 void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const model::ModelSpec& m, const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
                   const hw::HardwareProfile& profile, const model::ParallelPlan& plan,
@@ -19,38 +44,58 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   double model_flops_per_token, StepEstimate& est, const MemoryBreakdown* memory) {
   est.placement = place_groups(plan, cluster);
   est.collective_evaluations = 0;
+  est.host_issue_s = 0;
   const Placement& pl = est.placement;
   const int rc = static_cast<int>(plan.recompute);
 
   // ---- one micro-batch through the slowest pipeline stage ----
-  double tp_layer =
-      t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
-  if (options.tp_overlap)
-    tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
-  const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
-  struct Stage {
-    double fwd = 0, bwd = 0, rc = 0, tp = 0, cp = 0, ep = 0;
-    [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
-  };
-  auto make_stage = [&](bool first, bool last) {
-    Stage s;
-    s.fwd = layers * t.layer_fwd + (first ? t.emb_fwd : 0) + (last ? t.head_fwd : 0);
-    s.bwd = layers * t.layer_bwd + (first ? t.emb_bwd : 0) + (last ? t.head_bwd : 0);
-    s.rc = layers * t.layer_recompute[rc];
-    s.tp = layers * tp_layer + (first ? t.emb_tp : 0) + (last ? t.head_tp : 0);
-    s.cp = layers * t.layer_cp;
-    s.ep = layers * t.layer_ep;
+  // A stage's time is its layers' plus the embedding (first) or the head and loss (last). With
+  // an even split only the first or the last can be the slowest; with an uneven one also the
+  // middle stage with the most layers (the first of them).
+  const StageCosts costs = stage_costs(t, plan, options);
+  auto make_stage = [&](std::int64_t num_layers, bool first, bool last) {
+    const double n = static_cast<double>(num_layers);
+    const StageTime& l = costs.layer;
+    const StageTime& f = costs.first_extra;
+    const StageTime& h = costs.last_extra;
+    StageTime s;
+    s.fwd = n * l.fwd + (first ? f.fwd : 0) + (last ? h.fwd : 0);
+    s.bwd = n * l.bwd + (first ? f.bwd : 0) + (last ? h.bwd : 0);
+    s.rc = n * l.rc;
+    s.tp = n * l.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
+    s.cp = n * l.cp;
+    s.ep = n * l.ep;
+    s.host_fwd = n * l.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
+    s.host_bwd = n * l.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
     return s;
   };
-  Stage stage = make_stage(true, plan.pp == 1);
-  if (plan.pp > 1) {
-    const Stage last = make_stage(false, true);
-    if (last.total() > stage.total())
-      stage = last;
+  est.slowest_stage = 0;
+  est.slowest_stage_layers = model::layers_on_stage(plan, m.num_layers, 0);
+  StageTime stage = make_stage(est.slowest_stage_layers, true, plan.pp == 1);
+  auto consider = [&](std::int64_t index, bool last) {
+    const std::int64_t n = model::layers_on_stage(plan, m.num_layers, index);
+    const StageTime s = make_stage(n, false, last);
+    if (s.total() > stage.total()) {
+      stage = s;
+      est.slowest_stage = index;
+      est.slowest_stage_layers = n;
+    }
+  };
+  if (plan.pp > 2 && !plan.stage_layers.empty()) {
+    const auto middle =
+        std::max_element(plan.stage_layers.begin() + 1, plan.stage_layers.end() - 1);
+    consider(middle - plan.stage_layers.begin(), false);
   }
+  if (plan.pp > 1)
+    consider(plan.pp - 1, true);
   est.micro_batch_stage_s = stage.total();
+  // Layers per stage on average: what every GPU re-runs under recompute, summed over stages.
+  const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
 
   // ---- schedule: 1F1B or interleaved 1F1B (Narayanan et al. 2021) ----
+  // The pipeline advances at the pace of its slowest stage: step ~ (m + (p - 1) / v) x that
+  // stage's micro-batch time. With uneven stages this is an upper bound: the fill and drain
+  // also cross the faster stages (exact for equal stages).
   est.micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
   est.global_batch_size = est.micro_batches * setup.micro_batch_size * plan.dp;
   const double mb = static_cast<double>(est.micro_batches);
@@ -75,9 +120,10 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
 
   // ---- data parallel gradient reduction + ZeRO traffic ----
-  est.memory = memory ? *memory
-                      : compose_memory_fullest(a, m, plan, setup, profile,
-                                               MemoryOptions{options.bucket_bytes});
+  est.memory = memory
+                   ? *memory
+                   : compose_memory_fullest(a, m, plan, setup, profile,
+                                            MemoryOptions{options.bucket_bytes, options.framework});
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   const double grad_bytes = stage_params * per_param.gradients;
@@ -142,21 +188,49 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
 
   // ---- optimizer: memory-bound update of this GPU's (ZeRO-sharded) parameters ----
+  double optimizer_host = 0;
   {
     const double shard = plan.zero_stage >= 1 ? static_cast<double>(plan.dp) : 1.0;
     const bool mixed = setup.precision == model::Precision::bf16_mixed ||
-                       setup.precision == model::Precision::fp16_mixed;
+                       setup.precision == model::Precision::fp16_mixed ||
+                       model::is_fp8(setup.precision);
     // Read the gradient twice (norm for clipping, then update), read+write optimizer states
     // (and master weights), write the 16-bit copy (mixed) or read+write the weights.
     const double bytes_per_param = 2 * per_param.gradients + 2 * per_param.optimizer +
                                    (mixed ? per_param.weights : 2 * per_param.weights);
     const double body = stage_params / shard * bytes_per_param /
                         (gpu.hbm_bandwidth_bytes_per_s * profile.optimizer_bw_fraction);
-    // A few launches (norm, update, casts): queued when the host side was measured.
-    b.optimizer = profile.host_launch_s > 0 ? std::max(body, 4 * profile.host_launch_s)
-                                            : body + 4 * profile.launch_overhead_s;
+    const FrameworkProfile& fw = options.fw();
+    if (fw.is_identity()) {
+      // A few launches (norm, update, casts): queued when the host side was measured.
+      b.optimizer = profile.host_launch_s > 0 ? std::max(body, 4 * profile.host_launch_s)
+                                              : body + 4 * profile.launch_overhead_s;
+    } else {
+      // The framework's implementation: more passes (foreach) and host time per tensor.
+      const double tensors = layers * a.layer_param_tensors +
+                             (est.slowest_stage == 0 ? a.emb_param_tensors : 0) +
+                             (est.slowest_stage == plan.pp - 1 ? a.head_param_tensors : 0);
+      b.optimizer = body * fw.optimizer_bytes_factor + 4 * profile.gpu_launch_gap_s;
+      optimizer_host = tensors * fw.optimizer_host_s_per_tensor + fw.host_s_per_step;
+    }
+  }
+  // Host-bound frameworks: the host issues each phase (forward, backward with its recompute,
+  // optimizer step) ahead of the GPU; where a phase's issue time exceeds its GPU time the GPU
+  // waits, and a phase cannot start on the GPU before the host has issued it, so the excess
+  // of each phase is on the critical path (a host-bound forward is not hidden by a GPU-bound
+  // backward that follows it).
+  {
+    const FrameworkProfile& fw = options.fw();
+    if (fw.host_model == HostModel::queue) {
+      const double hf = mb * stage.host_fwd, hb = mb * stage.host_bwd;
+      est.host_issue_s = hf + hb + optimizer_host;
+      b.host = std::max(0.0, hf - b.forward) + std::max(0.0, hb - b.backward - b.recompute) +
+               std::max(0.0, optimizer_host - b.optimizer);
+    }
   }
   est.step_time_s = b.total();
+  est.band_sigma_fraction = options.fw().fit.time_sigma_fraction;
+  est.band_runs = options.fw().fit.time_runs;
 
   // ---- rates ----
   const double n = static_cast<double>(plan.num_gpus());
@@ -178,16 +252,23 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
                            const StepOptions& options) {
   StepEstimate est;
   const model::OpList ops = model::build_ops(m, model::make_op_context(plan, setup));
-  const MicroBatchAccounting a = account_micro_batch(m, ops, plan, setup);
-  const MicroBatchTimes t = time_micro_batch(m, ops, plan, setup, gpu, profile, cluster);
+  const MicroBatchAccounting a = account_micro_batch(m, ops, plan, setup, options.fw());
+  const MicroBatchTimes t =
+      time_micro_batch(m, ops, plan, setup, gpu, profile, cluster, options.fw());
   compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
                model::flops_per_token(m, setup.seq_len).total, est);
-  for (const auto& op : ops.layer) {
-    if (op.kind == model::OpKind::tp_comm)
-      continue;
-    est.layer_forward.push_back(op_cost(op, Pass::forward, gpu, profile));
-    est.layer_backward.push_back(op_cost(op, Pass::backward, gpu, profile));
-  }
+  est.framework = options.fw().name;
+  for (const auto& kind : ops.layers) // one layer of each kind
+    for (const auto& op : kind.ops) {
+      if (model::is_communication(op.kind))
+        continue;
+      OpCost f = op_cost(op, Pass::forward, gpu, profile);
+      OpCost b = op_cost(op, Pass::backward, gpu, profile);
+      f.queued_s = framework_op_time(op, Pass::forward, gpu, profile, options.fw()).gpu_s;
+      b.queued_s = framework_op_time(op, Pass::backward, gpu, profile, options.fw()).gpu_s;
+      est.layer_forward.push_back(f);
+      est.layer_backward.push_back(b);
+    }
   return est;
 }
 

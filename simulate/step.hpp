@@ -4,9 +4,13 @@
 // point-to-point activation sends, data-parallel gradient reduction bucketed and overlapped
 // with the last backward, ZeRO traffic (Rajbhandari et al. 2020), recomputation and a
 // memory-bound optimizer step. Every part is kept so that the breakdown sums to the total.
+// Stages may hold different numbers of layers (ParallelPlan::stage_layers): the slowest
+// stage sets the pace of the pipeline and the fullest one the memory.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "hardware/gpu.hpp"
@@ -14,6 +18,7 @@
 #include "model/spec.hpp"
 #include "simulate/collectives.hpp"
 #include "simulate/costs.hpp"
+#include "simulate/framework.hpp"
 #include "simulate/memory.hpp"
 #include "simulate/roofline.hpp"
 
@@ -30,15 +35,39 @@ struct StepOptions {
   // Equal buckets (no explicit list) are priced once and overlapped in closed form
   // (overlap_equal_buckets); false walks them one by one as an explicit list would (for tests).
   bool closed_form_buckets = true;
+  // The training framework (kernels, host time, optimizer, memory rules); null: our own trainer
+  // (trainsim_framework(), the identity).
+  std::shared_ptr<const FrameworkProfile> framework;
+  [[nodiscard]] const FrameworkProfile& fw() const {
+    return framework ? *framework : trainsim_framework();
+  }
 };
+
+/// Seconds of one micro-batch on a pipeline stage, by part (forward, backward, recompute and
+/// the exposed tensor/context/expert-parallel traffic).
+struct StageTime {
+  double fwd = 0, bwd = 0, rc = 0, tp = 0, cp = 0, ep = 0;
+  // Host issue time of forward and of backward with its recompute (queue-model frameworks;
+  // not GPU time, so not in total()).
+  double host_fwd = 0, host_bwd = 0;
+  [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
+};
+/// A stage of n layers takes n x layer, plus first_extra on the first stage (embedding) and
+/// last_extra on the last (final norm, LM head, loss), under the plan's recompute policy.
+struct StageCosts {
+  StageTime layer, first_extra, last_extra;
+};
+[[nodiscard]] StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
+                                     const StepOptions& options);
 
 struct StepBreakdown { // seconds per step, on the critical path
   double forward = 0, backward = 0, recompute = 0;
   double tp_comm = 0, cp_comm = 0, ep_comm = 0, pp_comm = 0, dp_comm = 0;
   double bubble = 0, optimizer = 0;
+  double host = 0; // host-bound: the host's issue time beyond the GPU's work (queue model)
   [[nodiscard]] double total() const {
     return forward + backward + recompute + tp_comm + cp_comm + ep_comm + pp_comm + dp_comm +
-           bubble + optimizer;
+           bubble + optimizer + host;
   }
 };
 
@@ -52,15 +81,22 @@ struct StepEstimate {
   double peak_flops_per_s = 0;
   std::int64_t micro_batches = 1; // per step per pipeline (gradient accumulation)
   std::int64_t global_batch_size = 0;
-  double micro_batch_stage_s = 0;   // one micro-batch through the slowest stage (fwd+bwd+...)
-  double dp_bytes = 0;              // gradient bytes reduced per step per GPU
-  double dp_volume_bytes = 0;       // bytes each GPU sends for DP/ZeRO per step (bus volume)
-  double dp_overlap_slowdown_s = 0; // compute lost to overlapped DP traffic (inside backward)
-  double zero_allgather_s = 0;      // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
+  double micro_batch_stage_s = 0;        // one micro-batch through the slowest stage (fwd+bwd+...)
+  std::int64_t slowest_stage = 0;        // the pipeline stage that sets the pace (first if tied)
+  std::int64_t slowest_stage_layers = 0; // transformer layers on it
+  double dp_bytes = 0;                   // gradient bytes reduced per step per GPU
+  double dp_volume_bytes = 0;            // bytes each GPU sends for DP/ZeRO per step (bus volume)
+  double dp_overlap_slowdown_s = 0;      // compute lost to overlapped DP traffic (inside backward)
+  double zero_allgather_s = 0; // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
+  double host_issue_s = 0;     // host time to issue the step (queue-model frameworks)
+  // Error band from the framework profile's fit residuals (1 sigma; 0 runs: no band known).
+  double band_sigma_fraction = 0;
+  std::int64_t band_runs = 0;
+  std::string framework; // the framework profile's name (estimate_step; not the plan search)
   std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
                                            // plan search's work per plan; guarded by a test)
   MemoryBreakdown memory;
-  std::vector<OpCost> layer_forward, layer_backward; // one layer, for explanations
+  std::vector<OpCost> layer_forward, layer_backward; // one layer of each kind, for explanations
   Placement placement;
 };
 

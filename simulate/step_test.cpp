@@ -9,6 +9,7 @@
 #include "hardware/load.hpp"
 #include "model/load.hpp"
 #include "simulate/collectives.hpp"
+#include "simulate/costs.hpp"
 #include "simulate/roofline.hpp"
 #include "simulate/step.hpp"
 
@@ -351,19 +352,27 @@ TEST_CASE("overlap_equal_buckets equals the per-bucket walk on equal buckets") {
 }
 
 TEST_CASE("op roles, not names, drive the accounting: renamed ops give the same results") {
-  for (const char* name : {"llama3-8b", "mixtral-8x7b", "gpt2"})
+  for (const char* name : {"llama3-8b", "mixtral-8x7b", "gpt2", "deepseek-v3", "gpt-oss-20b",
+                           "gemma2-9b", "qwen3-30b-a3b", "olmo2-7b", "phi3-mini", "nemotron-4-15b"})
     for (auto attention : {model::AttentionImpl::flash, model::AttentionImpl::naive}) {
       CAPTURE(name);
       const auto m = model::load_model(name);
       model::ParallelPlan plan;
       plan.tp = 2;
       plan.cp = 2;
+      if (m.is_moe()) { // the all-to-all ops carry roles too
+        plan.ep = 2;
+        plan.dp = 2;
+      }
       model::TrainingSetup setup;
       setup.seq_len = 1024;
       setup.attention = attention;
       const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
       auto renamed = ops;
-      for (auto* list : {&renamed.embedding, &renamed.layer, &renamed.head})
+      std::vector<std::vector<model::Op>*> lists{&renamed.embedding, &renamed.head, &renamed.mtp};
+      for (auto& kind : renamed.layers)
+        lists.push_back(&kind.ops);
+      for (auto* list : lists)
         for (auto& op : *list) {
           CHECK(op.role != model::OpRole::other); // every model op has a role
           op.name = "renamed." + op.name;
@@ -383,8 +392,85 @@ TEST_CASE("op roles, not names, drive the accounting: renamed ops give the same 
       const auto ta = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster);
       const auto tb = time_micro_batch(m, renamed, plan, setup, gpu, prof, cluster);
       CHECK(ta.layer_cp == tb.layer_cp);
+      CHECK(ta.layer_ep == tb.layer_ep);
+      CHECK(ta.head_fwd == tb.head_fwd);
       CHECK(ta.layer_recompute[1] == tb.layer_recompute[1]);
       if (attention == model::AttentionImpl::naive)
         CHECK(ta.layer_recompute[1] > 0);
     }
+}
+
+TEST_CASE("expert parallel: dispatch + combine all-to-alls both ways; the busiest rank sets it") {
+  const auto m = model::load_model("mixtral-8x7b");
+  const auto cluster = node_of("dgx-h100", 1);
+  const auto gpu = hw::load_gpu("h100-sxm");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan plan;
+  plan.dp = 8;
+  plan.ep = 8;
+  model::TrainingSetup setup;
+  setup.seq_len = 4096;
+  auto layer_ep = [&](const model::TrainingSetup& s) {
+    const auto ops = model::build_ops(m, model::make_op_context(plan, s));
+    return time_micro_batch(m, ops, plan, s, gpu, prof, cluster).layer_ep;
+  };
+  // Balanced: 4 all-to-alls (dispatch, combine; forward, backward) of each rank's routed
+  // tokens, b s top_k h bytes.
+  const double routed = 4096.0 * 2 * 4096 * 2;
+  const double one =
+      collective_cost(Collective::all_to_all, routed, place_groups(plan, cluster).ep, cluster, prof)
+          .time_s;
+  CHECK(layer_ep(setup) == doctest::Approx(4 * one).epsilon(1e-12));
+  // Imbalance: the busiest rank receives 1.5x, and everyone waits for it.
+  auto hot = setup;
+  hot.moe_imbalance_factor = 1.5;
+  const double hot_one = collective_cost(Collective::all_to_all, 1.5 * routed,
+                                         place_groups(plan, cluster).ep, cluster, prof)
+                             .time_s;
+  CHECK(layer_ep(hot) == doctest::Approx(4 * hot_one).epsilon(1e-12));
+  CHECK(layer_ep(hot) > layer_ep(setup));
+  // And its experts run 1.5x the rows: the layer's compute grows, model FLOPs do not.
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  const auto hot_ops = model::build_ops(m, model::make_op_context(plan, hot));
+  CHECK(time_micro_batch(m, hot_ops, plan, hot, gpu, prof, cluster).layer_fwd >
+        time_micro_batch(m, ops, plan, setup, gpu, prof, cluster).layer_fwd);
+  CHECK(model::sum_over_layers(hot_ops, model::sum_fwd_flops) ==
+        doctest::Approx(model::sum_over_layers(ops, model::sum_fwd_flops)).epsilon(1e-12));
+}
+
+TEST_CASE("mixed layer kinds: per-layer means x layers are the sums over kinds") {
+  // DeepSeek-V3: 3 dense and 58 MoE layers; the accounting's per-layer figures are means.
+  const auto m = model::load_model("deepseek-v3");
+  model::ParallelPlan plan;
+  plan.tp = 8;
+  plan.dp = 8;
+  plan.ep = 8;
+  model::TrainingSetup setup;
+  setup.seq_len = 4096;
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  REQUIRE(ops.layers.size() == 2);
+  const auto a = account_micro_batch(m, ops, plan, setup);
+  const double saved =
+      3 * model::saved_bytes(ops.layers[0].ops) + 58 * model::saved_bytes(ops.layers[1].ops);
+  CHECK(61 * a.layer_act[0] == doctest::Approx(saved).epsilon(1e-12));
+  CHECK(a.layer_saved_all == model::saved_bytes(ops.layers[1].ops)); // the larger kind
+  double experts = 0;
+  for (const auto& op : ops.layers[1].ops)
+    if (model::is_routed_expert(op.role))
+      experts += op.params;
+  CHECK(61 * a.layer_expert_params == doctest::Approx(58 * experts).epsilon(1e-12));
+  // The MTP module's weights sit with the head, its routed experts split over ep.
+  double mtp_experts = 0;
+  for (const auto& op : ops.mtp)
+    if (model::is_routed_expert(op.role))
+      mtp_experts += op.params;
+  CHECK(a.head_params == doctest::Approx(model::sum_params(ops.head) + model::sum_params(ops.mtp) -
+                                         mtp_experts * 7 / 8)
+                             .epsilon(1e-12));
+  const auto cluster = node_of("dgx-h100", 1);
+  const auto gpu = hw::load_gpu("h100-sxm");
+  const auto prof = hw::default_profile("h100-sxm");
+  const auto t = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster);
+  CHECK(t.layer_ep > 0);
+  CHECK(t.layer_fwd > 0);
 }

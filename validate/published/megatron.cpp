@@ -33,7 +33,8 @@ double megatron_eq4_seconds(double tokens, double params, double n, double x) {
   return 8 * tokens * params / (n * x);
 }
 
-PublishedPrediction predict_megatron(const PublishedRun& run, const std::string& profile_name) {
+PublishedPrediction predict_megatron(const PublishedRun& run, const std::string& profile_name,
+                                     const std::string& framework) {
   model::ModelSpec m;
   m.name = "megatron-" + run.name;
   m.source = "Narayanan et al. 2021, Table 1";
@@ -76,6 +77,8 @@ PublishedPrediction predict_megatron(const PublishedRun& run, const std::string&
 
   sim::StepOptions opt;
   opt.dp_overlap = run.torch_ddp; // Megatron's local DDP all-reduced after backward
+  if (!framework.empty())
+    opt.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(framework));
 
   PublishedPrediction out;
   out.run = run;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "simulate/framework.hpp"
 #include "simulate/step.hpp"
 
 namespace trainsim::val {
@@ -36,8 +37,10 @@ struct PublishedPrediction {
 
 /// Predicts one row on `cluster_name` GPUs with the given profile (preset or file; empty =
 /// the GPU's default profile). seq 2048, vocab 51200, fp16 mixed, full recompute.
+/// `framework`: a framework profile (name or file) for the step, "" = trainsim's identity.
 [[nodiscard]] PublishedPrediction predict_megatron(const PublishedRun& run,
-                                                   const std::string& profile = "");
+                                                   const std::string& profile = "",
+                                                   const std::string& framework = "");
 
 /// The paper's FLOP count per iteration with full recompute (Narayanan et al. 2021 Eq. 3):
 /// 96 B s L h^2 (1 + s/(6h) + V/(16 L h)).

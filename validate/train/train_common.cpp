@@ -271,8 +271,8 @@ TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
   auto add = [&](C c, double s) { p.by_category_s[static_cast<std::size_t>(c)] += s; };
   auto add_list = [&](const std::vector<model::Op>& list, std::int64_t count) {
     for (const model::Op& op : list) {
-      if (op.kind == model::OpKind::tp_comm)
-        continue; // tp = 1 here
+      if (model::is_communication(op.kind))
+        continue; // tp = ep = 1 here
       const double n = static_cast<double>(count);
       const double f = n * sim::op_cost(op, sim::Pass::forward, gpu, profile).queued_s;
       const double b = n * sim::op_cost(op, sim::Pass::backward, gpu, profile).queued_s;
@@ -298,8 +298,10 @@ TracePrediction predict_trace(const TrainOptions& o, const hw::GpuSpec& gpu,
   };
   const std::int64_t K = est.micro_batches;
   add_list(ops.embedding, K);
-  add_list(ops.layer, ops.num_layers * K);
+  for (const auto& kind : ops.layers)
+    add_list(kind.ops, kind.num_layers * K);
   add_list(ops.head, K);
+  add_list(ops.mtp, ops.num_mtp_modules * K);
   const sim::StepBreakdown& b = est.breakdown_s;
   p.ops.push_back({"recompute", 0, 0, 0, b.recompute});
   add(C::recompute, b.recompute);

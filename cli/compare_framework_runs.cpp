@@ -1,0 +1,273 @@
+// Framework runs: compare and calibrate (compare_framework_runs.hpp).
+#include "cli/compare_framework_runs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+
+#include "cli/plot.hpp"
+#include "common/errors.hpp"
+#include "simulate/framework_runs.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+struct Tally {
+  std::int64_t n = 0, in1 = 0, in2 = 0;
+  double sum_abs = 0, worst = 0;
+  std::int64_t mem_n = 0;
+  double mem_sum_abs = 0, mem_worst = 0;
+  std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
+  void time(double e, double sigma) {
+    ++n;
+    sum_abs += std::abs(e);
+    worst = std::max(worst, std::abs(e));
+    // The band is +-sigma around the prediction: measured inside it when |error| <= sigma.
+    in1 += std::abs(e) <= sigma ? 1 : 0;
+    in2 += std::abs(e) <= 2 * sigma ? 1 : 0;
+  }
+  void memory(double e) {
+    ++mem_n;
+    mem_sum_abs += std::abs(e);
+    mem_worst = std::max(mem_worst, std::abs(e));
+  }
+  [[nodiscard]] nlohmann::json json() const {
+    nlohmann::json j{{"runs", n}};
+    if (n > 0) {
+      j["time_mean_abs_error_pct"] = 100 * sum_abs / static_cast<double>(n);
+      j["time_worst_abs_error_pct"] = 100 * worst;
+      j["inside_1_sigma_fraction"] = static_cast<double>(in1) / static_cast<double>(n);
+      j["inside_2_sigma_fraction"] = static_cast<double>(in2) / static_cast<double>(n);
+    }
+    if (mem_n > 0) {
+      j["memory_runs"] = mem_n;
+      j["memory_mean_abs_error_pct"] = 100 * mem_sum_abs / static_cast<double>(mem_n);
+      j["memory_worst_abs_error_pct"] = 100 * mem_worst;
+    }
+    if (oom_n > 0) {
+      j["oom_pairs"] = oom_n;
+      j["oom_exact"] = oom_exact;
+      j["oom_within_one"] = oom_within_one;
+    }
+    return j;
+  }
+};
+
+const char* half(sim::Split s) { return s == sim::Split::fit ? "fit" : "test"; }
+
+std::map<std::string, sim::FrameworkProfile>
+profiles_for(const std::vector<sim::FrameworkRun>& runs, const std::string& fixed) {
+  std::map<std::string, sim::FrameworkProfile> p;
+  for (const auto& r : runs) {
+    const std::string name = fixed.empty() ? r.framework : fixed;
+    if (!p.contains(name))
+      p.emplace(name, sim::load_framework(name));
+  }
+  return p;
+}
+
+} // namespace
+
+void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann::json& out) {
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
+  const auto all = sim::read_framework_runs(o.files);
+  std::vector<sim::FrameworkRun> runs;
+  for (const auto& r : all)
+    if (o.only.empty() || r.framework == o.only)
+      runs.push_back(r);
+  if (runs.empty())
+    throw ConfigError(fmt::format("--framework-runs: no run{} in {} file(s)",
+                                  o.only.empty() ? "" : " of framework " + o.only, o.files.size()));
+  const auto profiles = profiles_for(runs, o.framework);
+  Table t({"run", "half", "framework", "measured", "predicted", "error", "band", "memory error"},
+          {"id", "split", "framework", "measured", "predicted", "error_pct", "band_pct",
+           "memory_error_pct"});
+  std::map<std::string, Tally> tally; // "framework/half"
+  nlohmann::json rows = nlohmann::json::array();
+  Series fit_pts{"fit half", {}, "points pt 7 ps 1.1", {}},
+      test_pts{"test half", {}, "points pt 5 ps 1.1", {}};
+  std::int64_t skipped = 0;
+  std::map<std::string, std::int64_t> skip_reasons;
+  for (const auto& r : runs) {
+    const std::string fw_name = o.framework.empty() ? r.framework : o.framework;
+    nlohmann::json row{
+        {"id", r.id}, {"file", r.file}, {"framework", fw_name}, {"split", half(r.split)}};
+    if (!r.skip_reason.empty()) {
+      ++skipped;
+      ++skip_reasons[r.skip_reason.substr(0, r.skip_reason.find(':'))];
+      row["skipped"] = r.skip_reason;
+      rows.push_back(row);
+      continue;
+    }
+    const auto& fw = profiles.at(fw_name);
+    const auto p = sim::predict_run(r, fw);
+    Tally& k = tally[fw_name + "/" + half(r.split)];
+    const double sigma = fw.fit.time_sigma_fraction;
+    if (r.is_oom_search()) {
+      ++k.oom_n;
+      k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
+      k.oom_within_one += std::abs(p.max_micro_batch - r.max_micro_batch) <= 1 ? 1 : 0;
+      row["memory_cap_bytes"] = r.memory_cap_bytes;
+      const double me = sim::memory_error(r, p);
+      if (std::isfinite(me)) {
+        k.memory(me);
+        row["memory_error_pct"] = 100 * me;
+      }
+      row["max_micro_batch_measured"] = r.max_micro_batch;
+      row["max_micro_batch_predicted"] = p.max_micro_batch;
+      t.add_row({r.id, half(r.split), fw_name, fmt::format("max batch {}", r.max_micro_batch),
+                 fmt::format("{}", p.max_micro_batch),
+                 p.max_micro_batch == r.max_micro_batch
+                     ? "="
+                     : fmt::format("{:+d}", p.max_micro_batch - r.max_micro_batch),
+                 "", std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
+                {r.id, half(r.split), fw_name, std::to_string(r.max_micro_batch),
+                 std::to_string(p.max_micro_batch), "", "", ""});
+      rows.push_back(row);
+      continue;
+    }
+    const double e = sim::time_error(r, p);
+    const double me = sim::memory_error(r, p);
+    const bool by_step = r.step_time_s > 0;
+    if (std::isfinite(e))
+      k.time(e, sigma);
+    if (std::isfinite(me))
+      k.memory(me);
+    row["measured"] = by_step ? r.step_time_s : r.tokens_per_s_per_gpu;
+    row["predicted"] = by_step ? p.step_time_s : p.tokens_per_s_per_gpu;
+    row["quantity"] = by_step ? "step_time_s" : "tokens_per_s_per_gpu";
+    row["error_pct"] = 100 * e;
+    row["band_pct"] = 100 * sigma;
+    if (std::isfinite(me)) {
+      row["memory_error_pct"] = 100 * me;
+      row["peak_reserved_bytes_predicted"] = p.peak_reserved_bytes;
+      row["peak_allocated_bytes_predicted"] = p.peak_allocated_bytes;
+    }
+    rows.push_back(row);
+    const std::string meas = by_step ? fmt::format("{:.2f} ms", r.step_time_s * 1e3)
+                                     : fmt::format("{:.0f} tok/s/GPU", r.tokens_per_s_per_gpu);
+    const std::string pred = by_step ? fmt::format("{:.2f} ms", p.step_time_s * 1e3)
+                                     : fmt::format("{:.0f} tok/s/GPU", p.tokens_per_s_per_gpu);
+    t.add_row({r.id, half(r.split), fw_name, meas, pred, fmt::format("{:+.1f}%", 100 * e),
+               sigma > 0 ? fmt::format("+-{:.0f}%", 100 * sigma) : "-",
+               std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
+              {r.id, half(r.split), fw_name, fmt::format("{:.9g}", row["measured"].get<double>()),
+               fmt::format("{:.9g}", row["predicted"].get<double>()),
+               fmt::format("{:.4f}", 100 * e), fmt::format("{:.4f}", 100 * sigma),
+               std::isfinite(me) ? fmt::format("{:.4f}", 100 * me) : ""});
+    const double mv = by_step ? r.step_time_s * 1e3 : r.tokens_per_s_per_gpu;
+    const double pv = by_step ? p.step_time_s * 1e3 : p.tokens_per_s_per_gpu;
+    (r.split == sim::Split::fit ? fit_pts : test_pts).points.emplace_back(mv, pv);
+  }
+  nlohmann::json summary = nlohmann::json::object();
+  for (const auto& [key, k] : tally)
+    summary[key] = k.json();
+  out["framework_runs"] = {
+      {"files", o.files}, {"runs", rows}, {"summary", summary}, {"skipped", skipped}};
+  if (sink.format() == Format::json)
+    return;
+  sink.comment(fmt::format(
+      "{} runs from {} file(s); predicted with {}; skipped {}", runs.size(), o.files.size(),
+      o.framework.empty() ? "each run's framework profile" : o.framework, skipped));
+  t.print(sink);
+  if (sink.format() != Format::table)
+    return;
+  for (const auto& [why, n] : skip_reasons)
+    sink.write(fmt::format("# skipped {}: {}\n", n, why));
+  for (const auto& [key, k] : tally) {
+    std::string line = fmt::format("{}: ", key);
+    if (k.n > 0)
+      line += fmt::format("{} runs, time mean |error| {:.1f}%, worst {:.1f}%, inside 1 sigma "
+                          "{:.0f}%, 2 sigma {:.0f}%",
+                          k.n, 100 * k.sum_abs / static_cast<double>(k.n), 100 * k.worst,
+                          100.0 * static_cast<double>(k.in1) / static_cast<double>(k.n),
+                          100.0 * static_cast<double>(k.in2) / static_cast<double>(k.n));
+    if (k.mem_n > 0)
+      line += fmt::format("{}memory mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
+                          k.n > 0 ? "; " : "", 100 * k.mem_sum_abs / static_cast<double>(k.mem_n),
+                          100 * k.mem_worst, k.mem_n);
+    if (k.oom_n > 0)
+      line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}",
+                          k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,
+                          k.oom_within_one, k.oom_n);
+    sink.write(line + "\n");
+  }
+  if (!o.plot.empty()) {
+    double lo = 1e300, hi = 0;
+    for (const auto* s : {&fit_pts, &test_pts})
+      for (const auto& [x, y] : s->points) {
+        lo = std::min({lo, x, y});
+        hi = std::max({hi, x, y});
+      }
+    if (hi > 0) {
+      Series diag{
+          "predicted = measured", {{lo / 1.5, lo / 1.5}, {hi * 1.5, hi * 1.5}}, "lines", {}};
+      PlotSpec spec =
+          plot_spec(o.plot, "framework runs: predicted vs measured (step ms or tokens/s/GPU)",
+                    "measured", "predicted");
+      spec.logx = spec.logy = true;
+      spec.key = KeyPlace::top_left;
+      plot_xy(spec, {diag, fit_pts, test_pts});
+    }
+  }
+  if (o.max_test_error_pct > 0)
+    for (const auto& [key, k] : tally)
+      if (key.ends_with("/test") && k.n > 0 &&
+          100 * k.sum_abs / static_cast<double>(k.n) > o.max_test_error_pct)
+        throw CheckFailed(fmt::format("{}: mean |error| {:.1f}% > {:.1f}% (--max-test-error-pct)",
+                                      key, 100 * k.sum_abs / static_cast<double>(k.n),
+                                      o.max_test_error_pct));
+}
+
+void calibrate_framework(const std::vector<std::string>& files, const std::string& framework,
+                         const std::string& out_file, Sink& sink) {
+  if (framework.empty())
+    throw ConfigError("--framework: required with --framework-runs (the profile to fit)");
+  const auto runs = sim::read_framework_runs(files);
+  const auto base = sim::load_framework(framework);
+  const auto options = sim::default_fit_options(base, runs);
+  std::string on;
+  for (const auto& f : files)
+    on += (on.empty() ? "" : ", ") + f;
+  on += " (fit half: docs/frameworks.md)";
+  const auto r = sim::fit_framework(base, runs, options, on);
+  nlohmann::json j = sim::framework_to_json(r.profile);
+  std::ofstream f(out_file);
+  if (!f)
+    throw ConfigError(fmt::format("--out {}: cannot open for writing", out_file));
+  f << j.dump(2) << "\n";
+  if (!f)
+    throw ConfigError(fmt::format("--out {}: write failed", out_file));
+  const auto& p = r.profile;
+  sink.write(fmt::format("# fitted {} on {} time and {} memory runs (fit half of {})\n", p.name,
+                         r.fit_time_runs, r.fit_memory_runs, on));
+  if (options.host_per_kernel)
+    sink.write(fmt::format("host_us_per_kernel = {:.3g}\n", p.host_s_per_kernel * 1e6));
+  if (options.host_per_layer)
+    sink.write(fmt::format("host_us_per_layer = {:.4g}\n", p.host_s_per_layer * 1e6));
+  if (options.host_per_checkpoint)
+    sink.write(fmt::format("host_us_per_checkpoint = {:.4g}\n", p.host_s_per_checkpoint * 1e6));
+  if (options.gemm_efficiency)
+    sink.write(fmt::format("gemm_efficiency_scale = {:.4f}\n", p.gemm_efficiency_scale));
+  if (options.expert_efficiency)
+    sink.write(
+        fmt::format("expert_gemm_efficiency_scale = {:.4f}\n", p.expert_gemm_efficiency_scale));
+  if (options.activation_factor)
+    sink.write(fmt::format("activation_bytes_factor = {:.4f}\n", p.activation_bytes_factor));
+  if (options.activation_factor_fp32)
+    sink.write(
+        fmt::format("activation_bytes_factor_fp32 = {:.4f}\n", p.activation_bytes_factor_fp32));
+  if (options.allocator_overhead)
+    sink.write(
+        fmt::format("allocator_overhead_fraction = {:.4f}\n", p.allocator_overhead_fraction));
+  sink.write(fmt::format("fit rows: time mean |error| {:.1f}%, sigma {:.1f}%; memory mean |error| "
+                         "{:.1f}%, sigma {:.1f}%\n",
+                         100 * r.fit_time_mape, 100 * p.fit.time_sigma_fraction,
+                         100 * r.fit_memory_mape, 100 * p.fit.memory_sigma_fraction));
+  sink.write(fmt::format("wrote {}\n", out_file));
+}
+
+} // namespace trainsim::cli

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Fits the framework profiles (presets/frameworks/) on the fit half of the recorded runs, the
+# rule of docs/frameworks.md. Usage: scripts/fit-frameworks.sh TRAINSIM_BINARY [OUT_DIR]
+# (OUT_DIR defaults to presets/frameworks; ctest writes elsewhere and checks the presets are
+# exactly what this produces). Each fit starts from the profile in presets/frameworks/.
+set -euo pipefail
+bin=$1
+out=${2:-presets/frameworks}
+cd "$(dirname "$0")/.."
+runs=validate/results/runs-2026-12-02
+pub=validate/published/data
+device=(--framework-runs "$runs/runs-a.jsonl" --framework-runs "$runs/runs-c.jsonl"
+        --framework-runs "$runs/oom.jsonl")
+for fw in pytorch pytorch-compile fsdp; do
+  "$bin" calibrate "${device[@]}" --framework "$fw" --out "$out/$fw.json" -q
+done
+"$bin" calibrate --framework-runs "$pub/nvidia-megatron-bridge.jsonl" \
+  --framework-runs "$pub/nvidia-nemo.jsonl" --framework megatron --out "$out/megatron.json" -q

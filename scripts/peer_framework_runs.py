@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""Framework runs on a GPU: the training step as plain PyTorch users run it, timed and measured,
+in the JSONL format `trainsim calibrate --framework-runs` and `trainsim compare --framework-runs`
+read (docs/frameworks.md). PyTorch is the measuring peer here; it is never a trainsim dependency.
+
+The model mirrors the Hugging Face transformers Llama code op by op (LlamaRMSNorm upcasting to
+fp32, rotate_half RoPE, repeat_kv for grouped-query attention, SDPA or eager attention with an
+fp32 softmax, separate gate/up/down projections with SiLU, logits upcast to fp32 before the
+cross-entropy), trained with torch.optim.AdamW (PyTorch's default foreach implementation).
+Frameworks:
+  pytorch          eager; bf16-mixed = torch.autocast(bf16) over fp32 parameters
+  pytorch-compile  torch.compile(model) (default mode), same precision policy
+  fsdp             FSDP2 fully_shard per decoder layer and the root, on the ranks of this process
+                   group (one GPU: world size 1); bf16-mixed = MixedPrecisionPolicy(param bf16,
+                   reduce fp32)
+Recompute: none; selective = torch.utils.checkpoint around the attention core (scores, softmax,
+P V); full = checkpoint around each decoder layer.
+
+One run per process (clean allocator statistics); `--plan FILE` runs a list of runs, each in a
+subprocess with a time limit, appending one JSON line per run to --output. `--oom-search` finds,
+for each allocator cap (torch.cuda.set_per_process_memory_fraction), the largest micro-batch that
+trains three steps, and records peak allocated/reserved at that batch and the failing one.
+
+  python3 scripts/peer_framework_runs.py --plan scripts/framework-runs.json --output runs.jsonl
+  python3 scripts/peer_framework_runs.py --framework pytorch --model cs336-small --batch 4 \
+      --seq-len 512 --precision bf16-mixed --attention flash --recompute none
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+
+
+def load_config(name):
+    path = name if name.endswith(".json") else os.path.join(ROOT, "presets", "models", name + ".json")
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg.setdefault("num_kv_heads", cfg["num_heads"])
+    cfg.setdefault("head_dim", cfg["hidden_size"] // cfg["num_heads"])
+    cfg.setdefault("tied_embeddings", False)
+    return cfg
+
+
+def build(cfg, attention, recompute):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+
+    class RMSNorm(nn.Module):  # LlamaRMSNorm
+        def __init__(self, d, eps=1e-5):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+            self.eps = eps
+
+        def forward(self, x):
+            dtype = x.dtype
+            x = x.to(torch.float32)
+            var = x.pow(2).mean(-1, keepdim=True)
+            x = x * torch.rsqrt(var + self.eps)
+            return self.weight * x.to(dtype)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def repeat_kv(x, n):
+        if n == 1:
+            return x
+        b, h, t, d = x.shape
+        return x[:, :, None, :, :].expand(b, h, n, t, d).reshape(b, h * n, t, d)
+
+    def core(q, k, v):
+        if attention == "flash":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        t = q.shape[-2]
+        s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.shape[-1])
+        mask = torch.full((t, t), float("-inf"), device=q.device).triu(1)
+        s = s + mask.to(s.dtype)
+        p = F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(p, v)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d, h, kv, hd = cfg["hidden_size"], cfg["num_heads"], cfg["num_kv_heads"], cfg["head_dim"]
+            self.h, self.kv, self.hd = h, kv, hd
+            self.q_proj = nn.Linear(d, h * hd, bias=False)
+            self.k_proj = nn.Linear(d, kv * hd, bias=False)
+            self.v_proj = nn.Linear(d, kv * hd, bias=False)
+            self.o_proj = nn.Linear(h * hd, d, bias=False)
+
+        def forward(self, x, cos, sin):
+            b, t, _ = x.shape
+            q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+            k = self.k_proj(x).view(b, t, self.kv, self.hd).transpose(1, 2)
+            v = self.v_proj(x).view(b, t, self.kv, self.hd).transpose(1, 2)
+            cos_, sin_ = cos.to(q.dtype), sin.to(q.dtype)
+            q = q * cos_ + rotate_half(q) * sin_
+            k = k * cos_ + rotate_half(k) * sin_
+            k, v = repeat_kv(k, self.h // self.kv), repeat_kv(v, self.h // self.kv)
+            if recompute == "selective":
+                o = checkpoint(core, q, k, v, use_reentrant=False)
+            else:
+                o = core(q, k, v)
+            return self.o_proj(o.transpose(1, 2).reshape(b, t, -1))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d, f = cfg["hidden_size"], cfg["ffn_hidden_size"]
+            self.gate_proj = nn.Linear(d, f, bias=False)
+            self.up_proj = nn.Linear(d, f, bias=False)
+            self.down_proj = nn.Linear(f, d, bias=False)
+
+        def forward(self, x):
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm = RMSNorm(cfg["hidden_size"])
+            self.self_attn = Attention()
+            self.post_attention_layernorm = RMSNorm(cfg["hidden_size"])
+            self.mlp = MLP()
+
+        def forward(self, x, cos, sin):
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+            return x + self.mlp(self.post_attention_layernorm(x))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
+            self.layers = nn.ModuleList(Layer() for _ in range(cfg["num_layers"]))
+            self.norm = RMSNorm(cfg["hidden_size"])
+            self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
+            if cfg["tied_embeddings"]:
+                self.lm_head.weight = self.embed_tokens.weight
+            hd = cfg["head_dim"]
+            self.register_buffer(
+                "inv_freq", 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)),
+                persistent=False)
+
+        def forward(self, tokens, labels):
+            t = tokens.shape[1]
+            pos = torch.arange(t, device=tokens.device, dtype=torch.float32)
+            freqs = torch.outer(pos, self.inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+            x = self.embed_tokens(tokens)
+            for layer in self.layers:
+                if recompute == "full" and self.training:
+                    x = checkpoint(layer, x, cos, sin, use_reentrant=False)
+                else:
+                    x = layer(x, cos, sin)
+            logits = self.lm_head(self.norm(x)).float()
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
+
+    return LM()
+
+
+def versions():
+    import torch
+    return {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "gpu_name": torch.cuda.get_device_name(0)}
+
+
+def setup(a):
+    """Model, optimizer and step function for one run configuration."""
+    import torch
+    cfg = load_config(a.model)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = build(cfg, a.attention, a.recompute)
+    for p in model.parameters():
+        if p.dim() > 1:
+            torch.nn.init.normal_(p, std=0.02)
+    amp = a.precision == "bf16-mixed"
+    if a.framework == "fsdp":
+        import torch.distributed as dist
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        if not dist.is_initialized():
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+            dist.init_process_group("nccl", rank=0, world_size=1)
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+            if amp else MixedPrecisionPolicy()
+        for layer in model.layers:
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+        amp = False  # the policy casts parameters; no autocast
+    fwd = model
+    if a.framework == "pytorch-compile":
+        fwd = torch.compile(model, dynamic=a.dynamic)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.1)
+    g = torch.Generator(device="cpu").manual_seed(1)
+
+    def step(batch):
+        tokens = torch.randint(0, cfg["vocab_size"], (batch, a.seq_len + 1), generator=g).to(dev)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = fwd(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return model, opt, step, cfg
+
+
+def timed_run(a):
+    import torch
+    t0 = time.time()
+    model, opt, step, cfg = setup(a)
+    for _ in range(a.warmup):
+        step(a.batch)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times, host = [], []
+    for _ in range(a.steps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        h0 = time.perf_counter()
+        e0.record()
+        loss = step(a.batch)
+        e1.record()
+        h1 = time.perf_counter()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) / 1e3)
+        host.append(h1 - h0)
+    med = statistics.median(times)
+    return {
+        "measured": {
+            "step_time_s": med,
+            "step_time_min_s": min(times),
+            "step_time_stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+            "host_issue_s": statistics.median(host),
+            "tokens_per_s_per_gpu": a.batch * a.seq_len / med,
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+            "samples": len(times),
+            "loss": float(loss.item()),
+        },
+        "wall_s": time.time() - t0,
+    }
+
+
+def oom_search(a):
+    """Largest micro-batch that trains `a.steps` steps under each cap (GB = 1e9 bytes).
+
+    Two uncapped probes (batch b0 and 2 b0) give peak reserved bytes as a line in the batch; for
+    each cap the search starts at that line's guess and walks up or down (doubling the stride)
+    until it brackets the boundary, then bisects: every answer is a pair (runs at b, fails at
+    b + 1) that was run, the guess only saves probes. Caps are visited in increasing order and a
+    batch that ran under a lower cap is taken to run under a higher one."""
+    import gc
+    import torch
+    total = torch.cuda.get_device_properties(0).total_memory
+    model, opt, step, cfg = setup(a)
+
+    def runs(batch, cap_bytes):
+        torch.cuda.set_per_process_memory_fraction(min(cap_bytes / total, 1.0))
+        opt.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        ok = True
+        try:
+            for _ in range(a.steps):
+                step(batch)
+            torch.cuda.synchronize()
+        except torch.OutOfMemoryError:
+            ok = False
+        opt.zero_grad(set_to_none=True)
+        return ok, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+
+    b0 = max(a.batch, 1)
+    free = {}
+    for b in (b0, 2 * b0):
+        free[b] = runs(b, total)
+    slope = max(free[2 * b0][2] - free[b0][2], 1)
+    base = free[b0][2] - slope * b0
+    results, known_ok = [], 0
+    for cap_gb in sorted(a.caps):
+        cap = cap_gb * 1e9
+        t0 = time.time()
+        probes = {}
+
+        def probe(b):
+            if b not in probes:
+                probes[b] = runs(b, cap)
+            return probes[b][0]
+
+        guess = max(int((cap - base) // slope), 1)
+        lo, hi = (known_ok, None)
+        b = max(guess, known_ok + 1, 1)
+        if probe(b):
+            lo, stride = b, 1
+            while hi is None and b < a.max_batch:
+                b = min(b + stride, a.max_batch)
+                stride *= 2
+                if probe(b):
+                    lo = b
+                else:
+                    hi = b
+        else:
+            hi, stride = b, 1
+            while lo < hi - 1:
+                b = max(hi - stride, lo + 1)
+                stride *= 2
+                if b <= known_ok or probe(b):
+                    lo = b
+                    break
+                hi = b
+        while hi is not None and hi - lo > 1:
+            mid = (lo + hi) // 2
+            if probe(mid):
+                lo = mid
+            else:
+                hi = mid
+        known_ok = max(known_ok, lo)
+        if lo > 0:
+            probe(lo)  # its peaks under this cap (it may have run only under a lower one)
+        ok = probes.get(lo, (True, 0, 0))
+        bad = probes.get(hi) if hi is not None else None
+        results.append({
+            "memory_cap_bytes": cap,
+            "max_micro_batch": lo,
+            "first_failing_micro_batch": hi,
+            "peak_allocated_bytes": ok[1], "peak_reserved_bytes": ok[2],
+            "failing_peak_allocated_bytes": bad[1] if bad else None,
+            "failing_peak_reserved_bytes": bad[2] if bad else None,
+            "probes": {str(k): v[0] for k, v in sorted(probes.items())},
+            "uncapped": {str(k): {"peak_allocated_bytes": v[1], "peak_reserved_bytes": v[2]}
+                         for k, v in free.items()},
+            "search_s": time.time() - t0,
+        })
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    return results
+
+
+def record(a):
+    return {"framework": a.framework, "model": a.model, "gpu": "h200", "num_gpus": 1,
+            "precision": a.precision, "seq_len": a.seq_len, "micro_batch": a.batch,
+            "global_batch": a.batch, "tp": 1, "pp": 1, "cp": 1, "dp": 1, "zero_stage": 0,
+            "recompute": a.recompute, "attention": a.attention}
+
+
+def one(a):
+    base = record(a)
+    base["source"] = "scripts/peer_framework_runs.py on the device (" + \
+        time.strftime("%Y-%m-%d", time.gmtime()) + ")"
+    base["versions"] = versions()
+    if a.oom_search:
+        rows = []
+        for r in oom_search(a):
+            row = dict(base)
+            row["id"] = a.id or ""
+            row["micro_batch"] = row["global_batch"] = r["max_micro_batch"]
+            row["memory_cap_bytes"] = r.pop("memory_cap_bytes")
+            row["id"] = f"{row['id']}-cap{int(row['memory_cap_bytes'] / 1e9)}"
+            row["measured"] = r
+            rows.append(row)
+        return rows
+    r = timed_run(a)
+    base["id"] = a.id or ""
+    base.update(r)
+    return [base]
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", help="JSON list of runs (each an object of the options below)")
+    ap.add_argument("--output", help="append JSON lines here (default: stdout)")
+    ap.add_argument("--only", help="comma-separated run ids to take from --plan")
+    ap.add_argument("--limit-s", type=float, default=240, help="per-run time limit (plan mode)")
+    ap.add_argument("--id", default="")
+    ap.add_argument("--framework", choices=["pytorch", "pytorch-compile", "fsdp"], default="pytorch")
+    ap.add_argument("--model", default="cs336-small")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="bf16-mixed")
+    ap.add_argument("--attention", choices=["flash", "naive"], default="flash")
+    ap.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
+    ap.add_argument("--oom-search", action="store_true")
+    ap.add_argument("--caps", type=lambda s: [float(x) for x in s.split(",")], default=[24, 40, 80],
+                    help="allocator caps in GB (1e9 bytes) for --oom-search")
+    ap.add_argument("--max-batch", type=int, default=512)
+    return ap.parse_args(argv)
+
+
+def run_plan(a):
+    with open(a.plan) as f:
+        plan = json.load(f)
+    only = set(a.only.split(",")) if a.only else None
+    for item in plan:
+        if only and item.get("id") not in only:
+            continue
+        args = []
+        for k, v in item.items():
+            flag = "--" + k.replace("_", "-")
+            if isinstance(v, bool):
+                if v:
+                    args.append(flag)
+            elif isinstance(v, list):
+                args += [flag, ",".join(str(x) for x in v)]
+            else:
+                args += [flag, str(v)]
+        t0 = time.time()
+        try:
+            p = subprocess.run([sys.executable, __file__] + args, capture_output=True, text=True,
+                               timeout=item.get("limit_s", a.limit_s))
+            lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+            if p.returncode != 0 or not lines:
+                err = (p.stderr or "").strip().splitlines()[-3:]
+                lines = [json.dumps({"id": item.get("id"), "error": " | ".join(err),
+                                     "returncode": p.returncode})]
+        except subprocess.TimeoutExpired:
+            lines = [json.dumps({"id": item.get("id"), "error": "timeout"})]
+        with (open(a.output, "a") if a.output else sys.stdout) as out:
+            for l in lines:
+                out.write(l + "\n")
+        d = json.loads(lines[0])
+        m = d.get("measured", {})
+        print(f"# {item.get('id')}: {time.time() - t0:.0f}s "
+              + (f"step {m['step_time_s'] * 1e3:.2f} ms, peak alloc {m['peak_allocated_bytes'] / 1e9:.2f} GB, reserved {m['peak_reserved_bytes'] / 1e9:.2f} GB"
+                 if "step_time_s" in m else
+                 f"max batch {m.get('max_micro_batch')}" if "max_micro_batch" in m else d.get("error", "")),
+              file=sys.stderr, flush=True)
+
+
+def main(argv):
+    a = parse(argv)
+    if a.plan:
+        run_plan(a)
+        return 0
+    for row in one(a):
+        print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

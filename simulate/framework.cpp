@@ -1,0 +1,283 @@
+// Framework profiles (framework.hpp): loading, validation, the identity profile.
+#include "simulate/framework.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "common/presets.hpp"
+
+namespace trainsim::sim {
+
+namespace {
+
+model::OpRole parse_role(std::string_view s, bool& ok) {
+  for (std::size_t i = 0; i < static_cast<std::size_t>(model::OpRole::count_); ++i) {
+    const auto r = static_cast<model::OpRole>(i);
+    if (model::to_string(r) == s) {
+      ok = true;
+      return r;
+    }
+  }
+  ok = false;
+  return model::OpRole::other;
+}
+
+std::string role_names() {
+  std::string out;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(model::OpRole::count_); ++i)
+    out += (i ? ", " : "") + std::string(model::to_string(static_cast<model::OpRole>(i)));
+  return out;
+}
+
+bool same(const RoleCost& a, const RoleCost& b) {
+  return a.fwd_kernels == b.fwd_kernels && a.bwd_kernels == b.bwd_kernels &&
+         a.fwd_bytes_factor == b.fwd_bytes_factor && a.bwd_bytes_factor == b.bwd_bytes_factor &&
+         a.saved_bytes_factor == b.saved_bytes_factor;
+}
+
+} // namespace
+
+double default_kernels(model::OpKind kind, bool backward) {
+  return kind == model::OpKind::gemm && backward ? 2.0 : 1.0;
+}
+
+bool FrameworkProfile::is_identity() const {
+  for (const auto& r : roles)
+    if (!same(r, RoleCost{}))
+      return false;
+  return host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
+         host_s_per_checkpoint == 0 && gemm_efficiency_scale == 1 && memory_bw_scale == 1 &&
+         optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
+         activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
+         allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0;
+}
+
+const FrameworkProfile& trainsim_framework() {
+  static const FrameworkProfile f = [] {
+    FrameworkProfile p;
+    p.name = "trainsim";
+    p.source = "trainsim's own C++/CUDA trainer (validate/train): fused kernels as the op list "
+               "describes them, the per-op launch model of kernels/dev/launch_probe";
+    p.version = "this repository";
+    return p;
+  }();
+  return f;
+}
+
+void validate(const FrameworkProfile& f, const std::string& source) {
+  Problems p(source);
+  if (f.name.empty())
+    p.add("name: must not be empty");
+  auto positive = [&](const char* field, double v, double max) {
+    if (!std::isfinite(v) || v <= 0 || v > max)
+      p.add(fmt::format("{} = {}: must be in (0, {}]", field, v, max));
+  };
+  auto non_negative = [&](const char* field, double v, double max) {
+    if (!std::isfinite(v) || v < 0 || v > max)
+      p.add(fmt::format("{} = {}: must be in [0, {}]", field, v, max));
+  };
+  for (std::size_t i = 0; i < f.roles.size(); ++i) {
+    const auto& r = f.roles[i];
+    const std::string name(model::to_string(static_cast<model::OpRole>(i)));
+    auto kernels = [&](const char* field, double v) {
+      if (!std::isfinite(v) || (v < 0 && v != -1) || v > 1000)
+        p.add(fmt::format("roles.{}.{} = {}: must be in [0, 1000]", name, field, v));
+    };
+    kernels("fwd_kernels", r.fwd_kernels);
+    kernels("bwd_kernels", r.bwd_kernels);
+    for (auto [field, v] : {std::pair{"fwd_bytes_factor", r.fwd_bytes_factor},
+                            std::pair{"bwd_bytes_factor", r.bwd_bytes_factor},
+                            std::pair{"saved_bytes_factor", r.saved_bytes_factor}})
+      if (!std::isfinite(v) || v < 0 || v > 100)
+        p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
+  }
+  non_negative("host_us_per_kernel", f.host_s_per_kernel * 1e6, 1e4);
+  non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
+  non_negative("host_us_per_layer", f.host_s_per_layer * 1e6, 1e6);
+  non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
+  positive("gemm_efficiency_scale", f.gemm_efficiency_scale, 2);
+  positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
+  positive("memory_bw_scale", f.memory_bw_scale, 2);
+  positive("optimizer_bytes_factor", f.optimizer_bytes_factor, 100);
+  non_negative("optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6, 1e4);
+  positive("activation_bytes_factor", f.activation_bytes_factor, 100);
+  non_negative("activation_bytes_factor_fp32", f.activation_bytes_factor_fp32, 100);
+  non_negative("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param, 100);
+  non_negative("mixed_state_bytes_per_param.weights", f.mixed_weight_bytes, 64);
+  non_negative("mixed_state_bytes_per_param.gradients", f.mixed_grad_bytes, 64);
+  non_negative("mixed_state_bytes_per_param.optimizer", f.mixed_optimizer_bytes, 64);
+  non_negative("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem, 1000);
+  non_negative("allocator_overhead_fraction", f.allocator_overhead_fraction, 10);
+  non_negative("allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0), 1e6);
+  non_negative("context_gb", f.context_bytes / 1e9, 1e3);
+  non_negative("fit.time_sigma_pct", f.fit.time_sigma_fraction * 100, 1e4);
+  non_negative("fit.memory_sigma_pct", f.fit.memory_sigma_fraction * 100, 1e4);
+  p.throw_if_any();
+}
+
+FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string& source) {
+  Problems p(source);
+  if (!j.is_object()) {
+    p.add("expected a JSON object");
+    p.throw_if_any();
+  }
+  FrameworkProfile f;
+  JsonObjectReader r(j, p);
+  r.get("name", f.name, true);
+  r.get("source", f.source, true);
+  r.get("version", f.version, true);
+  std::string host = "per_op";
+  r.get("host_model", host);
+  if (host == "per_op")
+    f.host_model = HostModel::per_op;
+  else if (host == "queue")
+    f.host_model = HostModel::queue;
+  else
+    p.add(fmt::format("host_model = \"{}\": must be \"per_op\" or \"queue\"", host));
+  double us = 0;
+  if (r.get("host_us_per_kernel", us))
+    f.host_s_per_kernel = us * 1e-6;
+  double ms = 0;
+  if (r.get("host_ms_per_step", ms))
+    f.host_s_per_step = ms * 1e-3;
+  if (r.get("host_us_per_layer", us))
+    f.host_s_per_layer = us * 1e-6;
+  if (r.get("host_us_per_checkpoint", us))
+    f.host_s_per_checkpoint = us * 1e-6;
+  r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
+  r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
+  r.get("memory_bw_scale", f.memory_bw_scale);
+  r.get("optimizer_bytes_factor", f.optimizer_bytes_factor);
+  if (r.get("optimizer_host_us_per_tensor", us))
+    f.optimizer_host_s_per_tensor = us * 1e-6;
+  r.get("activation_bytes_factor", f.activation_bytes_factor);
+  r.get("activation_bytes_factor_fp32", f.activation_bytes_factor_fp32);
+  r.get("memory_timeline", f.memory_timeline);
+  if (const auto* st = r.take("mixed_state_bytes_per_param")) {
+    JsonObjectReader sr(*st, p);
+    sr.get("weights", f.mixed_weight_bytes, true);
+    sr.get("gradients", f.mixed_grad_bytes, true);
+    sr.get("optimizer", f.mixed_optimizer_bytes, true);
+    sr.finish();
+  }
+  r.get("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param);
+  r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
+  r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
+  double mib = 0;
+  if (r.get("allocator_round_mib", mib))
+    f.allocator_round_bytes = mib * 1024.0 * 1024.0;
+  double gb = 0;
+  if (r.get("context_gb", gb))
+    f.context_bytes = gb * 1e9;
+  r.get("notes", f.notes); // free text: derivations of the values (documentation only)
+  if (const auto* roles = r.take("roles")) {
+    if (!roles->is_object()) {
+      p.add("roles: expected an object keyed by op role");
+    } else {
+      for (const auto& [name, obj] : roles->items()) {
+        bool ok = false;
+        const auto role = parse_role(name, ok);
+        if (!ok) {
+          p.add(fmt::format("roles.{}: unknown op role (known: {})", name, role_names()));
+          continue;
+        }
+        if (!obj.is_object()) {
+          p.add(fmt::format("roles.{}: expected an object", name));
+          continue;
+        }
+        JsonObjectReader rr(obj, p);
+        RoleCost& c = f.roles[static_cast<std::size_t>(role)];
+        rr.get("fwd_kernels", c.fwd_kernels);
+        rr.get("bwd_kernels", c.bwd_kernels);
+        rr.get("fwd_bytes_factor", c.fwd_bytes_factor);
+        rr.get("bwd_bytes_factor", c.bwd_bytes_factor);
+        rr.get("saved_bytes_factor", c.saved_bytes_factor);
+        (void)rr.take("notes");
+        rr.finish();
+      }
+    }
+  }
+  if (const auto* fit = r.take("fit")) {
+    if (!fit->is_object()) {
+      p.add("fit: expected an object");
+    } else {
+      JsonObjectReader fr(*fit, p);
+      double pct = 0;
+      fr.get("time_runs", f.fit.time_runs);
+      if (fr.get("time_sigma_pct", pct))
+        f.fit.time_sigma_fraction = pct / 100;
+      if (fr.get("time_bias_pct", pct))
+        f.fit.time_bias_fraction = pct / 100;
+      fr.get("memory_runs", f.fit.memory_runs);
+      if (fr.get("memory_sigma_pct", pct))
+        f.fit.memory_sigma_fraction = pct / 100;
+      fr.get("fitted_on", f.fit.fitted_on);
+      fr.finish();
+    }
+  }
+  r.finish();
+  p.throw_if_any();
+  validate(f, source);
+  return f;
+}
+
+nlohmann::json framework_to_json(const FrameworkProfile& f) {
+  nlohmann::json j{{"name", f.name},
+                   {"source", f.source},
+                   {"version", f.version},
+                   {"notes", f.notes},
+                   {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
+                   {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
+                   {"host_ms_per_step", f.host_s_per_step * 1e3},
+                   {"host_us_per_layer", f.host_s_per_layer * 1e6},
+                   {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
+                   {"gemm_efficiency_scale", f.gemm_efficiency_scale},
+                   {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
+                   {"memory_bw_scale", f.memory_bw_scale},
+                   {"optimizer_bytes_factor", f.optimizer_bytes_factor},
+                   {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},
+                   {"activation_bytes_factor", f.activation_bytes_factor},
+                   {"activation_bytes_factor_fp32", f.activation_bytes_factor_fp32},
+                   {"memory_timeline", f.memory_timeline},
+                   {"mixed_state_bytes_per_param",
+                    {{"weights", f.mixed_weight_bytes},
+                     {"gradients", f.mixed_grad_bytes},
+                     {"optimizer", f.mixed_optimizer_bytes}}},
+                   {"optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param},
+                   {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
+                   {"allocator_overhead_fraction", f.allocator_overhead_fraction},
+                   {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
+                   {"context_gb", f.context_bytes / 1e9}};
+  nlohmann::json roles = nlohmann::json::object();
+  for (std::size_t i = 0; i < f.roles.size(); ++i) {
+    const RoleCost& c = f.roles[i];
+    if (same(c, RoleCost{}))
+      continue;
+    nlohmann::json rj = nlohmann::json::object();
+    if (c.fwd_kernels >= 0)
+      rj["fwd_kernels"] = c.fwd_kernels;
+    if (c.bwd_kernels >= 0)
+      rj["bwd_kernels"] = c.bwd_kernels;
+    rj["fwd_bytes_factor"] = c.fwd_bytes_factor;
+    rj["bwd_bytes_factor"] = c.bwd_bytes_factor;
+    rj["saved_bytes_factor"] = c.saved_bytes_factor;
+    roles[std::string(model::to_string(static_cast<model::OpRole>(i)))] = rj;
+  }
+  j["roles"] = roles;
+  j["fit"] = {{"time_runs", f.fit.time_runs},
+              {"time_sigma_pct", f.fit.time_sigma_fraction * 100},
+              {"time_bias_pct", f.fit.time_bias_fraction * 100},
+              {"memory_runs", f.fit.memory_runs},
+              {"memory_sigma_pct", f.fit.memory_sigma_fraction * 100},
+              {"fitted_on", f.fit.fitted_on}};
+  return j;
+}
+
+FrameworkProfile load_framework(const std::string& name_or_path) {
+  const std::string path = resolve_preset("frameworks", name_or_path, "--framework");
+  return framework_from_json(load_json_file(path), path);
+}
+
+} // namespace trainsim::sim

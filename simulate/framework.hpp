@@ -1,0 +1,123 @@
+// Framework profiles: how a training framework (Megatron-Core with Transformer Engine, PyTorch
+// FSDP, DeepSpeed, eager PyTorch, torch.compile, our own trainer) turns the op list's work into
+// kernels, host time, memory and communication. The op list (model/ops.hpp) is the work of a
+// perfectly fused implementation; a profile says, per op role (never per op name), how many
+// kernels the framework launches for it, how many HBM passes that costs relative to the fused
+// op, and how much it saves for backward; plus its host cost per launch, optimizer
+// implementation, caching-allocator behaviour and the residuals of the runs it was fitted on.
+// Profiles are data (presets/frameworks/*.json, docs/frameworks.md); the `trainsim` profile is
+// the identity (every factor 1, the per-op launch model of our own trainer).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/ops.hpp"
+
+namespace trainsim::sim {
+
+/// How one framework runs the ops of one role, relative to the op list's fused op.
+struct RoleCost {
+  double fwd_kernels = -1;       // kernel launches in forward (< 0: default_kernels())
+  double bwd_kernels = -1;       // in backward (< 0: default_kernels(): a GEMM's dgrad + wgrad)
+  double fwd_bytes_factor = 1;   // HBM bytes / the fused op's (unfused elementwise, fp32 casts)
+  double bwd_bytes_factor = 1;   // likewise in backward
+  double saved_bytes_factor = 1; // bytes saved for backward / the op list's saved tensors
+};
+
+/// How host time and GPU time combine.
+///  per_op: each op costs max(its GPU time + launch gap, its host issue time), the launch model
+///          measured for our own C++ trainer (kernels/dev/launch_probe).
+///  queue:  the host issues the whole step ahead of the GPU (CUDA's launch queue); a step costs
+///          max(host issue time, GPU time): eager PyTorch on small models is host-bound.
+enum class HostModel { per_op, queue };
+
+/// What the profile's fit left over: relative residuals of step time and peak memory on its
+/// fit rows (1 sigma), so that estimates carry an error band.
+struct FitResiduals {
+  std::int64_t time_runs = 0;
+  double time_sigma_fraction = 0; // RMS of (predicted - measured) / measured
+  double time_bias_fraction = 0;  // mean of the same (0 after a fit with a free scale)
+  std::int64_t memory_runs = 0;
+  double memory_sigma_fraction = 0; // on peak reserved bytes (peak allocated when not reserved)
+  std::string fitted_on;            // files and rule (docs/frameworks.md)
+};
+
+struct FrameworkProfile {
+  std::string name;    // CLI handle: "megatron", "fsdp", "deepspeed", "pytorch", ...
+  std::string source;  // what the profile describes and where its values come from
+  std::string version; // framework version the values were derived or fitted for
+  std::string notes;   // how the derived values were derived (documentation, kept by fits)
+
+  std::array<RoleCost, static_cast<std::size_t>(model::OpRole::count_)> roles{};
+
+  HostModel host_model = HostModel::per_op;
+  double host_s_per_kernel = 0;     // host time to issue one kernel (dispatcher, autograd), queue
+  double host_s_per_step = 0;       // fixed host time per optimizer step (loop, zero_grad, ...)
+  double host_s_per_checkpoint = 0; // per checkpointed layer and micro-batch under recompute
+                                    // (torch.utils.checkpoint's saved-tensor hooks, re-dispatch)
+  double host_s_per_layer = 0;      // per transformer layer and micro-batch, forward + backward
+                                    // (module hooks: FSDP's unshard/reshard, checkpoint wrappers)
+  double gemm_efficiency_scale = 1; // achieved GEMM rate / the hardware profile's model
+  double expert_gemm_efficiency_scale = 1; // routed experts' grouped GEMMs, on top of the above
+                                           // (many small GEMMs, permutation, uneven loads)
+  double memory_bw_scale = 1;              // achieved rate of memory-bound kernels / the profile's
+
+  // Optimizer step (AdamW): bytes relative to one fused pass (PyTorch's foreach AdamW makes
+  // several passes over each state), and host time per parameter tensor.
+  double optimizer_bytes_factor = 1;
+  double optimizer_host_s_per_tensor = 0;
+
+  // Memory.
+  double activation_bytes_factor = 1;      // on every saved tensor (after the per-role factors)
+  double activation_bytes_factor_fp32 = 0; // the same for fp32 training (0: as above); eager
+                                           // autocast saves 16-bit casts beside fp32 tensors,
+                                           // which fp32 training does not
+  // Peak over the step's phases instead of everything at once: gradients are allocated during
+  // backward as activations are freed (zero_grad(set_to_none=True)), so the backward peak is
+  // states + max(activations, gradients); the optimizer step adds its transient buffers to
+  // states + gradients (PyTorch's foreach AdamW: one fp32 list, torch._foreach_sqrt of
+  // exp_avg_sq, 4 B/param; torch/optim/adamw.py, _multi_tensor_adamw).
+  bool memory_timeline = false;
+  double optimizer_transient_bytes_per_param = 0;
+  // Bytes per parameter of weights, gradients and optimizer states under mixed precision
+  // (0 = trainsim's 2 + 2 + 12). PyTorch autocast and FSDP2 keep fp32 parameters and
+  // gradients (4 + 4 + 8); Megatron-Core keeps bf16 parameters, fp32 main gradients and fp32
+  // master weights with the moments (2 + 4 + 12; its docs' "18 bytes per parameter").
+  double mixed_weight_bytes = 0, mixed_grad_bytes = 0, mixed_optimizer_bytes = 0;
+  double logits_peak_bytes_per_elem = 0;  // transient bytes per logit element alive at the loss
+                                          // (fp32 copy, log-probs, their gradients); 0: the op
+                                          // list's own (fp32 softmax + 16-bit logits)
+  double allocator_overhead_fraction = 0; // peak reserved / peak allocated - 1 (fragmentation)
+  double allocator_round_bytes = 0;       // caching-allocator segment rounding at the peak
+  double context_bytes = 0; // CUDA context + library workspaces outside the allocator; 0: the
+                            // hardware profile's context_overhead_bytes
+
+  FitResiduals fit;
+
+  [[nodiscard]] const RoleCost& role(model::OpRole r) const {
+    return roles[static_cast<std::size_t>(r)];
+  }
+  /// True for a profile that changes nothing (the op list and hardware profile as they are).
+  [[nodiscard]] bool is_identity() const;
+};
+
+/// The identity profile (our own trainer): what trainsim computed before framework profiles.
+[[nodiscard]] const FrameworkProfile& trainsim_framework();
+
+/// Loads presets/frameworks/<name>.json (or a path); strict keys, every problem reported.
+[[nodiscard]] FrameworkProfile load_framework(const std::string& name_or_path);
+[[nodiscard]] FrameworkProfile framework_from_json(const nlohmann::json& j,
+                                                   const std::string& source);
+[[nodiscard]] nlohmann::json framework_to_json(const FrameworkProfile& f);
+void validate(const FrameworkProfile& f, const std::string& source);
+
+/// The role's kernel count in a pass (GEMM backward: dgrad + wgrad) when the profile does not
+/// set it: what the op list's fused op launches.
+[[nodiscard]] double default_kernels(model::OpKind kind, bool backward);
+
+} // namespace trainsim::sim

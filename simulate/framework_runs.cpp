@@ -1,0 +1,572 @@
+// Recorded framework runs: reading, prediction, fit (framework_runs.hpp).
+#include "simulate/framework_runs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "hardware/load.hpp"
+#include "model/count.hpp"
+#include "model/load.hpp"
+#include "simulate/memory.hpp"
+#include "simulate/plan.hpp"
+
+namespace trainsim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Names a published table prints for models and GPUs, mapped to presets by the data file
+// model-map.json beside the runs (validate/published/data/model-map.json); device runs name
+// presets directly.
+struct NameMap {
+  std::map<std::string, std::string> models;   // printed name -> model preset
+  std::map<std::string, std::string> clusters; // gpu name -> cluster preset
+};
+
+NameMap read_name_map(const std::string& runs_file) {
+  NameMap m;
+  const fs::path p = fs::path(runs_file).parent_path() / "model-map.json";
+  std::error_code ec;
+  if (!fs::exists(p, ec))
+    return m;
+  const auto j = load_json_file(p.string());
+  Problems problems(p.string());
+  JsonObjectReader r(j, problems);
+  for (const char* key : {"models", "clusters"}) {
+    const auto* obj = r.take(key);
+    if (!obj)
+      continue;
+    if (!obj->is_object()) {
+      problems.add(fmt::format("{}: expected an object of name -> preset", key));
+      continue;
+    }
+    for (const auto& [name, v] : obj->items()) {
+      if (!v.is_string()) {
+        problems.add(fmt::format("{}.{}: expected a preset name", key, name));
+        continue;
+      }
+      (std::string(key) == "models" ? m.models : m.clusters)[name] = v.get<std::string>();
+    }
+  }
+  (void)r.take("notes");
+  r.finish();
+  problems.throw_if_any();
+  return m;
+}
+
+double number_or(const nlohmann::json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+std::int64_t int_or(const nlohmann::json& j, const char* key, std::int64_t fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
+}
+
+std::string string_or(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// Precision as recorded -> trainsim's policy; empty optional: not modelled (reason set).
+std::optional<model::Precision> map_precision(const std::string& p, std::string& why) {
+  if (p == "bf16" || p == "bf16-mixed")
+    return model::Precision::bf16_mixed;
+  if (p == "fp32")
+    return model::Precision::fp32;
+  if (p == "fp16-mixed")
+    return model::Precision::fp16_mixed;
+  if (p == "fp8" || p == "fp8-ds" || p == "fp8-delayed")
+    return model::Precision::fp8_delayed;
+  if (p == "fp8-cs" || p == "fp8-current")
+    return model::Precision::fp8_current;
+  if (p == "mxfp8" || p == "fp8-mx")
+    return model::Precision::mxfp8;
+  why = p.empty() ? "precision not stated" : fmt::format("precision '{}' not modelled", p);
+  return std::nullopt;
+}
+
+std::optional<model::Recompute> map_recompute(const std::string& r) {
+  if (r.empty() || r == "none" || r == "no")
+    return model::Recompute::none;
+  if (r.starts_with("selective"))
+    return model::Recompute::selective;
+  if (r == "full")
+    return model::Recompute::full;
+  return std::nullopt;
+}
+
+FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const NameMap& names) {
+  FrameworkRun run;
+  Problems problems(where);
+  if (!j.is_object()) {
+    problems.add("expected a JSON object");
+    problems.throw_if_any();
+  }
+  run.id = string_or(j, "id", "");
+  run.source = string_or(j, "source", "");
+  run.framework = string_or(j, "framework", "");
+  run.model_name = string_or(j, "model", "");
+  if (run.framework.empty())
+    problems.add("framework: missing (a profile name such as pytorch, fsdp, megatron)");
+  if (run.model_name.empty())
+    problems.add("model: missing");
+  if (j.contains("error")) {
+    run.skip_reason = "the run failed: " + string_or(j, "error", "?");
+    return run;
+  }
+  const auto mit = j.find("measured");
+  if (mit == j.end() || !mit->is_object())
+    problems.add("measured: missing (an object of measured figures)");
+  problems.throw_if_any();
+  const nlohmann::json& m = *mit;
+  run.step_time_s = number_or(m, "step_time_s", 0);
+  run.tokens_per_s_per_gpu = number_or(m, "tokens_per_s_per_gpu", 0);
+  run.peak_allocated_bytes = number_or(m, "peak_allocated_bytes", 0);
+  run.peak_reserved_bytes = number_or(m, "peak_reserved_bytes", 0);
+  run.memory_cap_bytes = number_or(j, "memory_cap_bytes", 0);
+  if (m.contains("max_micro_batch"))
+    run.max_micro_batch = int_or(m, "max_micro_batch", -1);
+  for (double v : {run.step_time_s, run.tokens_per_s_per_gpu, run.peak_allocated_bytes,
+                   run.peak_reserved_bytes, run.memory_cap_bytes})
+    if (!std::isfinite(v) || v < 0)
+      problems.add("measured: figures must be finite and non-negative");
+  problems.throw_if_any();
+
+  // What was trained.
+  const auto mapped = names.models.find(run.model_name);
+  const std::string model_preset = mapped != names.models.end() ? mapped->second : run.model_name;
+  if (model_preset.empty()) {
+    run.skip_reason = fmt::format("model '{}' has no preset yet", run.model_name);
+    return run;
+  }
+  try {
+    run.model = model::load_model(model_preset);
+  } catch (const ConfigError&) {
+    run.skip_reason = fmt::format("model '{}' has no preset yet", run.model_name);
+    return run;
+  }
+  std::string why;
+  const auto precision = map_precision(string_or(j, "precision", ""), why);
+  if (!precision) {
+    run.skip_reason = why;
+    return run;
+  }
+  run.setup.precision = *precision;
+  run.setup.seq_len = int_or(j, "seq_len", 0);
+  if (run.setup.seq_len <= 0) {
+    run.skip_reason = "seq_len not stated";
+    return run;
+  }
+  run.setup.attention = string_or(j, "attention", "flash") == "naive" ? model::AttentionImpl::naive
+                                                                      : model::AttentionImpl::flash;
+  const std::int64_t num_gpus = int_or(j, "num_gpus", 1);
+  run.plan.tp = int_or(j, "tp", 1);
+  run.plan.pp = int_or(j, "pp", 1);
+  run.plan.cp = int_or(j, "cp", 1);
+  const auto vp = j.find("vp");
+  run.plan.interleave = vp != j.end() && vp->is_number_integer() ? vp->get<std::int64_t>() : 1;
+  const auto ep = j.find("ep");
+  run.plan.ep = ep != j.end() && ep->is_number_integer() ? ep->get<std::int64_t>() : 1;
+  run.plan.zero_stage = int_or(j, "zero_stage", 0);
+  if (num_gpus < 1 || run.plan.tp < 1 || run.plan.pp < 1 || run.plan.cp < 1 ||
+      num_gpus % (run.plan.tp * run.plan.pp * run.plan.cp) != 0) {
+    run.skip_reason = "layout does not divide num_gpus";
+    return run;
+  }
+  run.plan.dp = num_gpus / (run.plan.tp * run.plan.pp * run.plan.cp);
+  const auto fsdp = j.find("fsdp");
+  if (fsdp != j.end() && fsdp->is_boolean() && fsdp->get<bool>())
+    run.plan.zero_stage = 3; // fully sharded: parameters, gradients and optimizer states
+  // Megatron shards optimizer states over data-parallel ranks (distributed optimizer) and
+  // runs sequence parallelism with tensor parallelism, as NVIDIA's recipes do.
+  if (run.framework == "megatron") {
+    if (run.plan.zero_stage == 0 && run.plan.dp > 1)
+      run.plan.zero_stage = 1;
+    run.plan.sequence_parallel = run.plan.tp > 1;
+  }
+  const auto recompute = map_recompute(string_or(j, "recompute", ""));
+  if (!recompute) {
+    run.skip_reason = "recompute policy not modelled";
+    return run;
+  }
+  run.plan.recompute = *recompute;
+  run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
+  if (run.setup.micro_batch_size <= 0 && j.contains("other") && j["other"].is_object()) {
+    // torchtitan prints the local batch per data-parallel rank; with pipeline parallelism it
+    // is cut into micro-batches of pipeline_parallel_microbatch_size = 1 (its default).
+    const std::int64_t local = int_or(j["other"], "local_batch_size", 0);
+    if (local > 0) {
+      run.setup.micro_batch_size = run.plan.pp > 1 ? 1 : local;
+      run.setup.global_batch_size = local * run.plan.dp;
+    }
+    const auto at = j["other"].find("async_tp");
+    run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
+  }
+  run.setup.global_batch_size = int_or(j, "global_batch", 0);
+  if (run.is_oom_search() && run.max_micro_batch == 0) {
+    run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked from batch 1 up
+    run.setup.global_batch_size = run.plan.dp;
+  }
+  if (run.setup.micro_batch_size <= 0 && run.setup.global_batch_size > 0 && run.plan.dp > 0 &&
+      run.setup.global_batch_size % run.plan.dp == 0 && run.plan.pp == 1)
+    run.setup.micro_batch_size = run.setup.global_batch_size / run.plan.dp; // no accumulation
+  if (run.setup.micro_batch_size <= 0) {
+    run.skip_reason = "micro-batch not stated";
+    return run;
+  }
+  if (run.setup.global_batch_size <= 0)
+    run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
+
+  // Where it ran.
+  const std::string gpu = string_or(j, "gpu", "");
+  const auto cl = names.clusters.find(gpu);
+  try {
+    if (cl != names.clusters.end()) {
+      run.cluster = hw::load_cluster(cl->second);
+      run.gpu = hw::load_gpu(run.cluster.gpu);
+      if (num_gpus <= run.cluster.gpus_per_node) {
+        run.cluster.gpus_per_node = num_gpus;
+        run.cluster.num_nodes = 1;
+      } else {
+        run.cluster.num_nodes = num_gpus / run.cluster.gpus_per_node;
+      }
+    } else {
+      run.gpu = hw::load_gpu(gpu);
+      run.cluster = hw::single_node_cluster(run.gpu, num_gpus);
+    }
+  } catch (const ConfigError&) {
+    run.skip_reason = fmt::format("gpu '{}' has no preset yet", gpu);
+    return run;
+  }
+  if (run.cluster.num_gpus() != num_gpus) {
+    run.skip_reason = "num_gpus is not a whole number of nodes";
+    return run;
+  }
+  run.profile = hw::default_profile(run.gpu.name);
+  if (run.model.num_layers % (run.plan.pp * run.plan.interleave) != 0) {
+    // Published layouts with layers that do not split evenly (Llama 3.1 405B: 126 layers on 8
+    // stages) use uneven stages: the balanced split the plan search would choose.
+    StepOptions so;
+    run.plan.stage_layers = searched_stage_layers(run.model, run.cluster, run.gpu, run.profile,
+                                                  run.plan, run.setup, so);
+  }
+  try {
+    model::validate(run.plan, run.model, run.setup, num_gpus, where);
+  } catch (const ConfigError& e) {
+    run.skip_reason = std::string("layout not modelled: ") + e.what();
+  }
+  return run;
+}
+
+// Nelder-Mead on a few parameters (in log space, so they stay positive).
+std::vector<double> minimise(const std::function<double(const std::vector<double>&)>& f,
+                             std::vector<double> x0) {
+  const std::size_t n = x0.size();
+  std::vector<std::vector<double>> s{x0};
+  for (std::size_t i = 0; i < n; ++i) {
+    auto x = x0;
+    x[i] += 0.5;
+    s.push_back(x);
+  }
+  std::vector<double> v;
+  for (const auto& x : s)
+    v.push_back(f(x));
+  for (int it = 0; it < 400 * static_cast<int>(n); ++it) {
+    std::vector<std::size_t> order(s.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return v[a] < v[b]; });
+    const std::size_t best = order.front(), worst = order.back(), second = order[n - 1 + 0];
+    if (std::abs(v[worst] - v[best]) < 1e-12)
+      break;
+    std::vector<double> c(n, 0.0);
+    for (std::size_t i : order)
+      if (i != worst)
+        for (std::size_t k = 0; k < n; ++k)
+          c[k] += s[i][k] / static_cast<double>(n);
+    auto along = [&](double t) {
+      std::vector<double> x(n);
+      for (std::size_t k = 0; k < n; ++k)
+        x[k] = c[k] + t * (s[worst][k] - c[k]);
+      return x;
+    };
+    const auto r = along(-1.0);
+    const double fr = f(r);
+    if (fr < v[best]) {
+      const auto e = along(-2.0);
+      const double fe = f(e);
+      s[worst] = fe < fr ? e : r;
+      v[worst] = std::min(fe, fr);
+    } else if (fr < v[second]) {
+      s[worst] = r;
+      v[worst] = fr;
+    } else {
+      const auto k = along(0.5);
+      const double fk = f(k);
+      if (fk < v[worst]) {
+        s[worst] = k;
+        v[worst] = fk;
+      } else {
+        for (std::size_t i : order)
+          if (i != best) {
+            for (std::size_t q = 0; q < n; ++q)
+              s[i][q] = s[best][q] + 0.5 * (s[i][q] - s[best][q]);
+            v[i] = f(s[i]);
+          }
+      }
+    }
+  }
+  return s[static_cast<std::size_t>(std::min_element(v.begin(), v.end()) - v.begin())];
+}
+
+} // namespace
+
+std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files) {
+  std::vector<FrameworkRun> out;
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    if (!in)
+      throw ConfigError(fmt::format("{}: cannot open", file));
+    const NameMap names = read_name_map(file);
+    std::map<std::string, std::int64_t> counter; // per framework (or OOM configuration)
+    std::map<std::string, Split> oom_side;
+    std::string line;
+    for (std::int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos)
+        continue;
+      const std::string where = fmt::format("{}:{}", file, n);
+      FrameworkRun run = parse_run(parse_json_text(line, where), where, names);
+      run.file = file;
+      if (run.is_oom_search()) {
+        // The caps of one configuration share its id up to "-cap".
+        const std::string config = run.id.substr(0, run.id.rfind("-cap"));
+        auto it = oom_side.find(config);
+        if (it == oom_side.end()) {
+          const std::int64_t k = counter["oom"]++;
+          it = oom_side.emplace(config, k % 2 == 0 ? Split::fit : Split::test).first;
+        }
+        run.split = it->second;
+      } else {
+        run.split = counter[run.framework]++ % 2 == 0 ? Split::fit : Split::test;
+      }
+      out.push_back(std::move(run));
+    }
+  }
+  return out;
+}
+
+RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
+  RunPrediction p;
+  StepOptions so;
+  so.framework = std::make_shared<const FrameworkProfile>(fw);
+  so.tp_overlap = run.tp_overlap;
+  auto estimate = [&](std::int64_t micro_batch) {
+    model::TrainingSetup s = run.setup;
+    s.micro_batch_size = micro_batch;
+    if (run.is_oom_search())
+      s.global_batch_size = micro_batch * run.plan.dp;
+    return estimate_step(run.model, run.cluster, run.gpu, run.profile, run.plan, s, so);
+  };
+  p.step = estimate(run.setup.micro_batch_size);
+  p.step_time_s = p.step.step_time_s;
+  p.tokens_per_s_per_gpu = p.step.tokens_per_s / static_cast<double>(run.plan.num_gpus());
+  p.peak_allocated_bytes = p.step.memory.peak_allocated();
+  p.peak_reserved_bytes = p.step.memory.peak_reserved();
+  if (run.is_oom_search()) {
+    // The allocator cap applies to reserved bytes (torch.cuda.set_per_process_memory_fraction).
+    MemoryOptions mo;
+    mo.framework = so.framework;
+    model::ParallelPlan plan = run.plan;
+    model::TrainingSetup s = run.setup;
+    std::int64_t best = 0;
+    for (std::int64_t b = 1; b <= 4096; ++b) {
+      s.micro_batch_size = b;
+      s.global_batch_size = b * plan.dp;
+      if (estimate_memory(run.model, plan, s, run.profile, mo).peak_reserved() >
+          run.memory_cap_bytes)
+        break;
+      best = b;
+    }
+    p.max_micro_batch = best;
+  }
+  return p;
+}
+
+double time_error(const FrameworkRun& run, const RunPrediction& p) {
+  if (run.step_time_s > 0)
+    return (p.step_time_s - run.step_time_s) / run.step_time_s;
+  if (run.tokens_per_s_per_gpu > 0)
+    return (p.tokens_per_s_per_gpu - run.tokens_per_s_per_gpu) / run.tokens_per_s_per_gpu;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+double memory_error(const FrameworkRun& run, const RunPrediction& p) {
+  if (run.is_oom_search() && run.max_micro_batch <= 0)
+    return std::numeric_limits<double>::quiet_NaN(); // nothing ran: no peak to compare
+  if (run.peak_reserved_bytes > 0)
+    return (p.peak_reserved_bytes - run.peak_reserved_bytes) / run.peak_reserved_bytes;
+  if (run.peak_allocated_bytes > 0)
+    return (p.peak_allocated_bytes - run.peak_allocated_bytes) / run.peak_allocated_bytes;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+FitOptions default_fit_options(const FrameworkProfile& base,
+                               const std::vector<FrameworkRun>& runs) {
+  FitOptions o;
+  bool step_runs = false, published = false, memory = false, recompute = false;
+  bool fp32_memory = false, moe = false;
+  for (const auto& r : runs) {
+    if (r.framework != base.name || !r.skip_reason.empty() || r.split != Split::fit)
+      continue;
+    recompute = recompute || (r.step_time_s > 0 && r.plan.recompute != model::Recompute::none);
+    moe = moe || (r.model.is_moe() && (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0));
+    step_runs = step_runs || r.step_time_s > 0;
+    published = published || (r.step_time_s <= 0 && r.tokens_per_s_per_gpu > 0);
+    memory = memory || r.peak_allocated_bytes > 0;
+    fp32_memory = fp32_memory || (!r.is_oom_search() && r.peak_allocated_bytes > 0 &&
+                                  r.setup.precision == model::Precision::fp32);
+  }
+  if (base.host_model == HostModel::queue && step_runs) {
+    o.host_per_kernel = true;
+    o.host_per_layer = base.host_s_per_layer > 0;
+    o.host_per_checkpoint = recompute;
+  }
+  o.gemm_efficiency = published || (base.host_model == HostModel::per_op && step_runs);
+  o.expert_efficiency = o.gemm_efficiency && moe;
+  o.activation_factor = memory;
+  o.activation_factor_fp32 = fp32_memory;
+  o.allocator_overhead = memory;
+  return o;
+}
+
+FitResult fit_framework(const FrameworkProfile& base, const std::vector<FrameworkRun>& runs,
+                        const FitOptions& options, const std::string& fitted_on) {
+  std::vector<const FrameworkRun*> time_rows, memory_rows;
+  for (const auto& r : runs) {
+    if (r.framework != base.name || !r.skip_reason.empty() || r.split != Split::fit)
+      continue;
+    if (!r.is_oom_search() && (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0))
+      time_rows.push_back(&r);
+    // OOM-boundary rows record the peaks of the largest batch that ran under the cap.
+    if ((!r.is_oom_search() || r.max_micro_batch > 0) &&
+        (r.peak_reserved_bytes > 0 || r.peak_allocated_bytes > 0))
+      memory_rows.push_back(&r);
+  }
+  FitResult result;
+  FrameworkProfile fw = base;
+
+  // Time: minimise the squared log error over the chosen parameters.
+  std::vector<double*> params;
+  if (options.host_per_kernel)
+    params.push_back(&fw.host_s_per_kernel);
+  if (options.host_per_layer)
+    params.push_back(&fw.host_s_per_layer);
+  if (options.host_per_checkpoint) {
+    fw.host_s_per_checkpoint = std::max(fw.host_s_per_checkpoint, 1e-4);
+    params.push_back(&fw.host_s_per_checkpoint);
+  }
+  if (options.gemm_efficiency)
+    params.push_back(&fw.gemm_efficiency_scale);
+  if (options.expert_efficiency)
+    params.push_back(&fw.expert_gemm_efficiency_scale);
+  if (!params.empty()) {
+    if (time_rows.empty())
+      throw ConfigError(fmt::format("--framework-runs: no fit row of framework '{}' has a "
+                                    "measured step time or throughput",
+                                    base.name));
+    std::vector<double> x0;
+    for (double* p : params)
+      x0.push_back(std::log(std::max(*p, 1e-9)));
+    auto objective = [&](const std::vector<double>& x) {
+      for (std::size_t i = 0; i < params.size(); ++i)
+        *params[i] = std::exp(x[i]);
+      if (fw.gemm_efficiency_scale > 2 || fw.expert_gemm_efficiency_scale > 2)
+        return 1e9;
+      double sum = 0;
+      for (const FrameworkRun* r : time_rows) {
+        const double e = time_error(*r, predict_run(*r, fw));
+        sum += std::log1p(e) * std::log1p(e);
+      }
+      return sum;
+    };
+    const auto x = minimise(objective, x0);
+    (void)objective(x);
+  }
+  // Memory: activation factor and allocator slack, fitted in turn (allocated first).
+  if (options.activation_factor || options.allocator_overhead) {
+    if (memory_rows.empty())
+      throw ConfigError(fmt::format(
+          "--framework-runs: no fit row of framework '{}' recorded peak memory", base.name));
+    // which: 0 = mixed-precision rows, 1 = fp32 rows, 2 = all (the allocator's slack).
+    auto fit_one = [&](double& param, bool reserved, int which) {
+      auto objective = [&](const std::vector<double>& x) {
+        param = reserved ? std::exp(x[0]) - 1e-3 : std::exp(x[0]);
+        double sum = 0;
+        for (const FrameworkRun* r : memory_rows) {
+          const bool fp32 = r->setup.precision == model::Precision::fp32;
+          if ((which == 0 && fp32 && options.activation_factor_fp32) || (which == 1 && !fp32))
+            continue;
+          const RunPrediction p = predict_run(*r, fw);
+          const double measured = reserved ? r->peak_reserved_bytes : r->peak_allocated_bytes;
+          const double predicted = reserved ? p.peak_reserved_bytes : p.peak_allocated_bytes;
+          if (measured <= 0)
+            continue;
+          const double e = std::log(predicted / measured);
+          sum += e * e;
+        }
+        return sum;
+      };
+      const auto x = minimise(objective, {std::log(reserved ? param + 1e-3 : param)});
+      (void)objective(x);
+    };
+    if (options.activation_factor)
+      fit_one(fw.activation_bytes_factor, false, 0);
+    if (options.activation_factor_fp32) {
+      fw.activation_bytes_factor_fp32 = std::max(fw.activation_bytes_factor_fp32, 1.0);
+      fit_one(fw.activation_bytes_factor_fp32, false, 1);
+    }
+    if (options.allocator_overhead)
+      fit_one(fw.allocator_overhead_fraction, true, 2);
+    fw.allocator_overhead_fraction = std::max(fw.allocator_overhead_fraction, 0.0);
+  }
+  // Residuals on the fit rows.
+  double t2 = 0, tb = 0, ta = 0, m2 = 0, ma = 0;
+  for (const FrameworkRun* r : time_rows) {
+    const double e = time_error(*r, predict_run(*r, fw));
+    t2 += e * e;
+    tb += e;
+    ta += std::abs(e);
+  }
+  for (const FrameworkRun* r : memory_rows) {
+    const double e = memory_error(*r, predict_run(*r, fw));
+    m2 += e * e;
+    ma += std::abs(e);
+  }
+  const auto nt = static_cast<double>(time_rows.size());
+  const auto nm = static_cast<double>(memory_rows.size());
+  fw.fit.time_runs = static_cast<std::int64_t>(time_rows.size());
+  fw.fit.time_sigma_fraction = nt > 0 ? std::sqrt(t2 / nt) : 0;
+  fw.fit.time_bias_fraction = nt > 0 ? tb / nt : 0;
+  fw.fit.memory_runs = static_cast<std::int64_t>(memory_rows.size());
+  fw.fit.memory_sigma_fraction = nm > 0 ? std::sqrt(m2 / nm) : 0;
+  fw.fit.fitted_on = fitted_on;
+  validate(fw, "fit result");
+  result.profile = fw;
+  result.fit_time_runs = fw.fit.time_runs;
+  result.fit_memory_runs = fw.fit.memory_runs;
+  result.fit_time_mape = nt > 0 ? ta / nt : 0;
+  result.fit_memory_mape = nm > 0 ? ma / nm : 0;
+  return result;
+}
+
+} // namespace trainsim::sim

@@ -1,0 +1,95 @@
+// Recorded training runs of a framework (JSON lines; docs/frameworks.md gives the format):
+// reading them, predicting each with a framework profile, and fitting a profile's free
+// parameters on the fit half of the runs (the split rule is declared in docs/frameworks.md and
+// applied here, by file order, before any fit). Pure: no GPU; reads files only through the
+// loaders of model/ and hardware/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hardware/gpu.hpp"
+#include "hardware/profile.hpp"
+#include "model/spec.hpp"
+#include "simulate/framework.hpp"
+#include "simulate/step.hpp"
+
+namespace trainsim::sim {
+
+enum class Split { fit, test };
+
+/// One recorded run: what was trained where, and what was measured.
+struct FrameworkRun {
+  std::string id, source, file;
+  std::string framework;    // profile handle the run was made with
+  std::string model_name;   // as recorded (a preset handle, or a published name)
+  std::string skip_reason;  // non-empty: trainsim cannot model this run (yet), and why
+  Split split = Split::fit; // by the declared rule (file order)
+  model::ModelSpec model;
+  hw::ClusterSpec cluster;
+  hw::GpuSpec gpu;
+  hw::HardwareProfile profile;
+  model::ParallelPlan plan;
+  model::TrainingSetup setup;
+  bool tp_overlap = false; // tensor-parallel collectives overlapped (torchtitan's async TP)
+  // Measured (0 = not recorded).
+  double step_time_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+  double memory_cap_bytes = 0;       // OOM-boundary runs: the allocator cap
+  std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch that trained
+  [[nodiscard]] bool is_oom_search() const { return max_micro_batch >= 0; }
+};
+
+/// Reads JSON lines from each file in order, assigning the split (docs/frameworks.md):
+/// within a file, runs of one framework alternate fit, test, fit, ... in file order (published
+/// files: every row, modelled or not, counts); OOM-boundary rows alternate per configuration
+/// (their caps together). Malformed lines throw ConfigError naming file:line and the field;
+/// runs trainsim cannot model are kept with skip_reason set.
+[[nodiscard]] std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files);
+
+/// Predicted figures of one run under a framework profile.
+struct RunPrediction {
+  double step_time_s = 0, tokens_per_s_per_gpu = 0;
+  double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+  std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch under the cap
+  StepEstimate step;
+};
+[[nodiscard]] RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw);
+
+/// Relative error (predicted - measured) / measured of the run's headline figure: step time
+/// (or tokens/s/GPU for published rows, which give no step time), NaN when not measured.
+[[nodiscard]] double time_error(const FrameworkRun& run, const RunPrediction& p);
+/// Relative error of peak reserved (peak allocated when reserved was not recorded), or NaN.
+[[nodiscard]] double memory_error(const FrameworkRun& run, const RunPrediction& p);
+
+/// Which parameters a fit may move. Time: host cost per kernel and per layer, GEMM efficiency;
+/// memory: activation factor, allocator overhead. Parameters with no fit run informing them
+/// stay as they are.
+struct FitOptions {
+  bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
+  bool gemm_efficiency = false, expert_efficiency = false;
+  bool activation_factor = false, activation_factor_fp32 = false, allocator_overhead = false;
+};
+/// The default choice per framework: queue-model profiles fit their host costs (and fsdp its
+/// per-layer hooks); per-op profiles their GEMM efficiency; every profile its memory factors
+/// when runs recorded memory.
+[[nodiscard]] FitOptions default_fit_options(const FrameworkProfile& base,
+                                             const std::vector<FrameworkRun>& runs);
+
+struct FitResult {
+  FrameworkProfile profile; // base with the fitted parameters and fit residuals
+  std::int64_t fit_time_runs = 0, fit_memory_runs = 0;
+  double fit_time_mape = 0, fit_memory_mape = 0; // mean |error| on the fit rows
+};
+/// Least squares on log(predicted / measured) over the fit rows of `runs` that belong to
+/// base.name (Nelder-Mead over the chosen parameters; memory fitted in closed form by the
+/// one-dimensional search). Residuals (RMS of the relative errors on the fit rows) go into
+/// profile.fit. Throws ConfigError when no fit row informs the chosen parameters.
+[[nodiscard]] FitResult fit_framework(const FrameworkProfile& base,
+                                      const std::vector<FrameworkRun>& runs,
+                                      const FitOptions& options, const std::string& fitted_on);
+
+} // namespace trainsim::sim

@@ -1,0 +1,222 @@
+// Framework profiles: the identity changes nothing, presets load, bad profiles name the field,
+// the queue host model and the memory timeline behave as documented, FP8 adds its weight
+// copies, the fit/test split follows the declared rule, and the fit recovers a known parameter.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "common/errors.hpp"
+#include "common/presets.hpp"
+#include "hardware/load.hpp"
+#include "model/count.hpp"
+#include "model/load.hpp"
+#include "simulate/framework.hpp"
+#include "simulate/framework_runs.hpp"
+#include "simulate/memory.hpp"
+#include "simulate/step.hpp"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+
+namespace {
+
+struct Setup {
+  model::ModelSpec m = model::load_model("cs336-small");
+  hw::GpuSpec gpu = hw::load_gpu("h200");
+  hw::ClusterSpec cluster = hw::single_node_cluster(gpu, 1);
+  hw::HardwareProfile prof = hw::default_profile("h200");
+  model::ParallelPlan plan;
+  model::TrainingSetup s;
+  Setup() {
+    s.micro_batch_size = 4;
+    s.seq_len = 512;
+    s.global_batch_size = 4;
+  }
+  StepEstimate run(const FrameworkProfile* fw) const {
+    StepOptions o;
+    if (fw)
+      o.framework = std::make_shared<const FrameworkProfile>(*fw);
+    return estimate_step(m, cluster, gpu, prof, plan, s, o);
+  }
+};
+
+} // namespace
+
+TEST_CASE("the trainsim profile is the identity: results equal those without a framework") {
+  Setup a;
+  const auto fw = load_framework("trainsim");
+  CHECK(fw.is_identity());
+  const auto none = a.run(nullptr), same = a.run(&fw);
+  CHECK(none.step_time_s == same.step_time_s);
+  CHECK(none.memory.total == same.memory.total);
+  CHECK(same.breakdown_s.host == 0);
+}
+
+TEST_CASE("every framework preset loads and validates; parts still sum to the total") {
+  Setup a;
+  for (const auto& name : list_presets("frameworks")) {
+    CAPTURE(name);
+    const auto fw = load_framework(name);
+    CHECK(fw.name == name);
+    const auto e = a.run(&fw);
+    CHECK(e.breakdown_s.total() == doctest::Approx(e.step_time_s).epsilon(1e-12));
+    const auto& mem = e.memory;
+    CHECK(mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.buffers +
+              mem.transient + mem.allocator + mem.overhead ==
+          doctest::Approx(mem.total).epsilon(1e-12));
+    CHECK(e.step_time_s > 0);
+  }
+}
+
+TEST_CASE("bad framework profiles name the field and the rule") {
+  const nlohmann::json base = {{"name", "x"}, {"source", "test"}, {"version", "1"}};
+  auto with = [&](const char* key, nlohmann::json v) {
+    auto j = base;
+    j[key] = std::move(v);
+    return j;
+  };
+  CHECK_THROWS_WITH_AS(framework_from_json(with("host_model", "async"), "f.json"),
+                       doctest::Contains("host_model = \"async\""), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("gemm_efficiency_scale", -1), "f.json"),
+                       doctest::Contains("gemm_efficiency_scale = -1"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("roles", {{"attn_core", {}}}), "f.json"),
+                       doctest::Contains("roles.attn_core: unknown op role"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("roles", {{"norm", {{"fwd_kernels", 1e9}}}}), "f.json"),
+      doctest::Contains("roles.norm.fwd_kernels"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("colour", "red"), "f.json"),
+                       doctest::Contains("colour"), ConfigError);
+  CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);
+}
+
+TEST_CASE("queue host model: a host-bound phase puts its excess on the critical path") {
+  Setup a;
+  FrameworkProfile fw = load_framework("trainsim");
+  fw.name = "slow-host";
+  fw.host_model = HostModel::queue;
+  fw.host_s_per_kernel = 1e-3; // 1 ms per launch: every phase host-bound
+  const auto e = a.run(&fw);
+  // Each phase costs its host time: forward + backward issue, optimizer none here.
+  CHECK(e.breakdown_s.host > 0);
+  CHECK(e.step_time_s == doctest::Approx(e.host_issue_s + e.breakdown_s.optimizer).epsilon(1e-9));
+  fw.host_s_per_kernel = 1e-12; // negligible: the GPU sets the pace, no host part
+  CHECK(a.run(&fw).breakdown_s.host == 0);
+}
+
+TEST_CASE("memory timeline: the peak is the larger of the backward and the optimizer moment") {
+  Setup a;
+  FrameworkProfile fw = load_framework("trainsim");
+  fw.name = "timeline";
+  fw.memory_timeline = true;
+  fw.mixed_weight_bytes = 4;
+  fw.mixed_grad_bytes = 4;
+  fw.mixed_optimizer_bytes = 8;
+  const double params = model::count_params(a.m).total;
+  // Optimizer moment: 4 + 4 + 8 B/param + a 4 B/param transient list (foreach AdamW).
+  fw.optimizer_transient_bytes_per_param = 4;
+  a.s.micro_batch_size = 1; // small activations: the optimizer step is the peak
+  auto e = a.run(&fw);
+  CHECK(e.memory.activations == 0);
+  CHECK(e.memory.peak_allocated() == doctest::Approx(20 * params).epsilon(1e-9));
+  // Backward moment: states + every activation, no gradient yet (activations > gradients).
+  fw.optimizer_transient_bytes_per_param = 0;
+  a.s.micro_batch_size = 64;
+  a.s.global_batch_size = 64;
+  e = a.run(&fw);
+  CHECK(e.memory.gradients == 0);
+  CHECK(e.memory.activations > 4 * params);
+  CHECK(e.memory.peak_allocated() ==
+        doctest::Approx(12 * params + e.memory.activations).epsilon(1e-9));
+}
+
+TEST_CASE("FP8 training: FP8 GEMMs in the linear layers and their weight copies in memory") {
+  Setup a;
+  a.m = model::load_model("llama3-8b");
+  a.s.micro_batch_size = 1;
+  a.s.seq_len = 2048;
+  a.s.global_batch_size = 1;
+  const auto bf16 = a.run(nullptr);
+  a.s.precision = model::Precision::fp8_delayed;
+  const auto fp8 = a.run(nullptr);
+  CHECK(fp8.step_time_s < bf16.step_time_s);
+  // Linear weights of one Llama-3-8B layer: QKV 4096 x 6144, out 4096^2, SwiGLU 3 x 4096 x
+  // 14336 = 218,103,808 params; 32 layers -> 6,979,321,856; FP8 data + transposed copy: 2 B each.
+  CHECK(fp8.memory.weights - bf16.memory.weights == doctest::Approx(2.0 * 6979321856.0));
+  const auto ops = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  int fp8_gemms = 0, quantize = 0;
+  for (const auto& op : ops.layers.front().ops) {
+    fp8_gemms += op.kind == model::OpKind::gemm && op.dtype == Dtype::fp8;
+    quantize += op.role == model::OpRole::quantize;
+  }
+  CHECK(fp8_gemms == 4); // qkv, out, fc1, fc2; attention and the LM head stay 16-bit
+  CHECK(quantize == 2);  // before the out projection and fc2 (the others fuse into norms)
+}
+
+TEST_CASE("framework runs: the declared split alternates per framework in file order") {
+  const std::string path = "framework_runs_split_test.jsonl";
+  {
+    std::ofstream f(path);
+    for (int i = 0; i < 6; ++i)
+      f << R"({"id": "r)" << i << R"(", "framework": ")" << (i % 3 == 0 ? "fsdp" : "pytorch")
+        << R"(", "model": "cs336-small", "gpu": "h200", "num_gpus": 1, "precision": "bf16-mixed",)"
+        << R"( "seq_len": 512, "micro_batch": 4, "measured": {"step_time_s": 0.05}})" << "\n";
+  }
+  const auto runs = read_framework_runs({path});
+  std::remove(path.c_str());
+  REQUIRE(runs.size() == 6);
+  // fsdp: r0 fit, r3 test; pytorch: r1 fit, r2 test, r4 fit, r5 test.
+  CHECK(runs[0].split == Split::fit);
+  CHECK(runs[3].split == Split::test);
+  CHECK(runs[1].split == Split::fit);
+  CHECK(runs[2].split == Split::test);
+  CHECK(runs[4].split == Split::fit);
+  CHECK(runs[5].split == Split::test);
+  for (const auto& r : runs)
+    CHECK(r.skip_reason.empty());
+}
+
+TEST_CASE("framework runs: bad lines name file:line and the field") {
+  const std::string path = "framework_runs_bad_test.jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"id": "a", "framework": "pytorch", "model": "cs336-small"})" << "\n";
+  }
+  CHECK_THROWS_WITH_AS((void)read_framework_runs({path}),
+                       doctest::Contains("framework_runs_bad_test.jsonl:1: measured: missing"),
+                       ConfigError);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
+  // Runs made by the model itself with a known host cost: the fit must find it again.
+  FrameworkProfile truth = load_framework("pytorch");
+  truth.host_s_per_kernel = 31e-6;
+  truth.host_s_per_checkpoint = 0;
+  std::vector<FrameworkRun> runs;
+  for (const char* m : {"cs336-small", "cs336-medium", "cs336-large"})
+    for (std::int64_t b : {2, 8}) {
+      FrameworkRun r;
+      r.id = m;
+      r.framework = "pytorch";
+      r.model = model::load_model(m);
+      r.gpu = hw::load_gpu("h200");
+      r.cluster = hw::single_node_cluster(r.gpu, 1);
+      r.profile = hw::default_profile("h200");
+      r.setup.micro_batch_size = b;
+      r.setup.global_batch_size = b;
+      r.setup.seq_len = 512;
+      r.step_time_s = predict_run(r, truth).step_time_s;
+      runs.push_back(r);
+    }
+  FrameworkProfile start = truth;
+  start.host_s_per_kernel = 10e-6;
+  FitOptions o;
+  o.host_per_kernel = true;
+  const auto fit = fit_framework(start, runs, o, "synthetic");
+  CHECK(fit.profile.host_s_per_kernel == doctest::Approx(31e-6).epsilon(1e-3));
+  CHECK(fit.profile.fit.time_sigma_fraction < 1e-3);
+  CHECK(fit.profile.fit.time_runs == 6);
+}
