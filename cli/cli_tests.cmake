@@ -255,6 +255,93 @@ add_test(NAME cli.compare_train_step_confirm
 trainsim_cli_error(compare_train_step_bad_line "bad_train_step.jsonl line 3: batch_size = -4: must be an integer in 1"
   compare --calibration h200 --train-step ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad_train_step.jsonl)
 
+# Issue 18 (hardening): every row of its table gives a clear error or a correct result.
+set(TD ${CMAKE_CURRENT_SOURCE_DIR}/testdata)
+# Row 2: a bucket of 1e-6 MiB (was bad_alloc, exit 2).
+trainsim_cli_error(bucket_tiny "--bucket-mb = 1e-06: must be in \\[0.001, 100000\\] MiB"
+  estimate --model gpt2 --gpu a100-80g --bucket-mb 1e-6)
+trainsim_cli_error(memory_bucket_tiny "--bucket-mb = 1e-06: must be in"
+  memory --model gpt2 --gpu a100-80g --bucket-mb 1e-6)
+# Row 3: a sweep factor that hangs or prints 20,112 rows.
+trainsim_cli_error(collective_factor_rows "--factor = 1.001: 20112 sizes from 8 to 4G; at most 1000"
+  collective --gpu h200 --sweep --factor 1.001)
+trainsim_cli_error(collective_factor_hang "--factor = 1.0000001: 201012693 sizes"
+  collective --gpu h200 --sweep --factor 1.0000001)
+string(REPEAT ",1" 1000 SWEEP_1001_VALUES)
+trainsim_cli_error(sweep_values_count "--values: more than 1000 values"
+  sweep --model gpt2 --gpu a100-80g --vary micro-batch --values "1${SWEEP_1001_VALUES}")
+# Row 4: GPU presets with a peak of 1e308 TFLOP/s or a bandwidth of 1e-300 GB/s (printed -nan).
+trainsim_cli_error(gpu_peak_1e308 "peak_tflops.bf16 = 1e\\+308: must be 0 or in \\[0.01, 100000\\] TFLOP/s"
+  estimate --model gpt2 --gpu ${TD}/gpu_peak_1e308.json)
+trainsim_cli_error(gpu_bandwidth_1e-300 "hbm_bandwidth_gb_per_s = 1e-300: must be in \\[1, 1e\\+06\\] GB/s"
+  estimate --model gpt2 --gpu ${TD}/gpu_bandwidth_1e-300.json)
+# Row 6: plan with GPT-2's 1024 learned positions: the default sequence fits them, and an
+# explicit longer one is refused by plan as by estimate.
+trainsim_cli_test(plan_gpt2_default_seq "\"feasible\": [1-9][0-9]*,"
+  plan --model gpt2 --gpu a100-80g --global-batch 64 --format json)
+trainsim_cli_error(plan_gpt2_long_seq "seq_len exceeds the model's learned positions: [0-9]+"
+  plan --model gpt2 --gpu a100-80g --global-batch 64 --seq-len 2048)
+trainsim_cli_error(estimate_gpt2_long_seq "seq_len = 2048: exceeds the model's learned positions"
+  estimate --model gpt2 --gpu a100-80g --seq-len 2048)
+# Row 7: silently accepted numbers.
+trainsim_cli_error(usd_nan "--usd-per-gpu-hour = nan: must be a finite number"
+  time --params 7e9 --tokens 1T --gpu h100-sxm --usd-per-gpu-hour nan)
+trainsim_cli_error(usd_negative "--usd-per-gpu-hour = -1: must be in \\[0, 1e\\+06\\] USD"
+  time --params 7e9 --tokens 1T --gpu h100-sxm --usd-per-gpu-hour -1)
+trainsim_cli_error(plan_threads "--threads = -1: must be in 0..1024"
+  plan --model gpt2 --gpu a100-80g --global-batch 64 --threads -1)
+trainsim_cli_error(plan_max_tp "--max-tp = -1: must be in 0..65536"
+  plan --model gpt2 --gpu a100-80g --global-batch 64 --max-tp -1)
+trainsim_cli_error(plan_explain_zero "--explain = 0: must be in 1..10000"
+  plan --model gpt2 --gpu a100-80g --global-batch 64 --explain 0)
+trainsim_cli_error(plan_fix_twice "--fix tp=4: tp is already fixed by --fix tp=8"
+  plan --model gpt2 --gpu a100-80g --global-batch 64 --fix tp=8 --fix tp=4)
+trainsim_cli_error(mfu_tiny "--mfu = 1e-300: must be in \\[0.001, 1\\]"
+  time --params 7e9 --tokens 1T --gpu h100-sxm --mfu 1e-300)
+trainsim_cli_error(train_step_bucket "--bucket-mb = 1e\\+308: must be in"
+  train-step --predict-only --model cs336-small --bucket-mb 1e308)
+trainsim_cli_error(mfu_inf "--mfu = inf: must be a finite number"
+  time --params 7e9 --tokens 1T --gpu h100-sxm --mfu inf)
+trainsim_cli_error(dp_negative "--dp = -3: must be positive"
+  estimate --model gpt2 --gpu a100-80g --dp -3)
+# Row 8: one default sequence length (2048, or the model's positions when fewer), and 0 refused.
+trainsim_cli_error(model_seq_zero "seq_len = 0: must be positive" model --model llama3-8b --seq-len 0)
+trainsim_cli_test(model_default_seq "\"seq_len\": 2048" model --model llama3-405b --format json)
+trainsim_cli_test(time_default_seq "\"seq_len\": 2048"
+  time --model llama3-405b --tokens 1T --gpu h100-sxm --format json)
+trainsim_cli_test(estimate_default_seq_gpt2 "\"seq_len\": 1024"
+  estimate --model gpt2 --gpu a100-80g --format json)
+# Row 9: roofline refuses a dtype the GPU lacks, as time does.
+trainsim_cli_error(roofline_fp8_v100 "--dtype = fp8: v100 has no fp8 peak"
+  roofline --gpu v100 --dtype fp8 --op gemm --m 1024 --n 1024 --k 1024)
+# Row 10: one clear message each.
+trainsim_cli_error(hf_no_model_type "hf_no_model_type.json: model_type: missing: a Hugging Face config.json"
+  model --model ${TD}/hf_no_model_type.json)
+trainsim_cli_error(model_directory "--model = .*testdata: is a directory, expected a JSON file"
+  model --model ${TD})
+trainsim_cli_error(unknown_command "unknown command 'frobnicate'; the commands are: model, time"
+  frobnicate)
+trainsim_cli_error(unknown_command_near "did you mean 'estimate'" estimat)
+# Found by fuzz_cli: an empty positional made CLI11 loop forever; refused up front.
+# (add_test keeps the empty argument, which a function's ARGN would drop.)
+add_test(NAME cli.error.empty_argument COMMAND trainsim time "" --params 7e9 --tokens 1T --gpu h100-sxm)
+add_test(NAME cli.error.empty_argument.message
+         COMMAND trainsim time "" --params 7e9 --tokens 1T --gpu h100-sxm)
+set_tests_properties(cli.error.empty_argument PROPERTIES WILL_FAIL TRUE TIMEOUT 10)
+set_tests_properties(cli.error.empty_argument.message PROPERTIES TIMEOUT 10
+                     PASS_REGULAR_EXPRESSION "argument 2 is empty")
+# Row 11: a cluster of other GPUs is refused, not silently built.
+trainsim_cli_error(cluster_other_gpu "--gpu = a100-80g: the cluster dgx-h100 is built of h100-sxm"
+  estimate --model gpt2 --gpu a100-80g --cluster dgx-h100)
+trainsim_cli_test(cluster_own_gpu "dgx-h100" estimate --model gpt2 --gpu h100-sxm --cluster dgx-h100)
+# Row 12: input files above 16 MiB are refused before parsing (a sparse file: no disk written).
+add_test(NAME cli.error.input_too_large
+         COMMAND bash -c "truncate -s 17M big.json && out=$($<TARGET_FILE:trainsim> model --model ./big.json 2>&1); rc=$?; rm -f big.json; echo \"$out\"; [ $rc -eq 1 ] && grep -q 'big.json: is 17.0 MiB: input files are limited to 16 MiB' <<< \"$out\""
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# A capacity override obeys the presets' range for memory_gb.
+trainsim_cli_error(gpu_memory_override "--gpu-memory-gb: memory_gb = 10000000: must be in \\[0.1, 100000\\] GB"
+  estimate --model gpt2 --gpu h100-sxm --gpu-memory-gb 1e7)
+
 # Model coverage (issue 17): the new presets and Hugging Face model types load and count.
 trainsim_cli_test(model_deepseek_v3 "\"mtp\": 11610068224"
   model --model deepseek-v3 --seq-len 4096 --format json)

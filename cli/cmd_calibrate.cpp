@@ -101,15 +101,6 @@ std::vector<std::string> topology_links(const std::string& text, const std::stri
   return links;
 }
 
-std::string read_text_file(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ConfigError(fmt::format("{} {}: cannot open file", flag, path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i)
@@ -294,7 +285,7 @@ int run_calibrate(const CalibrateOptions& o) {
                                   device.value("num_ranks", std::int64_t{0})));
     }
     if (!o.topology.empty()) {
-      const auto links = topology_links(read_text_file(o.topology, "--topology"), o.topology);
+      const auto links = topology_links(read_input_file(o.topology), o.topology);
       metadata["topology"] = {{"file", o.topology}, {"links", links}};
       parts.push_back("topology " + join(links, ", "));
     }

@@ -1,5 +1,6 @@
 // `trainsim collective`: predicted collective times in nccl-tests' columns, one size or a
 // sweep of sizes.
+#include <cmath>
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
@@ -23,6 +24,10 @@ struct CollectiveOptions {
   std::string algorithm = "auto";
   OutputOptions out;
 };
+
+// Sizes of one sweep: doubling from 8 B to 4 GiB (the defaults) is 30 rows; 1000 allows fine
+// factors (1.03 over that range: 681 rows) but not 1.001 (20,112) or an endless 1.0000001.
+constexpr double kMaxSweepRows = 1000;
 
 int run_collective(const CollectiveOptions& o) {
   sim::Collective op;
@@ -49,6 +54,12 @@ int run_collective(const CollectiveOptions& o) {
                                     o.min_bytes, o.max_bytes));
     if (!(o.factor > 1 && o.factor <= 1024))
       throw ConfigError(fmt::format("--factor = {}: must be in (1, 1024]", o.factor));
+    // Rows of the sweep, counted before any is made: lo x factor^k <= hi.
+    const double rows = std::floor(std::log(hi / lo) / std::log(o.factor) + 1e-9) + 1;
+    if (rows > kMaxSweepRows)
+      throw ConfigError(fmt::format("--factor = {}: {:.0f} sizes from {} to {}; at most {} (use a "
+                                    "larger --factor or a narrower range)",
+                                    o.factor, rows, o.min_bytes, o.max_bytes, kMaxSweepRows));
     for (double b = lo; b <= hi * (1 + 1e-9); b *= o.factor)
       sizes.push_back(b);
   } else {
@@ -77,6 +88,7 @@ int run_collective(const CollectiveOptions& o) {
                fmt::format("{:.9g}", c.time_s), fmt::format("{:.6g}", algbw),
                fmt::format("{:.6g}", algbw * factor), std::string(sim::to_string(c.level))});
   }
+  check_finite(rows); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json({{"op", o.op},
                {"num_gpus", mc.num_gpus},

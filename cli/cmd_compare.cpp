@@ -12,6 +12,7 @@
 #include "cli/measure.hpp"
 #include "cli/output.hpp"
 #include "cli/plot.hpp"
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
 #include "common/units.hpp"
@@ -233,6 +234,11 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
 }
 
 int run_compare(const CompareOptions& o) {
+  const Interval pct{0, 1e4, "% (0 = report only)"};
+  require_range("--max-mape-pct", o.max_mape_pct, pct);
+  require_range("--max-step-error-pct", o.max_step_error_pct, pct);
+  require_range("--max-error-above-1mib-pct", o.max_error_above_1mib_pct, pct);
+  require_range("--max-test-error-pct", o.framework_runs.max_test_error_pct, pct);
   if (!o.plot.empty())
     check_plot_file(o.plot);
   if (!o.framework_runs.files.empty()) {

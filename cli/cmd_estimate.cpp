@@ -31,10 +31,10 @@ int run_estimate(const EstimateOptions& o) {
     check_plot_file(o.plot);
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
-  const model::TrainingSetup s = resolve_setup(o.setup);
+  const model::TrainingSetup s = resolve_setup(o.setup, m);
   const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
   const sim::StepOptions so = resolve_step_flags(o.step);
-  const double tokens = o.tokens.empty() ? 0 : parse_count(o.tokens, "--tokens");
+  const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   const auto est = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, so);
   Sink sink(o.out);
   print_estimate(sink, m, mc, p, s, est, tokens);

@@ -94,6 +94,7 @@ int run_max_params(const MemoryOptions& o) {
   }
   j["max_params_by_zero"] = by_stage;
   j["max_params"] = by_stage[fmt::format("zero{}", o.plan.zero_stage)];
+  check_finite(j);
   if (sink.format() == Format::json) {
     sink.json(j);
     return 0;
@@ -136,14 +137,17 @@ int run_params_only(const MemoryOptions& o) {
   const auto sel =
       sim::model_state_bytes(params, parse_precision(o.setup.precision),
                              parse_optimizer(o.setup.optimizer), dp, o.plan.zero_stage);
+  const nlohmann::json j{
+      {"params", params},
+      {"dp", dp},
+      {"precision", std::string(model::to_string(parse_precision(o.setup.precision)))},
+      {"optimizer", std::string(model::to_string(parse_optimizer(o.setup.optimizer)))},
+      {"zero", o.plan.zero_stage},
+      {"per_gpu_bytes", memory_json(sel)},
+      {"stages", stages}};
+  check_finite(j);
   if (sink.format() == Format::json) {
-    sink.json({{"params", params},
-               {"dp", dp},
-               {"precision", std::string(model::to_string(parse_precision(o.setup.precision)))},
-               {"optimizer", std::string(model::to_string(parse_optimizer(o.setup.optimizer)))},
-               {"zero", o.plan.zero_stage},
-               {"per_gpu_bytes", memory_json(sel)},
-               {"stages", stages}});
+    sink.json(j);
     return 0;
   }
   sink.comment(fmt::format("model states of {} parameters, data parallel over {} GPUs, {} with "
@@ -167,11 +171,11 @@ int run_memory(const MemoryOptions& o) {
   }
   if (o.model.model.empty())
     throw ConfigError("--model: required (or --params N for model states only, or --max-params)");
-  if (!(o.bucket_mb >= 0 && o.bucket_mb <= 1e6))
-    throw ConfigError(fmt::format("--bucket-mb = {}: must be in 0..1e6", o.bucket_mb));
+  require_range("--bucket-mb", o.bucket_mb, kBucketMb);
+  require_range("--nvme-gb-per-s", o.nvme_gb_per_s, Interval{0.01, 1e4, "GB/s"});
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine);
-  model::TrainingSetup s = resolve_setup(o.setup);
+  model::TrainingSetup s = resolve_setup(o.setup, m);
   PlanOptions plan_options = o.plan;
   std::optional<sim::DeepSpeedConfig> ds;
   std::string framework = o.framework;
@@ -206,28 +210,30 @@ int run_memory(const MemoryOptions& o) {
   const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
   const double params = model::count_params(m).total;
   Sink sink(o.out);
+  const nlohmann::json j{{"model", m.name},
+                         {"gpu", mc.gpu.name},
+                         {"num_gpus", mc.num_gpus},
+                         {"setup", setup_json(s)},
+                         {"plan", plan_json(p)},
+                         {"params", params},
+                         {"params_per_gpu", b.params_on_gpu},
+                         {"pipeline_stage", b.stage},
+                         {"pipeline_stage_layers", b.stage_num_layers},
+                         {"in_flight_micro_batches", b.in_flight_micro_batches},
+                         {"framework", mo.framework->name},
+                         {"per_gpu_bytes", memory_json(b)},
+                         {"peak_allocated_bytes", b.peak_allocated()},
+                         {"peak_reserved_bytes", b.peak_reserved()},
+                         {"gpu_memory_bytes", mc.gpu.memory_bytes},
+                         {"headroom_bytes", mc.gpu.memory_bytes - b.total},
+                         {"memory_band_fraction", sigma},
+                         {"band_source", band},
+                         {"verdict", said},
+                         {"fits", fits},
+                         {"max_micro_batch", max_mb}};
+  check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
-    sink.json({{"model", m.name},
-               {"gpu", mc.gpu.name},
-               {"num_gpus", mc.num_gpus},
-               {"setup", setup_json(s)},
-               {"plan", plan_json(p)},
-               {"params", params},
-               {"params_per_gpu", b.params_on_gpu},
-               {"pipeline_stage", b.stage},
-               {"pipeline_stage_layers", b.stage_num_layers},
-               {"in_flight_micro_batches", b.in_flight_micro_batches},
-               {"framework", mo.framework->name},
-               {"per_gpu_bytes", memory_json(b)},
-               {"peak_allocated_bytes", b.peak_allocated()},
-               {"peak_reserved_bytes", b.peak_reserved()},
-               {"gpu_memory_bytes", mc.gpu.memory_bytes},
-               {"headroom_bytes", mc.gpu.memory_bytes - b.total},
-               {"memory_band_fraction", sigma},
-               {"band_source", band},
-               {"verdict", said},
-               {"fits", fits},
-               {"max_micro_batch", max_mb}});
+    sink.json(j);
   } else {
     sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
                              format_count(params), mc.num_gpus, mc.gpu.name,

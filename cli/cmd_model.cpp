@@ -17,7 +17,7 @@ namespace {
 
 struct ModelCmdOptions {
   ModelOptions model;
-  std::int64_t seq_len = 0; // 0 = the model's max_seq_len, else 2048
+  std::optional<std::int64_t> seq_len; // unset: model::default_seq_len
   bool ops = false;
   OutputOptions out;
 };
@@ -94,30 +94,29 @@ std::string describe_variants(const model::ModelSpec& m) {
 
 int run_model(const ModelCmdOptions& o) {
   const model::ModelSpec m = resolve_model(o.model);
-  std::int64_t seq = o.seq_len > 0 ? o.seq_len : (m.max_seq_len > 0 ? m.max_seq_len : 2048);
-  if (seq > (1 << 24))
-    throw ConfigError(fmt::format("--seq-len = {}: absurdly large", seq));
+  const std::int64_t seq = resolve_seq_len(o.seq_len, m);
   const auto p = model::count_params(m);
   const auto f = model::flops_per_token(m, seq);
   Sink sink(o.out);
+  nlohmann::json j;
+  j["model"] = model::model_to_json(m);
+  j["seq_len"] = seq;
+  j["params"] = {{"total", p.total},
+                 {"embedding", p.embedding},
+                 {"per_layer", p.per_layer},
+                 {"layers", p.layers},
+                 {"head", p.head},
+                 {"mtp", p.mtp},
+                 {"active", p.active},
+                 {"active_without_embedding", p.active_without_embedding},
+                 {"non_embedding", p.non_embedding}};
+  j["flops_per_token"] = {{"forward", f.forward},
+                          {"backward", f.backward},
+                          {"total", f.total},
+                          {"causal_total", f.causal_total},
+                          {"six_n", f.six_n}};
+  check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
-    nlohmann::json j;
-    j["model"] = model::model_to_json(m);
-    j["seq_len"] = seq;
-    j["params"] = {{"total", p.total},
-                   {"embedding", p.embedding},
-                   {"per_layer", p.per_layer},
-                   {"layers", p.layers},
-                   {"head", p.head},
-                   {"mtp", p.mtp},
-                   {"active", p.active},
-                   {"active_without_embedding", p.active_without_embedding},
-                   {"non_embedding", p.non_embedding}};
-    j["flops_per_token"] = {{"forward", f.forward},
-                            {"backward", f.backward},
-                            {"total", f.total},
-                            {"causal_total", f.causal_total},
-                            {"six_n", f.six_n}};
     sink.json(j);
     return 0;
   }
@@ -177,7 +176,8 @@ void add_model(CLI::App& app) {
   add_model_options(*cmd, o->model, true);
   cmd->add_option(
       "--seq-len,-s", o->seq_len,
-      "Sequence length for attention FLOPs (default: the model's max_seq_len, or 2048)");
+      "Sequence length for attention FLOPs (default: 2048, or the model's max_seq_len when "
+      "smaller)");
   cmd->add_flag("--ops", o->ops, "Also print the per-layer operator list (table format)");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim model --model llama3-8b --seq-len 8192 --ops");

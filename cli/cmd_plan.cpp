@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <map>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -11,6 +12,7 @@
 #include "cli/output.hpp"
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
@@ -29,7 +31,7 @@ struct PlanOptionsCli {
   std::string objective = "time";
   std::vector<std::string> fix;
   StageSplitOptions stages;
-  std::int64_t explain = 0;
+  std::optional<std::int64_t> explain; // rank of the plan to explain
   std::int64_t max_tp = 0, max_cp = 8, max_interleave = 8;
   int threads = 0;
   bool bench = false;
@@ -37,12 +39,27 @@ struct PlanOptionsCli {
   OutputOptions out;
 };
 
-void apply_fix(const std::string& item, sim::PlanSearchOptions& o) {
+// Largest pinned or searched degree (model::validate's limit for tp, pp, cp, ep).
+constexpr std::int64_t kMaxDegree = 1 << 16;
+
+// `fixed` maps each dimension pinned so far to the --fix item that pinned it (aliases such as
+// mb and micro-batch are one dimension): pinning one twice is an error, not "last one wins".
+void apply_fix(const std::string& item, sim::PlanSearchOptions& o,
+               std::map<std::string, std::string>& fixed) {
   const auto eq = item.find('=');
   if (eq == std::string::npos)
     throw ConfigError(
         fmt::format("--fix {}: expected NAME=VALUE (e.g. tp=8, recompute=full, sp=on)", item));
   const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+  const std::string dim = name == "mb"                  ? "micro-batch"
+                          : name == "v"                 ? "interleave"
+                          : name == "sequence-parallel" ? "sp"
+                                                        : name;
+  if (const auto it = fixed.find(dim); it != fixed.end())
+    throw ConfigError(fmt::format("--fix {}: {} is already fixed by --fix {} (give each "
+                                  "dimension once)",
+                                  item, dim, it->second));
+  fixed[dim] = item;
   auto number = [&]() -> std::int64_t {
     try {
       std::size_t used = 0;
@@ -85,8 +102,9 @@ void apply_fix(const std::string& item, sim::PlanSearchOptions& o) {
                                   item, name));
   }
   if (name != "recompute" && name != "sp" && name != "sequence-parallel" && name != "zero" &&
-      number() == 0)
-    throw ConfigError(fmt::format("--fix {}: must be positive", item));
+      (number() == 0 || number() > (dim == "dp" || dim == "micro-batch" ? 1 << 24 : kMaxDegree)))
+    throw ConfigError(fmt::format("--fix {}: must be in 1..{}", item,
+                                  dim == "dp" || dim == "micro-batch" ? 1 << 24 : kMaxDegree));
   if (name == "zero" && number() > 3)
     throw ConfigError(fmt::format("--fix {}: zero must be 0..3", item));
 }
@@ -230,11 +248,16 @@ int run_plan(const PlanOptionsCli& o) {
     check_plot_file(o.plot);
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
-  model::TrainingSetup s = resolve_setup(o.setup);
+  model::TrainingSetup s = resolve_setup(o.setup, m);
   if (s.global_batch_size <= 0)
     throw ConfigError("--global-batch: required for plan (sequences per optimizer step)");
-  if (o.top < 1 || o.top > 10000)
-    throw ConfigError(fmt::format("--top = {}: must be in 1..10000", o.top));
+  require_range("--top", o.top, 1, 10000);
+  if (o.explain)
+    require_range("--explain", *o.explain, 1, 10000);
+  require_range("--max-tp", o.max_tp, 0, kMaxDegree, "(0 = GPUs per node)");
+  require_range("--max-cp", o.max_cp, 1, kMaxDegree);
+  require_range("--max-interleave", o.max_interleave, 1, 1024);
+  require_range("--threads", std::int64_t{o.threads}, 0, 1024, "(0 = all cores)");
   sim::PlanSearchOptions so;
   so.objective = o.objective == "time"   ? sim::Objective::time
                  : o.objective == "cost" ? sim::Objective::cost
@@ -242,14 +265,15 @@ int run_plan(const PlanOptionsCli& o) {
                      ? sim::Objective::memory
                      : throw ConfigError(fmt::format(
                            "--objective = {}: must be time, cost or memory", o.objective));
-  so.top_k = std::max(o.top, o.explain);
+  so.top_k = std::max(o.top, o.explain.value_or(0));
   so.max_tp = o.max_tp;
   so.max_cp = o.max_cp;
   so.max_interleave = o.max_interleave;
   so.step = resolve_step_flags(o.step);
   so.memory_bytes = mc.gpu.memory_bytes;
+  std::map<std::string, std::string> fixed;
   for (const auto& f : o.fix)
-    apply_fix(f, so);
+    apply_fix(f, so, fixed);
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
                                   so.fix_tp, m.num_heads, m.num_kv_heads));
@@ -324,7 +348,7 @@ int run_plan(const PlanOptionsCli& o) {
   const auto r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, so);
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tokens = o.tokens.empty() ? 0 : parse_count(o.tokens, "--tokens");
+  const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   if (r.plans.empty()) {
     std::string reasons;
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
@@ -339,33 +363,33 @@ int run_plan(const PlanOptionsCli& o) {
             ? "\n  try more GPUs, a smaller --seq-len, or --precision bf16"
             : ""));
   }
+  nlohmann::json plans = nlohmann::json::array();
+  for (const auto& c : r.plans) {
+    nlohmann::json pj{{"tp", c.plan.tp},
+                      {"pp", c.plan.pp},
+                      {"dp", c.plan.dp},
+                      {"cp", c.plan.cp},
+                      {"micro_batch", c.micro_batch_size},
+                      {"grad_accumulation", c.micro_batches},
+                      {"zero", c.plan.zero_stage},
+                      {"recompute", std::string(model::to_string(c.plan.recompute))},
+                      {"sequence_parallel", c.plan.sequence_parallel},
+                      {"interleave", c.plan.interleave},
+                      {"step_time_s", c.step_time_s},
+                      {"per_gpu_bytes_total", c.per_gpu_bytes_total},
+                      {"mfu", c.mfu}};
+    if (!c.plan.stage_layers.empty())
+      pj["stage_layers"] = c.plan.stage_layers;
+    if (tokens > 0)
+      pj["days"] = tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
+                   kSecondsPerDay;
+    plans.push_back(pj);
+  }
+  check_finite(plans); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     nlohmann::json rej = nlohmann::json::object();
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
       rej[sim::to_string(static_cast<sim::Reject>(k))] = r.rejected[k];
-    nlohmann::json plans = nlohmann::json::array();
-    for (const auto& c : r.plans) {
-      nlohmann::json pj{{"tp", c.plan.tp},
-                        {"pp", c.plan.pp},
-                        {"dp", c.plan.dp},
-                        {"cp", c.plan.cp},
-                        {"micro_batch", c.micro_batch_size},
-                        {"grad_accumulation", c.micro_batches},
-                        {"zero", c.plan.zero_stage},
-                        {"recompute", std::string(model::to_string(c.plan.recompute))},
-                        {"sequence_parallel", c.plan.sequence_parallel},
-                        {"interleave", c.plan.interleave},
-                        {"step_time_s", c.step_time_s},
-                        {"per_gpu_bytes_total", c.per_gpu_bytes_total},
-                        {"mfu", c.mfu}};
-      if (!c.plan.stage_layers.empty())
-        pj["stage_layers"] = c.plan.stage_layers;
-      if (tokens > 0)
-        pj["days"] = tokens /
-                     (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
-                     kSecondsPerDay;
-      plans.push_back(pj);
-    }
     sink.json({{"model", m.name},
                {"num_gpus", mc.num_gpus},
                {"gpu", mc.gpu.name},
@@ -430,11 +454,12 @@ int run_plan(const PlanOptionsCli& o) {
            fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
     }
     t.print(sink);
-    if (o.explain > 0) {
-      if (o.explain > static_cast<std::int64_t>(r.plans.size()))
+    if (o.explain) {
+      if (*o.explain > static_cast<std::int64_t>(r.plans.size()))
         throw ConfigError(
-            fmt::format("--explain {}: only {} plans were found", o.explain, r.plans.size()));
-      explain(sink, m, mc, s, so.step, r.plans[static_cast<std::size_t>(o.explain - 1)], o.explain);
+            fmt::format("--explain {}: only {} plans were found", *o.explain, r.plans.size()));
+      explain(sink, m, mc, s, so.step, r.plans[static_cast<std::size_t>(*o.explain - 1)],
+              *o.explain);
     }
   }
   if (!o.plot.empty()) {
@@ -486,7 +511,8 @@ void add_plan(CLI::App& app) {
                   "Pin a dimension: tp=8, pp=4, dp=16, cp=2, micro-batch=1, "
                   "zero=1, interleave=2, recompute=full, sp=on (repeatable)");
   add_stage_split_options(*cmd, o->stages);
-  cmd->add_option("--explain", o->explain, "Explain plan RANK against its one-change neighbours");
+  cmd->add_option("--explain", o->explain,
+                  "Explain plan RANK (1, 2, ...) against its one-change neighbours");
   cmd->add_option("--max-tp", o->max_tp, "Largest tp searched (0 = GPUs per node)")
       ->capture_default_str();
   cmd->add_option("--max-cp", o->max_cp, "Largest cp searched")->capture_default_str();

@@ -54,11 +54,15 @@ int run_roofline(const RooflineOptions& o) {
       throw ConfigError(
           fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
     dtype = *d;
+    // As `time` does: a dtype the GPU lacks has no peak to draw (fp8 on a V100).
+    if (mc.gpu.peak_flops_per_s[dtype] <= 0)
+      throw ConfigError(fmt::format("--dtype = {}: {} has no {} peak (see its preset)", o.dtype,
+                                    mc.gpu.name, o.dtype));
     const auto c = sim::gemm_cost(o.m, o.n, o.k, dtype, mc.gpu, mc.profile);
     rows.push_back({fmt::format("gemm {}x{}x{}", o.m, o.n, o.k), c.flops, c.bytes, c});
   } else if (!o.model.model.empty()) {
     const auto m = resolve_model(o.model);
-    const auto s = resolve_setup(o.setup);
+    const auto s = resolve_setup(o.setup, m);
     auto plan_opts = o.plan;
     if (plan_opts.dp == 0)
       plan_opts.dp = 1;
@@ -86,16 +90,18 @@ int run_roofline(const RooflineOptions& o) {
   const double bw = mc.gpu.hbm_bandwidth_bytes_per_s;
   const double ridge = peak / bw;
   Sink sink(o.out);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& r : rows)
+    ops.push_back({{"name", r.name},
+                   {"flops", r.flops},
+                   {"bytes", r.bytes},
+                   {"intensity_flops_per_byte", r.bytes > 0 ? r.flops / r.bytes : 0},
+                   {"bound", r.cost.compute_bound ? "compute" : "memory"},
+                   {"efficiency", r.cost.efficiency},
+                   {"time_s", r.cost.time_s},
+                   {"achieved_flops_per_s", r.cost.time_s > 0 ? r.flops / r.cost.time_s : 0}});
+  check_finite(ops); // every printed figure below is one of these
   if (sink.format() == Format::json) {
-    nlohmann::json ops = nlohmann::json::array();
-    for (const auto& r : rows)
-      ops.push_back({{"name", r.name},
-                     {"flops", r.flops},
-                     {"bytes", r.bytes},
-                     {"intensity_flops_per_byte", r.bytes > 0 ? r.flops / r.bytes : 0},
-                     {"bound", r.cost.compute_bound ? "compute" : "memory"},
-                     {"efficiency", r.cost.efficiency},
-                     {"time_s", r.cost.time_s}});
     sink.json({{"gpu", mc.gpu.name},
                {"dtype", std::string(dtype_name(dtype))},
                {"peak_flops_per_s", peak},

@@ -9,6 +9,7 @@
 #include "cli/output.hpp"
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "simulate/step.hpp"
 
@@ -31,21 +32,31 @@ struct SweepOptions {
 const std::vector<std::string> kVaryable{"num-gpus", "micro-batch",  "seq-len",  "tp", "pp", "cp",
                                          "zero",     "global-batch", "bucket-mb"};
 
+// Rows of one sweep: each is a full estimate, and more would be a typo, not a study.
+constexpr std::size_t kMaxSweepValues = 1000;
+
 std::vector<double> parse_values(const std::string& text) {
   std::vector<double> v;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
+    double x = 0;
     try {
       std::size_t used = 0;
-      const double x = std::stod(item, &used);
-      if (used != item.size() || !(x > 0 || x == 0))
+      x = std::stod(item, &used);
+      if (used != item.size())
         throw std::invalid_argument(item);
-      v.push_back(x);
     } catch (const std::exception&) {
       throw ConfigError(
           fmt::format("--values: '{}' is not a number (expected e.g. 8,16,32)", item));
     }
+    // Finite and below 2^53, so that integer values convert exactly (dimensions are
+    // range-checked again where they are used).
+    require_range("--values", x, Interval{0, 9e15, ""});
+    v.push_back(x);
+    if (v.size() > kMaxSweepValues)
+      throw ConfigError(
+          fmt::format("--values: more than {} values (one estimate each)", kMaxSweepValues));
   }
   if (v.empty())
     throw ConfigError("--values: at least one value is required (e.g. 8,16,32)");
@@ -108,7 +119,7 @@ int run_sweep(const SweepOptions& o) {
     else if (o.vary == "bucket-mb")
       sf.bucket_mb = v;
     const Machine mc = resolve_machine(mo, 8);
-    const auto s = resolve_setup(so);
+    const auto s = resolve_setup(so, m);
     const auto p = resolve_plan(po, m, s, mc.num_gpus);
     const auto e =
         sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, resolve_step_flags(sf));
@@ -141,6 +152,7 @@ int run_sweep(const SweepOptions& o) {
                                                         : e.memory.total / 1e9;
     series.points.emplace_back(v, y);
   }
+  check_finite(rows); // every printed figure below is one of these
   if (sink.format() == Format::json)
     sink.json({{"vary", o.vary}, {"model", m.name}, {"rows", rows}});
   else {

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/estimate_print.hpp"
 #include "cli/output.hpp"
 #include "cli/resolve.hpp"
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/units.hpp"
 #include "hardware/load.hpp"
@@ -22,7 +24,7 @@ struct TimeOptions {
   std::int64_t num_gpus = 1;
   double mfu = 0.5;
   std::string dtype = "bf16";
-  std::int64_t seq_len = 0;
+  std::optional<std::int64_t> seq_len; // unset: model::default_seq_len
   double usd_per_gpu_hour = 0;
   OutputOptions out;
 };
@@ -30,17 +32,15 @@ struct TimeOptions {
 int run_time(const TimeOptions& o) {
   if (o.model.model.empty() == o.params.empty())
     throw ConfigError("--model or --params: give exactly one (e.g. --params 70e9)");
-  if (!(o.mfu > 0 && o.mfu <= 1))
-    throw ConfigError(fmt::format("--mfu = {}: must be in (0, 1]", o.mfu));
+  // From 0.1%: below it the days overflow to infinity long before any real run is that slow.
+  require_range("--mfu", o.mfu, Interval{0.001, 1, ""});
   if (o.num_gpus <= 0 || o.num_gpus > 10000000)
     throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", o.num_gpus));
-  if (o.usd_per_gpu_hour < 0)
-    throw ConfigError(
-        fmt::format("--usd-per-gpu-hour = {}: must not be negative", o.usd_per_gpu_hour));
+  require_range("--usd-per-gpu-hour", o.usd_per_gpu_hour, Interval{0, 1e6, "USD"});
   const auto dtype = parse_dtype(o.dtype);
   if (!dtype)
     throw ConfigError(fmt::format("--dtype = {}: must be fp32, tf32, fp16, bf16 or fp8", o.dtype));
-  const double tokens = parse_count(o.tokens, "--tokens");
+  const double tokens = parse_tokens(o.tokens);
   if (tokens <= 0)
     throw ConfigError("--tokens: must be positive");
   const hw::GpuSpec gpu = hw::load_gpu(o.gpu);
@@ -58,34 +58,36 @@ int run_time(const TimeOptions& o) {
     what = fmt::format("{} parameters", format_count(params));
   } else {
     const auto m = resolve_model(o.model);
-    seq = o.seq_len > 0 ? o.seq_len
-                        : (m.max_seq_len > 0 ? std::min<std::int64_t>(m.max_seq_len, 8192) : 2048);
+    seq = resolve_seq_len(o.seq_len, m);
     params = model::count_params(m).active;
     exact_per_token = model::flops_per_token(m, seq).total;
     what = fmt::format("{} ({} active parameters, seq_len {})", m.name, format_count(params), seq);
   }
   const auto t = sim::estimate_time_top_down(params, tokens, exact_per_token, peak, o.num_gpus,
                                              o.mfu, o.usd_per_gpu_hour);
+  if (o.seq_len && !o.params.empty())
+    throw ConfigError("--seq-len: only with --model (the op-level count; --params has none)");
   Sink sink(o.out);
+  nlohmann::json j{{"params", params},
+                   {"tokens", tokens},
+                   {"gpu", gpu.name},
+                   {"num_gpus", o.num_gpus},
+                   {"dtype", o.dtype},
+                   {"peak_flops_per_s", peak},
+                   {"mfu", o.mfu},
+                   {"total_flops", t.total_flops},
+                   {"seconds", t.seconds},
+                   {"days", t.days},
+                   {"gpu_hours", t.gpu_hours},
+                   {"cost_usd", t.cost_usd}};
+  if (exact_per_token > 0) {
+    j["seq_len"] = seq;
+    j["total_flops_exact"] = t.total_flops_exact;
+    j["days_exact"] = t.days_exact;
+    j["gpu_hours_exact"] = t.gpu_hours_exact;
+  }
+  check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
-    nlohmann::json j{{"params", params},
-                     {"tokens", tokens},
-                     {"gpu", gpu.name},
-                     {"num_gpus", o.num_gpus},
-                     {"dtype", o.dtype},
-                     {"peak_flops_per_s", peak},
-                     {"mfu", o.mfu},
-                     {"total_flops", t.total_flops},
-                     {"seconds", t.seconds},
-                     {"days", t.days},
-                     {"gpu_hours", t.gpu_hours},
-                     {"cost_usd", t.cost_usd}};
-    if (exact_per_token > 0) {
-      j["seq_len"] = seq;
-      j["total_flops_exact"] = t.total_flops_exact;
-      j["days_exact"] = t.days_exact;
-      j["gpu_hours_exact"] = t.gpu_hours_exact;
-    }
     sink.json(j);
     return 0;
   }
@@ -125,7 +127,8 @@ void add_time(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "Peak to use: fp32, tf32, fp16, bf16, fp8")
       ->capture_default_str();
   cmd->add_option("--seq-len,-s", o->seq_len,
-                  "Sequence length for the op-level count (default: model's, at most 8192)");
+                  "Sequence length for the op-level count (default: 2048, or the model's "
+                  "max_seq_len when smaller)");
   cmd->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour, "Price for a cost estimate")
       ->capture_default_str();
   add_output_options(*cmd, o->out);

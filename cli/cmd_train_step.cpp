@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "cli/estimate_print.hpp"
 #include "cli/output.hpp"
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
@@ -317,7 +318,7 @@ int run_train_step(const TrainStepOptions& a) {
   o.recompute = parse_recompute(a.recompute);
   o.num_gpus = a.num_gpus;
   o.ddp = vt::parse_ddp(a.ddp);
-  o.bucket_bytes = a.bucket_mb * 1024 * 1024;
+  o.bucket_bytes = require_range("--bucket-mb", a.bucket_mb, kBucketMb) * 1024 * 1024;
   o.zero_stage = a.zero;
   o.grad_accumulation = a.grad_accum;
   o.steps = a.steps;

@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "cli/estimate_print.hpp"
 #include "cli/output.hpp"
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "validate/published/megatron.hpp"
 
@@ -21,6 +22,8 @@ struct ValidateOptions {
 };
 
 int run_validate(const ValidateOptions& o) {
+  require_range("--max-error-pct", o.max_error_pct, Interval{0, 1e4, "%"});
+  require_range("--max-mean-error-pct", o.max_mean_error_pct, Interval{0, 1e4, "%"});
   Sink sink(o.out);
   Table t({"model", "tp", "pp", "v", "GPUs", "batch", "micro", "step (s)", "bubble", "tp comm",
            "published TFLOP/s", "predicted", "error"},

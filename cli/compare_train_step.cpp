@@ -8,10 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
-#include <fstream>
+#include <sstream>
 
 #include "cli/plot.hpp"
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 #include "hardware/load.hpp"
 #include "validate/train/train.hpp"
 
@@ -56,9 +57,7 @@ std::string label(const vt::TrainOptions& o) {
 void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
                         const std::string& gpu_override, const std::string& plot,
                         double max_error_pct, Sink& sink, nlohmann::json& out) {
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError(fmt::format("--train-step {}: cannot open", file));
+  std::istringstream in(read_input_file(file)); // says why a file cannot be read
   const std::string gpu_name = !gpu_override.empty() ? gpu_override
                                : !cal.gpu.empty()    ? cal.gpu
                                                      : std::string("h200");

@@ -40,9 +40,12 @@ std::string band_text(const sim::StepEstimate& e) {
                      e.band_runs, e.framework);
 }
 
+double parse_tokens(const std::string& text) {
+  return require_range("--tokens", parse_count(text, "--tokens"), Interval{0, 1e18, "tokens"});
+}
+
 sim::StepOptions resolve_step_flags(const StepFlags& f) {
-  if (!(f.bucket_mb > 0 && f.bucket_mb <= 1e7))
-    throw ConfigError(fmt::format("--bucket-mb = {}: must be in (0, 1e7]", f.bucket_mb));
+  require_range("--bucket-mb", f.bucket_mb, kBucketMb);
   sim::StepOptions o;
   o.bucket_bytes = f.bucket_mb * 1024 * 1024;
   o.dp_overlap = !f.no_dp_overlap;
@@ -150,8 +153,10 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
 void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                     const model::ParallelPlan& p, const model::TrainingSetup& s,
                     const sim::StepEstimate& e, double tokens) {
+  const nlohmann::json j = estimate_json(m, mc, p, s, e, tokens);
+  check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
-    sink.json(estimate_json(m, mc, p, s, e, tokens));
+    sink.json(j);
     return;
   }
   sink.comment(fmt::format("model {} ({} params) on {} ({} GPUs of {}, {} per node), profile: {}",

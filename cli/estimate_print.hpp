@@ -6,9 +6,18 @@
 
 #include "cli/output.hpp"
 #include "cli/resolve.hpp"
+#include "common/checks.hpp"
 #include "simulate/step.hpp"
 
 namespace trainsim::cli {
+
+/// Gradient bucket sizes (--bucket-mb of estimate, plan, sweep and memory): from 1 KiB, below
+/// which per-call latency is all a bucket costs, to ~98 GiB, above every model's gradients.
+inline constexpr Interval kBucketMb{0.001, 1e5, "MiB"};
+
+/// Training tokens (--tokens of time, estimate and plan; "15T", "300e9"): at most 1e18, a
+/// thousand times the largest runs published, so days and dollars stay finite numbers.
+[[nodiscard]] double parse_tokens(const std::string& text);
 
 struct StepFlags {
   double bucket_mb = 25;

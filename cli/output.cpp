@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 
@@ -52,7 +54,25 @@ void Sink::comment(const std::string& text) {
   write("# " + text + "\n");
 }
 
-void Sink::json(const nlohmann::json& value) { write(value.dump(2) + "\n"); }
+void check_finite(const nlohmann::json& value, const std::string& path) {
+  if (value.is_number_float()) {
+    const double v = value.get<double>();
+    if (!std::isfinite(v))
+      throw std::logic_error(
+          fmt::format("{} = {}: not finite (a bug: inputs are range-checked)", path, v));
+  } else if (value.is_object()) {
+    for (const auto& [key, item] : value.items())
+      check_finite(item, path.empty() ? key : path + "." + key);
+  } else if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i)
+      check_finite(value[i], fmt::format("{}[{}]", path, i));
+  }
+}
+
+void Sink::json(const nlohmann::json& value) {
+  check_finite(value);
+  write(value.dump(2) + "\n");
+}
 
 Table::Table(std::vector<std::string> headers, std::vector<std::string> csv_headers)
     : headers_(std::move(headers)), csv_headers_(std::move(csv_headers)) {

@@ -17,6 +17,12 @@ struct OutputOptions {
   bool quiet = false;
 };
 
+/// Internal guard: no printed number is NaN or infinite. Inputs are range-checked at the edge
+/// (flags, preset and config files), so a non-finite result is a bug in the model: this throws
+/// std::logic_error naming the field ("plans[2].mfu = nan: not finite") rather than print it.
+/// Sink::json applies it to every document; printers of tables apply it to their result first.
+void check_finite(const nlohmann::json& value, const std::string& path = "");
+
 /// Adds --format, --output and --quiet to a subcommand.
 void add_output_options(CLI::App& cmd, OutputOptions& out);
 

@@ -152,7 +152,9 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
   cmd.add_option("--global-batch", o.global_batch_size,
                  "Sequences per optimizer step (0 = micro-batch x dp)")
       ->capture_default_str();
-  cmd.add_option("--seq-len,-s", o.seq_len, "Sequence length (tokens)")->capture_default_str();
+  cmd.add_option(
+      "--seq-len,-s", o.seq_len,
+      "Sequence length (tokens); default: 2048, or the model's max_seq_len when smaller");
   cmd.add_option("--precision", o.precision,
                  "fp32 (4+4+8 B/param) | bf16-mixed, fp16-mixed (2+2+12: fp32 master, m, v) | "
                  "bf16 (2+2+8: no master copy) | fp8 (Transformer Engine, delayed scaling), "
@@ -174,11 +176,19 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->capture_default_str();
 }
 
-model::TrainingSetup resolve_setup(const SetupOptions& o) {
+std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag, const model::ModelSpec& m) {
+  model::TrainingSetup s;
+  s.seq_len = flag ? *flag : model::default_seq_len(m);
+  model::validate(s, "flags");
+  model::validate(model::ParallelPlan{}, m, s, 0, "flags"); // e.g. learned positions
+  return s.seq_len;
+}
+
+model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m) {
   model::TrainingSetup s;
   s.micro_batch_size = o.micro_batch_size;
   s.global_batch_size = o.global_batch_size;
-  s.seq_len = o.seq_len;
+  s.seq_len = o.seq_len ? *o.seq_len : model::default_seq_len(m);
   s.precision = parse_precision(o.precision);
   s.attention = parse_attention(o.attention);
   s.optimizer = parse_optimizer(o.optimizer);
@@ -318,6 +328,9 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   p.interleave = o.interleave;
   p.sequence_parallel = o.sequence_parallel;
   p.recompute = parse_recompute(o.recompute);
+  if (o.dp < 0)
+    throw ConfigError(
+        fmt::format("--dp = {}: must be positive (or 0: num-gpus / (tp x pp x cp))", o.dp));
   if (o.dp > 0) {
     p.dp = o.dp;
   } else {
@@ -334,7 +347,9 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
 }
 
 void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster, bool with_num_gpus) {
-  cmd.add_option("--gpu,-g", o.gpu, "GPU preset or JSON file (`trainsim presets list gpus`)");
+  cmd.add_option("--gpu,-g", o.gpu,
+                 "GPU preset or JSON file (`trainsim presets list gpus`); with --cluster, only "
+                 "the cluster's own GPU");
   if (with_cluster)
     cmd.add_option("--cluster,-c", o.cluster,
                    "Cluster preset or JSON file (nodes of GPUs with NVLink + InfiniBand)");
@@ -360,6 +375,11 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
   if (!o.cluster.empty()) {
     mc.cluster = hw::load_cluster(o.cluster);
     mc.gpu = hw::load_gpu(o.gpu.empty() ? mc.cluster.gpu : o.gpu);
+    if (mc.gpu.name != mc.cluster.gpu)
+      throw ConfigError(fmt::format(
+          "--gpu = {}: the cluster {} is built of {} (its NVLink and network bandwidths are "
+          "theirs); leave out --gpu, or give a cluster file whose \"gpu\" is {}",
+          o.gpu, mc.cluster.name, mc.cluster.gpu, mc.gpu.name));
     if (given) {
       if (o.num_gpus <= mc.cluster.gpus_per_node) {
         mc.cluster.gpus_per_node = o.num_gpus;
@@ -378,9 +398,8 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
     mc.cluster = hw::single_node_cluster(mc.gpu, given ? o.num_gpus : default_gpus);
   }
   if (o.gpu_memory_gb) {
-    if (!(*o.gpu_memory_gb > 0 && *o.gpu_memory_gb < 1e6))
-      throw ConfigError(fmt::format("--gpu-memory-gb = {}: must be in (0, 1e6)", *o.gpu_memory_gb));
     mc.gpu.memory_bytes = *o.gpu_memory_gb * 1e9;
+    hw::validate(mc.gpu, "--gpu-memory-gb"); // the presets' range for memory_gb
   }
   mc.num_gpus = mc.cluster.num_gpus();
   mc.profile =

@@ -31,7 +31,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool required, bool short
 struct SetupOptions {
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 0;
-  std::int64_t seq_len = 2048;
+  std::optional<std::int64_t> seq_len; // unset: model::default_seq_len(model)
   std::string precision = "bf16-mixed";
   std::string attention = "flash";
   std::string optimizer = "adamw";
@@ -39,7 +39,12 @@ struct SetupOptions {
   double moe_imbalance_factor = 1; // 1 = balanced
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
-[[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o);
+/// --seq-len of a command without a layout (model, time): the flag, or model::default_seq_len,
+/// checked as every command checks it (positive, within the model's learned positions).
+[[nodiscard]] std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag,
+                                           const model::ModelSpec& m);
+/// The model gives the default sequence length (model::default_seq_len).
+[[nodiscard]] model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec& m);
 
 /// How the layers split over pipeline stages: an explicit list, or Megatron-LM's first/last
 /// stage counts (the middle stages divide the rest evenly); nothing: evenly.
@@ -96,6 +101,8 @@ struct Machine {
 };
 /// Needs --gpu or --cluster; --num-gpus sets the node count of a cluster (rounded up to
 /// whole nodes is an error: it must be a multiple of gpus_per_node, or below one node).
+/// --gpu with --cluster must name the cluster's own GPU: a cluster's bandwidths belong to its
+/// GPUs, so another GPU is an error (a cluster file with that "gpu" is the way to model it).
 [[nodiscard]] Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus = 1);
 
 [[nodiscard]] model::Precision parse_precision(const std::string& s);

@@ -2,10 +2,12 @@
 #include "common/json_io.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
-#include <sstream>
 
 namespace trainsim {
 
@@ -37,13 +39,47 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
   }
 }
 
+std::string read_input_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const double limit_mib = static_cast<double>(kMaxInputFileBytes) / kMiB;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found)
+    throw ConfigError(fmt::format("{}: no such file", path));
+  if (st.type() == fs::file_type::directory)
+    throw ConfigError(fmt::format("{}: is a directory, expected a file", path));
+  if (st.type() == fs::file_type::regular) {
+    const std::uintmax_t size = fs::file_size(path, ec);
+    if (!ec && size > kMaxInputFileBytes)
+      throw ConfigError(fmt::format("{}: is {:.1f} MiB: input files are limited to {:.0f} MiB",
+                                    path, static_cast<double>(size) / kMiB, limit_mib));
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    throw ConfigError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  // Read at most one byte past the limit, so that a pipe or a device cannot run on forever.
+  std::string text;
+  char chunk[65536];
+  std::size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) {
+    text.append(chunk, n);
+    if (text.size() > kMaxInputFileBytes) {
+      std::fclose(f);
+      throw ConfigError(fmt::format("{}: more than {:.0f} MiB: input files are limited to that",
+                                    path, limit_mib));
+    }
+  }
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed)
+    throw ConfigError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
+  return text;
+}
+
 nlohmann::json load_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ConfigError(fmt::format("{}: cannot open file", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), path);
+  return parse_json_text(read_input_file(path), path);
 }
 
 JsonObjectReader::JsonObjectReader(const nlohmann::json& object, Problems& problems)
@@ -95,6 +131,17 @@ bool JsonObjectReader::get(std::string_view key, double& out, bool required) {
   }
   problems_.add(fmt::format("{} = {}: expected a finite number", key, v->dump()));
   return false;
+}
+
+bool JsonObjectReader::get(std::string_view key, double& out, const Interval& range,
+                           bool required) {
+  double v = 0;
+  if (!get(key, v, required))
+    return false;
+  if (!check_range(problems_, key, v, range))
+    return false;
+  out = v;
+  return true;
 }
 
 bool JsonObjectReader::get(std::string_view key, bool& out, bool required) {

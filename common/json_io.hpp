@@ -9,13 +9,23 @@
 #include <string_view>
 #include <vector>
 
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 
 namespace trainsim {
 
 /// Parses JSON text (comments allowed). Throws ConfigError "source:line:column: reason".
 [[nodiscard]] nlohmann::json parse_json_text(std::string_view text, std::string_view source);
-/// Reads and parses a file. Throws ConfigError if it cannot be read or parsed.
+/// Input files (presets, model configs, measurements) above this size are refused before
+/// parsing: the largest file the project reads is under 0.1 MiB, and a wrong path to a data
+/// file should fail at once, not after seconds and gigabytes of parsing.
+inline constexpr std::uintmax_t kMaxInputFileBytes = 16 * 1024 * 1024;
+
+/// Reads a whole input file. Throws ConfigError "path: why": no such file, is a directory,
+/// the system's reason it cannot be opened (e.g. permission denied), or larger than
+/// kMaxInputFileBytes (also for files whose size is not known in advance, such as pipes).
+[[nodiscard]] std::string read_input_file(const std::string& path);
+/// Reads (read_input_file) and parses a file. Throws ConfigError if it cannot be read or parsed.
 [[nodiscard]] nlohmann::json load_json_file(const std::string& path);
 
 /// Reads the fields of one JSON object. Each getter records type errors in `problems`;
@@ -26,6 +36,8 @@ class JsonObjectReader {
 
   bool get(std::string_view key, std::int64_t& out, bool required = false);
   bool get(std::string_view key, double& out, bool required = false);
+  /// A number that must lie in `range` (checks.hpp): out-of-range values are problems too.
+  bool get(std::string_view key, double& out, const Interval& range, bool required = false);
   bool get(std::string_view key, bool& out, bool required = false);
   bool get(std::string_view key, std::string& out, bool required = false);
   /// Marks a key as known without reading it (e.g. a nested object read elsewhere).

@@ -68,9 +68,13 @@ std::string resolve_preset(const std::string& kind, const std::string& name_or_p
       name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
   std::error_code ec;
   if (path_like) {
-    if (fs::is_regular_file(name_or_path, ec))
-      return name_or_path;
-    throw ConfigError(fmt::format("{} = {}: no such file", flag, name_or_path));
+    const fs::file_status st = fs::status(name_or_path, ec);
+    if (st.type() == fs::file_type::directory)
+      throw ConfigError(
+          fmt::format("{} = {}: is a directory, expected a JSON file", flag, name_or_path));
+    if (!fs::exists(st))
+      throw ConfigError(fmt::format("{} = {}: no such file", flag, name_or_path));
+    return name_or_path; // read_input_file says why if it cannot be read
   }
   const fs::path candidate = fs::path(preset_dir()) / kind / (name_or_path + ".json");
   if (fs::is_regular_file(candidate, ec))

@@ -1,5 +1,6 @@
 // Every GPU, cluster and profile preset loads and validates; bad presets name the field.
 #include <doctest/doctest.h>
+#include <limits>
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
@@ -121,12 +122,14 @@ TEST_CASE("collective fits: malformed regimes are rejected naming the field and 
   CHECK_THROWS_WITH_AS(load(R"([{"op": "all-gather", "level": "intra-node", "regimes": [
       {"min_bytes": 0, "alpha_us": -1, "busbw_gb_per_s": 160},
       {"min_bytes": 4096, "alpha_us": 9, "busbw_gb_per_s": 0}]}])"),
-                       doctest::Contains("regimes[0].alpha_us = -1: must be >= 0"), ConfigError);
-  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-gather", "level": "intra-node", "regimes": [
+                       doctest::Contains("regimes[0]: alpha_us = -1: must be in [0, 1e+06] us"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      load(R"([{"op": "all-gather", "level": "intra-node", "regimes": [
       {"min_bytes": 0, "alpha_us": 1, "busbw_gb_per_s": 160},
       {"min_bytes": 4096, "alpha_us": 9, "busbw_gb_per_s": 0}]}])"),
-                       doctest::Contains("regimes[1].busbw_gb_per_s = 0: must be > 0"),
-                       ConfigError);
+      doctest::Contains("regimes[1]: busbw_gb_per_s = 0: must be in [0.001, 1e+06] GB/s"),
+      ConfigError);
   CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7,
       "busbw_gb_per_s": 300, "regimes": [{"min_bytes": 0, "alpha_us": 7,
       "busbw_gb_per_s": 300}]}])"),
@@ -137,11 +140,11 @@ TEST_CASE("collective fits: malformed regimes are rejected naming the field and 
   CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "regimes": [
       {"min_bytes": 0, "alpha_us": 7, "busbw_gb_per_s": 300, "colour": 1}]}])"),
                        doctest::Contains("collective_fits[0].regimes[0]"), ConfigError);
-  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7,
+  CHECK_THROWS_WITH_AS(
+      load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7,
       "busbw_gb_per_s": -3}])"),
-                       doctest::Contains("collective_fits[0] (all-reduce intra-node)"
-                                         ".busbw_gb_per_s = -3: must be > 0"),
-                       ConfigError);
+      doctest::Contains("collective_fits[0]: busbw_gb_per_s = -3: must be in [0.001, 1e+06] GB/s"),
+      ConfigError);
   CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7}])"),
                        doctest::Contains("busbw_gb_per_s: missing required field"), ConfigError);
 }
@@ -190,4 +193,64 @@ TEST_CASE("profile: host launch and overlap fields are optional and range-checke
     CHECK(msg.find("overlap_compute_rate = 0: must be in (0, 1]") != std::string::npos);
     CHECK(msg.find("host_gemm_launch_us = -3") != std::string::npos);
   }
+}
+
+TEST_CASE("GPU and cluster numbers outside their physical ranges are refused, naming the field") {
+  // Issue 18, row 4: a peak of 1e308 TFLOP/s (1e320 FLOP/s overflows to inf) or a bandwidth of
+  // 1e-300 GB/s printed -nan and "inf days". Each is refused at load with the value as written.
+  auto gpu_with = [](const char* key, const nlohmann::json& value) {
+    nlohmann::json j = gpu_to_json(load_gpu("h100-sxm"));
+    if (std::string(key).rfind("peak_tflops.", 0) == 0)
+      j["peak_tflops"][std::string(key).substr(12)] = value;
+    else
+      j[key] = value;
+    return gpu_from_json(j, "g.json");
+  };
+  CHECK_THROWS_WITH_AS(gpu_with("peak_tflops.bf16", 1e308),
+                       "g.json: peak_tflops.bf16 = 1e+308: must be 0 or in [0.01, 100000] TFLOP/s",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(gpu_with("hbm_bandwidth_gb_per_s", 1e-300),
+                       "g.json: hbm_bandwidth_gb_per_s = 1e-300: must be in [1, 1e+06] GB/s",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(gpu_with("memory_gb", 1e300), doctest::Contains("memory_gb = 1e+300"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(gpu_with("nvlink_bandwidth_gb_per_s", 1e-9),
+                       doctest::Contains("nvlink_bandwidth_gb_per_s = 1e-09: must be 0 or in"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(gpu_with("num_sms", 1000000000),
+                       doctest::Contains("num_sms = 1000000000: must be in [1, 100000]"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(gpu_with("l2_mb", -1), doctest::Contains("l2_mb = -1"), ConfigError);
+  CHECK_NOTHROW(gpu_with("peak_tflops.fp8", 0)); // 0: the GPU lacks the dtype
+
+  // The same rules hold for a struct built or overridden in code (validate runs again).
+  GpuSpec g = load_gpu("h100-sxm");
+  g.pcie_bandwidth_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(validate(g, "flags"),
+                       doctest::Contains("pcie_bandwidth_gb_per_s = nan: must be a finite number"),
+                       ConfigError);
+
+  nlohmann::json c = cluster_to_json(load_cluster("dgx-h100"));
+  c["inter_node_bandwidth_gb_per_s"] = 1e-300;
+  CHECK_THROWS_WITH_AS((void)cluster_from_json(c, "c.json"),
+                       doctest::Contains("inter_node_bandwidth_gb_per_s = 1e-300: must be 0 or in "
+                                         "[0.01, 100000] GB/s"),
+                       ConfigError);
+  c = cluster_to_json(load_cluster("dgx-h100"));
+  c["intra_node_bandwidth_gb_per_s"] = 1e300;
+  CHECK_THROWS_WITH_AS((void)cluster_from_json(c, "c.json"),
+                       doctest::Contains("intra_node_bandwidth_gb_per_s = 1e+300"), ConfigError);
+}
+
+TEST_CASE("profile numbers outside their ranges are refused") {
+  nlohmann::json j = profile_to_json(load_profile("h200"));
+  j["context_overhead_mb"] = 1e300;
+  CHECK_THROWS_WITH_AS((void)profile_from_json(j, "p.json"),
+                       doctest::Contains("context_overhead_mb = 1e+300: must be in [0, 1e+06] MB"),
+                       ConfigError);
+  j = profile_to_json(load_profile("h200"));
+  j["gemm_tile_m"] = 1e12;
+  CHECK_THROWS_WITH_AS((void)profile_from_json(j, "p.json"),
+                       doctest::Contains("gemm_tile_m = 1000000000000: must be in [1, 65536]"),
+                       ConfigError);
 }

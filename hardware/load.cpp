@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
 #include "common/presets.hpp"
@@ -13,9 +14,10 @@
 namespace trainsim::hw {
 namespace {
 
-// Reads {"fp32": x, "bf16": y, ...} into a PerDtype, scaled; unknown dtypes are errors.
-void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, PerDtype<double>& out,
-                    Problems& p) {
+// Reads {"fp32": x, "bf16": y, ...} into a PerDtype, each value in `range` (file units), then
+// scaled; unknown dtypes are errors.
+void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, const Interval& range,
+                    PerDtype<double>& out, Problems& p) {
   if (!obj)
     return;
   if (!obj->is_object()) {
@@ -28,13 +30,33 @@ void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, Pe
       p.add(fmt::format("{}.{}: unknown dtype (known: fp32, tf32, fp16, bf16, fp8)", key, name));
       continue;
     }
-    if (!value.is_number() || value.get<double>() < 0) {
-      p.add(fmt::format("{}.{} = {}: expected a non-negative number", key, name, value.dump()));
+    if (!value.is_number()) {
+      p.add(fmt::format("{}.{} = {}: expected a number", key, name, value.dump()));
       continue;
     }
-    out[*d] = value.get<double>() * scale;
+    if (check_range(p, fmt::format("{}.{}", key, name), value.get<double>(), range))
+      out[*d] = value.get<double>() * scale;
   }
 }
+
+// Physical ranges of the preset fields, in the units of the files. Wide enough for every GPU
+// built or announced (B200: 4.5 PFLOP/s dense fp8, 8 TB/s, 192 GB; MI300X: 304 CUs), narrow
+// enough that no product or quotient of them overflows or vanishes (a peak of 1e308 TFLOP/s
+// or a bandwidth of 1e-300 GB/s printed NaN and infinite days).
+const Interval kPeakTflops{0.01, 1e5, "TFLOP/s", true}; // 0: the GPU lacks the dtype
+const Interval kMemoryGb{0.1, 1e5, "GB"};
+const Interval kHbmGbPerS{1, 1e6, "GB/s"};
+const Interval kNvlinkGbPerS{1, 1e5, "GB/s", true}; // 0: PCIe only
+const Interval kPcieGbPerS{0.1, 1e4, "GB/s"};
+const Interval kL2Mb{0, 1e4, "MB"};
+const Interval kNumSms{1, 1e5, ""};
+const Interval kIntraNodeGbPerS{0.1, 1e5, "GB/s"};
+const Interval kInterNodeGbPerS{0.01, 1e5, "GB/s", true}; // 0: a single node
+// Calibrated collective lines: latency per call and bus bandwidth of one regime.
+const Interval kAlphaUs{0, 1e6, "us"};
+const Interval kBusbwGbPerS{1e-3, 1e6, "GB/s"};
+const Interval kStepLatencyUs{0, 1e6, "us"};
+const Interval kContextMb{0, 1e6, "MB"};
 
 nlohmann::json per_dtype_json(const PerDtype<double>& v, double scale) {
   nlohmann::json j = nlohmann::json::object();
@@ -50,30 +72,32 @@ void validate(const GpuSpec& g, const std::string& source) {
   Problems p(source);
   if (g.name.empty())
     p.add("name: must not be empty");
-  if (g.peak_flops_per_s[Dtype::fp32] <= 0)
+  for (Dtype d : kAllDtypes)
+    check_range(p, fmt::format("peak_tflops.{}", dtype_name(d)), g.peak_flops_per_s[d] / kTera,
+                kPeakTflops);
+  if (g.peak_flops_per_s[Dtype::fp32] == 0)
     p.add("peak_tflops.fp32: must be positive");
-  if (g.memory_bytes <= 0)
-    p.add(fmt::format("memory_gb = {}: must be positive", g.memory_bytes / kGB));
-  if (g.hbm_bandwidth_bytes_per_s <= 0)
-    p.add(fmt::format("hbm_bandwidth_gb_per_s = {}: must be positive",
-                      g.hbm_bandwidth_bytes_per_s / kGB));
-  if (g.nvlink_bandwidth_bytes_per_s < 0)
-    p.add("nvlink_bandwidth_gb_per_s: must not be negative");
-  if (g.pcie_bandwidth_bytes_per_s <= 0)
-    p.add("pcie_bandwidth_gb_per_s: must be positive");
-  if (g.num_sms <= 0)
-    p.add(fmt::format("num_sms = {}: must be positive", g.num_sms));
+  check_range(p, "memory_gb", g.memory_bytes / kGB, kMemoryGb);
+  check_range(p, "hbm_bandwidth_gb_per_s", g.hbm_bandwidth_bytes_per_s / kGB, kHbmGbPerS);
+  check_range(p, "nvlink_bandwidth_gb_per_s", g.nvlink_bandwidth_bytes_per_s / kGB, kNvlinkGbPerS);
+  check_range(p, "pcie_bandwidth_gb_per_s", g.pcie_bandwidth_bytes_per_s / kGB, kPcieGbPerS);
+  check_range(p, "l2_mb", g.l2_bytes / 1e6, kL2Mb);
+  check_range(p, "num_sms", static_cast<double>(g.num_sms), kNumSms);
   p.throw_if_any();
 }
 
 void validate(const ClusterSpec& c, const std::string& source) {
   Problems p(source);
+  if (c.gpu.empty())
+    p.add("gpu: must not be empty");
   if (c.gpus_per_node <= 0 || c.gpus_per_node > 1024)
     p.add(fmt::format("gpus_per_node = {}: must be in 1..1024", c.gpus_per_node));
   if (c.num_nodes <= 0 || c.num_nodes > 1000000)
     p.add(fmt::format("num_nodes = {}: must be in 1..1000000", c.num_nodes));
-  if (c.intra_node_bandwidth_bytes_per_s <= 0)
-    p.add("intra_node_bandwidth_gb_per_s: must be positive");
+  check_range(p, "intra_node_bandwidth_gb_per_s", c.intra_node_bandwidth_bytes_per_s / kGB,
+              kIntraNodeGbPerS);
+  check_range(p, "inter_node_bandwidth_gb_per_s", c.inter_node_bandwidth_bytes_per_s / kGB,
+              kInterNodeGbPerS);
   if (c.num_nodes > 1 && c.inter_node_bandwidth_bytes_per_s <= 0)
     p.add("inter_node_bandwidth_gb_per_s: must be positive for more than one node");
   p.throw_if_any();
@@ -86,14 +110,14 @@ GpuSpec gpu_from_json(const nlohmann::json& j, const std::string& source) {
   double memory_gb = 0, hbm = 0, nvlink = 0, pcie = 0, l2_mb = 0;
   r.get("name", g.name, true);
   r.get("source", g.source, true);
-  read_per_dtype(r.take("peak_tflops"), "peak_tflops", kTera, g.peak_flops_per_s, p);
+  read_per_dtype(r.take("peak_tflops"), "peak_tflops", kTera, kPeakTflops, g.peak_flops_per_s, p);
   if (!r.has("peak_tflops"))
     p.add("peak_tflops: missing required field");
-  r.get("memory_gb", memory_gb, true);
-  r.get("hbm_bandwidth_gb_per_s", hbm, true);
-  r.get("nvlink_bandwidth_gb_per_s", nvlink);
-  r.get("pcie_bandwidth_gb_per_s", pcie, true);
-  r.get("l2_mb", l2_mb);
+  r.get("memory_gb", memory_gb, kMemoryGb, true);
+  r.get("hbm_bandwidth_gb_per_s", hbm, kHbmGbPerS, true);
+  r.get("nvlink_bandwidth_gb_per_s", nvlink, kNvlinkGbPerS);
+  r.get("pcie_bandwidth_gb_per_s", pcie, kPcieGbPerS, true);
+  r.get("l2_mb", l2_mb, kL2Mb);
   r.get("num_sms", g.num_sms, true);
   r.finish();
   p.throw_if_any();
@@ -133,8 +157,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& source
   r.get("gpu", c.gpu, true);
   r.get("gpus_per_node", c.gpus_per_node, true);
   r.get("num_nodes", c.num_nodes);
-  r.get("intra_node_bandwidth_gb_per_s", intra, true);
-  r.get("inter_node_bandwidth_gb_per_s", inter);
+  r.get("intra_node_bandwidth_gb_per_s", intra, kIntraNodeGbPerS, true);
+  r.get("inter_node_bandwidth_gb_per_s", inter, kInterNodeGbPerS);
   r.finish();
   p.throw_if_any();
   c.intra_node_bandwidth_bytes_per_s = intra * kGB;
@@ -185,10 +209,9 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   }
   if (prof.gemm_peak_fraction[Dtype::bf16] <= 0 && prof.gemm_peak_fraction[Dtype::fp32] <= 0)
     p.add("gemm_peak_fraction: needs at least fp32 or bf16");
-  if (prof.gemm_tile_m < 1 || prof.gemm_tile_n < 1)
-    p.add("gemm_tile_m, gemm_tile_n: must be >= 1");
-  if (prof.gemm_k_half < 0)
-    p.add("gemm_k_half: must not be negative");
+  check_range(p, "gemm_tile_m", prof.gemm_tile_m, Interval{1, 65536, ""});
+  check_range(p, "gemm_tile_n", prof.gemm_tile_n, Interval{1, 65536, ""});
+  check_range(p, "gemm_k_half", prof.gemm_k_half, Interval{0, 1e7, "elements"});
   fraction("attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction);
   fraction("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction);
   fraction("elementwise_bw_fraction", prof.elementwise_bw_fraction);
@@ -227,24 +250,24 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   if (!(prof.overlap_comm_rate > 0 && prof.overlap_comm_rate <= 1))
     p.add(fmt::format("overlap_comm_rate = {}: must be in (0, 1] (1 = no interference)",
                       prof.overlap_comm_rate));
-  if (prof.context_overhead_bytes < 0)
-    p.add("context_overhead_mb: must not be negative");
-  if (prof.intra_node_step_latency_s < 0 || prof.inter_node_step_latency_s < 0)
-    p.add("*_step_latency_us: must not be negative");
+  check_range(p, "context_overhead_mb", prof.context_overhead_bytes / 1e6, kContextMb);
+  check_range(p, "intra_node_step_latency_us", prof.intra_node_step_latency_s * 1e6,
+              kStepLatencyUs);
+  check_range(p, "inter_node_step_latency_us", prof.inter_node_step_latency_s * 1e6,
+              kStepLatencyUs);
   for (std::size_t i = 0; i < prof.collective_fits.size(); ++i) {
     const CollectiveFit& f = prof.collective_fits[i];
     const std::string where = fmt::format("collective_fits[{}] ({} {})", i, f.op, f.level);
     auto check_line = [&](const std::string& prefix, double alpha_s, double busbw) {
-      if (!(alpha_s >= 0 && std::isfinite(alpha_s)))
-        p.add(fmt::format("{}.alpha_us = {}: must be >= 0", prefix, alpha_s * 1e6));
-      if (!(busbw > 0 && std::isfinite(busbw)))
-        p.add(fmt::format("{}.busbw_gb_per_s = {}: must be > 0", prefix, busbw / kGB));
+      check_range(p, prefix + ".alpha_us", alpha_s * 1e6, kAlphaUs);
+      check_range(p, prefix + ".busbw_gb_per_s", busbw / kGB, kBusbwGbPerS);
     };
     if (f.regimes.empty())
       check_line(where, f.alpha_s, f.busbw_bytes_per_s);
     for (std::size_t k = 0; k < f.regimes.size(); ++k) {
       const CollectiveRegime& r = f.regimes[k];
       const std::string at = fmt::format("{}.regimes[{}]", where, k);
+      check_range(p, at + ".min_bytes", r.min_bytes, Interval{0, 1e15, "bytes"});
       if (k == 0 && r.min_bytes != 0)
         p.add(fmt::format("{}.min_bytes = {}: must be 0 (the first regime starts at the smallest "
                           "message)",
@@ -268,8 +291,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("name", prof.name, true);
   r.get("source", prof.source, true);
   r.get("gpu", prof.gpu);
-  read_per_dtype(r.take("gemm_peak_fraction"), "gemm_peak_fraction", 1.0, prof.gemm_peak_fraction,
-                 p);
+  read_per_dtype(r.take("gemm_peak_fraction"), "gemm_peak_fraction", 1.0, Interval{0, 1, ""},
+                 prof.gemm_peak_fraction, p);
   r.get("gemm_tile_m", prof.gemm_tile_m, true);
   r.get("gemm_tile_n", prof.gemm_tile_n, true);
   r.get("gemm_k_half", prof.gemm_k_half, true);
@@ -291,11 +314,11 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("gpu_launch_gap_us", gpu_gap_us);
   r.get("overlap_compute_rate", prof.overlap_compute_rate);
   r.get("overlap_comm_rate", prof.overlap_comm_rate);
-  r.get("context_overhead_mb", context_mb, true);
+  r.get("context_overhead_mb", context_mb, kContextMb, true);
   r.get("intra_node_busbw_fraction", prof.intra_node_busbw_fraction, true);
   r.get("inter_node_busbw_fraction", prof.inter_node_busbw_fraction, true);
-  r.get("intra_node_step_latency_us", intra_lat_us, true);
-  r.get("inter_node_step_latency_us", inter_lat_us, true);
+  r.get("intra_node_step_latency_us", intra_lat_us, kStepLatencyUs, true);
+  r.get("inter_node_step_latency_us", inter_lat_us, kStepLatencyUs, true);
   (void)r.take("metadata"); // free-form: device, date, versions, command of a calibration
   if (const auto* fits = r.take("collective_fits")) {
     if (!fits->is_array()) {
@@ -325,8 +348,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
               CollectiveRegime reg;
               double alpha_us = 0, busbw_gb = 0;
               rr.get("min_bytes", reg.min_bytes, true);
-              rr.get("alpha_us", alpha_us, true);
-              rr.get("busbw_gb_per_s", busbw_gb, true);
+              rr.get("alpha_us", alpha_us, kAlphaUs, true);
+              rr.get("busbw_gb_per_s", busbw_gb, kBusbwGbPerS, true);
               rr.finish();
               rp.throw_if_any();
               reg.alpha_s = alpha_us * 1e-6;
@@ -335,8 +358,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
             }
         } else {
           double alpha_us = 0, busbw_gb = 0;
-          fr.get("alpha_us", alpha_us, true);
-          fr.get("busbw_gb_per_s", busbw_gb, true);
+          fr.get("alpha_us", alpha_us, kAlphaUs, true);
+          fr.get("busbw_gb_per_s", busbw_gb, kBusbwGbPerS, true);
           cf.alpha_s = alpha_us * 1e-6; // no regimes: regime_for() gives this one line
           cf.busbw_bytes_per_s = busbw_gb * kGB;
         }

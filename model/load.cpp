@@ -38,6 +38,17 @@ bool read_enum(JsonObjectReader& r, Problems& p, const char* key, E& out,
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   if (j.is_object() && j.contains("model_type"))
     return model_from_hf_config(j, source);
+  // A Hugging Face config without model_type: one message, not the project preset reader's
+  // "unknown field" for each of its keys.
+  if (j.is_object() && !j.contains("name"))
+    for (const char* hf_key : {"num_hidden_layers", "num_attention_heads", "n_layer", "n_head",
+                               "architectures", "transformers_version"})
+      if (j.contains(hf_key))
+        throw ConfigError(fmt::format(
+            "{}: model_type: missing: a Hugging Face config.json (this file has \"{}\") must "
+            "name its architecture, e.g. \"model_type\": \"llama\"; a project preset has name, "
+            "source and num_layers instead",
+            source, hf_key));
   Problems p(source);
   ModelSpec m;
   JsonObjectReader r(j, p);

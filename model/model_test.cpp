@@ -280,3 +280,64 @@ TEST_CASE("parallel plan validation") {
   p.tp = 8;
   CHECK_NOTHROW(validate(p, m, s, 8, "flags"));
 }
+
+TEST_CASE("one default sequence length: 2048, or the model's positions when fewer") {
+  CHECK(default_seq_len(load_model("gpt2")) == 1024);        // 1024 learned positions
+  CHECK(default_seq_len(load_model("llama3-8b")) == 2048);   // 8192 positions
+  CHECK(default_seq_len(load_model("llama3-405b")) == 2048); // 131072, never the default
+  ModelSpec m = load_model("llama3-8b");
+  m.max_seq_len = 0; // unknown
+  CHECK(default_seq_len(m) == kDefaultSeqLen);
+}
+
+TEST_CASE("check_plan: each broken rule is one bit, and validate names each one") {
+  const ModelSpec m = load_model("gpt2"); // 12 layers, 12 heads, ffn 3072, 1024 positions
+  TrainingSetup s;
+  s.seq_len = 1024;
+  s.global_batch_size = 24;
+  ParallelPlan p;
+  CHECK(check_plan(p, m, s, 1).ok());
+  p.tp = 5;
+  p.pp = 24;
+  p.interleave = 2;
+  const PlanCheck c = check_plan(p, m, s, 0);
+  CHECK(c.has(PlanRule::tp_heads));
+  CHECK(c.has(PlanRule::tp_kv_heads));
+  CHECK(c.has(PlanRule::tp_ffn)); // 3072 % 5 != 0
+  CHECK(c.has(PlanRule::pp_layers));
+  CHECK_FALSE(c.has(PlanRule::pp_interleave_layers)); // only when pp fits the layers
+  CHECK_FALSE(c.has(PlanRule::num_gpus));             // num_gpus = 0: not checked
+  // Groups evaluate only their rules.
+  CHECK(check_plan(p, m, s, 0, kPipelineRules).failed ==
+        (1u << static_cast<unsigned>(PlanRule::pp_layers)));
+  try {
+    validate(p, m, s, 0, "flags");
+    FAIL("expected ConfigError");
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("tp = 5: must divide num_heads = 12") != std::string::npos);
+    CHECK(msg.find("tp = 5: must divide ffn_hidden_size = 3072") != std::string::npos);
+    CHECK(msg.find("pp = 24: must not exceed num_layers = 12") != std::string::npos);
+  }
+  // Longer than the learned positions (issue 18, row 6: `plan` ranked such layouts).
+  s.seq_len = 2048;
+  CHECK(check_plan(ParallelPlan{}, m, s, 0).has(PlanRule::seq_positions));
+  // Degrees out of range stop before any rule divides by them.
+  p = {};
+  p.cp = 0;
+  CHECK(check_plan(p, m, s, 0).failed == (1u << static_cast<unsigned>(PlanRule::degree_range)));
+  CHECK_THROWS_WITH_AS(validate(p, m, s, 0, "flags"), "flags: cp = 0: must be positive",
+                       ConfigError);
+}
+
+TEST_CASE("a Hugging Face config without model_type gets one message") {
+  const auto j = parse_json_text(R"({"hidden_size": 4096, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008})",
+                                 "config.json");
+  CHECK_THROWS_WITH_AS(model_from_json(j, "config.json"),
+                       "config.json: model_type: missing: a Hugging Face config.json (this file "
+                       "has \"num_hidden_layers\") must name its architecture, e.g. "
+                       "\"model_type\": \"llama\"; a project preset has name, source and "
+                       "num_layers instead",
+                       ConfigError);
+}

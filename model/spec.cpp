@@ -17,6 +17,10 @@ std::int64_t grad_accumulation_steps(const ParallelPlan& plan, const TrainingSet
   return setup.global_batch_size / per_step;
 }
 
+std::int64_t default_seq_len(const ModelSpec& m) {
+  return m.max_seq_len > 0 ? std::min(kDefaultSeqLen, m.max_seq_len) : kDefaultSeqLen;
+}
+
 Dtype compute_dtype(Precision p) {
   switch (p) {
   case Precision::fp32: return Dtype::fp32;
@@ -234,6 +238,14 @@ constexpr std::int64_t kMaxDim = 1 << 20;
 constexpr std::int64_t kMaxLayers = 100000;
 constexpr std::int64_t kMaxVocab = 1 << 24;
 
+// Largest parallel degrees (ParallelPlan): beyond these a layout is a typo, not a machine.
+constexpr std::int64_t kMaxTp = 1 << 16;
+constexpr std::int64_t kMaxPp = 1 << 16;
+constexpr std::int64_t kMaxDp = 1 << 24;
+constexpr std::int64_t kMaxCp = 1 << 16;
+constexpr std::int64_t kMaxEp = 1 << 16;
+constexpr std::int64_t kMaxInterleave = 1 << 10;
+
 void positive(Problems& p, const char* field, std::int64_t v, std::int64_t max) {
   if (v <= 0)
     p.add(fmt::format("{} = {}: must be positive", field, v));
@@ -255,45 +267,66 @@ std::string indivisible_layers(const ParallelPlan& plan, std::int64_t num_layers
                            format_stage_layers(example));
 }
 
-void check_stage_layers(Problems& p, const ParallelPlan& plan, std::int64_t num_layers) {
+// Whether plan.stage_layers is a valid split of num_layers (one entry per stage, each within
+// the stage's minimum and the limit, summing to num_layers); with `p`, also says why not. The
+// one definition of the stage_layers rule: check_plan() asks it without `p` (no allocation).
+bool check_stage_layers(Problems* p, const ParallelPlan& plan, std::int64_t num_layers) {
   const auto& s = plan.stage_layers;
-  const std::string list = format_stage_layers(s);
-  if (static_cast<std::int64_t>(s.size()) != plan.pp)
-    p.add(fmt::format("stage_layers = {}: has {} entries, must have one per pipeline stage (pp = "
-                      "{})",
-                      list, s.size(), plan.pp));
+  bool ok = true;
+  const bool counted = static_cast<std::int64_t>(s.size()) == plan.pp;
+  if (!counted) {
+    ok = false;
+    if (p)
+      p->add(fmt::format("stage_layers = {}: has {} entries, must have one per pipeline stage "
+                         "(pp = {})",
+                         format_stage_layers(s), s.size(), plan.pp));
+  }
   std::int64_t sum = 0;
-  std::vector<std::size_t> short_stages; // below their minimum
+  std::size_t short_count = 0; // stages below their minimum
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] > kMaxLayers) {
-      p.add(fmt::format("stage_layers[{}] = {}: absurdly large (limit {})", i, s[i], kMaxLayers));
+      ok = false;
+      if (p)
+        p->add(
+            fmt::format("stage_layers[{}] = {}: absurdly large (limit {})", i, s[i], kMaxLayers));
       continue;
     }
     sum += s[i];
-    const bool counted = static_cast<std::int64_t>(s.size()) == plan.pp;
     const std::int64_t stage = static_cast<std::int64_t>(i);
     if (s[i] < (counted ? min_layers_on_stage(plan.pp, plan.interleave, stage) : 1))
-      short_stages.push_back(i);
+      ++short_count;
   }
-  if (!short_stages.empty()) {
-    std::string which;
-    for (std::size_t k = 0; k < short_stages.size() && k < 4; ++k)
-      which += fmt::format("{}stage_layers[{}] = {}", k ? ", " : "", short_stages[k],
-                           s[short_stages[k]]);
-    if (short_stages.size() > 4)
-      which += fmt::format(" and {} more", short_stages.size() - 4);
-    if (plan.interleave <= 1)
-      p.add(fmt::format("{}: every stage needs at least 1 layer", which));
-    else
-      p.add(fmt::format("{}: with interleave = {} a stage needs a layer per model chunk, at least "
-                        "{} ({} on the first and the last stage, whose first / last chunk may "
-                        "hold only the embedding / the head)",
-                        which, plan.interleave, plan.interleave,
-                        std::max<std::int64_t>(1, plan.interleave - 1)));
+  if (short_count > 0) {
+    ok = false;
+    if (p) {
+      std::string which;
+      std::size_t listed = 0;
+      for (std::size_t i = 0; i < s.size() && listed < 4; ++i) {
+        const std::int64_t stage = static_cast<std::int64_t>(i);
+        if (s[i] > kMaxLayers ||
+            s[i] >= (counted ? min_layers_on_stage(plan.pp, plan.interleave, stage) : 1))
+          continue;
+        which += fmt::format("{}stage_layers[{}] = {}", listed++ ? ", " : "", i, s[i]);
+      }
+      if (short_count > 4)
+        which += fmt::format(" and {} more", short_count - 4);
+      if (plan.interleave <= 1)
+        p->add(fmt::format("{}: every stage needs at least 1 layer", which));
+      else
+        p->add(fmt::format("{}: with interleave = {} a stage needs a layer per model chunk, at "
+                           "least {} ({} on the first and the last stage, whose first / last "
+                           "chunk may hold only the embedding / the head)",
+                           which, plan.interleave, plan.interleave,
+                           std::max<std::int64_t>(1, plan.interleave - 1)));
+    }
   }
-  if (sum != num_layers)
-    p.add(fmt::format("stage_layers = {}: sum to {}, must sum to num_layers = {}", list, sum,
-                      num_layers));
+  if (sum != num_layers) {
+    ok = false;
+    if (p)
+      p->add(fmt::format("stage_layers = {}: sum to {}, must sum to num_layers = {}",
+                         format_stage_layers(s), sum, num_layers));
+  }
+  return ok;
 }
 } // namespace
 
@@ -402,70 +435,121 @@ void validate(const TrainingSetup& s, const std::string& source) {
 void validate_stage_layers(const ParallelPlan& plan, std::int64_t num_layers,
                            const std::string& source) {
   Problems p(source);
-  check_stage_layers(p, plan, num_layers);
+  check_stage_layers(&p, plan, num_layers);
   p.throw_if_any();
+}
+
+PlanCheck check_plan(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup& s,
+                     std::int64_t num_gpus, unsigned groups) {
+  PlanCheck c;
+  auto fail = [&](PlanRule r, bool broken) {
+    if (broken)
+      c.failed |= 1u << static_cast<unsigned>(r);
+  };
+  auto in = [](std::int64_t v, std::int64_t max) { return v >= 1 && v <= max; };
+  if (groups & kDegreeRules) {
+    fail(PlanRule::degree_range, !in(plan.tp, kMaxTp) || !in(plan.pp, kMaxPp) ||
+                                     !in(plan.dp, kMaxDp) || !in(plan.cp, kMaxCp) ||
+                                     !in(plan.ep, kMaxEp) || !in(plan.interleave, kMaxInterleave) ||
+                                     plan.zero_stage < 0 || plan.zero_stage > 3);
+    fail(PlanRule::num_gpus, num_gpus > 0 && plan.num_gpus() != num_gpus);
+    // The other rules divide by the degrees: stop here if one is not positive.
+    if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.cp < 1 || plan.ep < 1 ||
+        plan.interleave < 1)
+      return c;
+  }
+  if (groups & kLayoutRules) {
+    fail(PlanRule::tp_heads, m.num_heads % plan.tp != 0);
+    fail(PlanRule::tp_kv_heads, m.num_kv_heads % plan.tp != 0);
+    fail(PlanRule::tp_ffn, m.ffn_hidden_size > 0 && m.ffn_hidden_size % plan.tp != 0);
+    fail(PlanRule::tp_expert_ffn, m.is_moe() && m.expert_ffn_hidden_size % plan.tp != 0);
+    fail(PlanRule::cp_seq, s.seq_len % plan.cp != 0);
+    fail(PlanRule::sp_seq,
+         plan.sequence_parallel && plan.tp > 1 && (s.seq_len / plan.cp) % plan.tp != 0);
+    fail(PlanRule::ep_experts, m.is_moe() && m.num_experts % plan.ep != 0);
+    fail(PlanRule::ep_dp, m.is_moe() && plan.dp % plan.ep != 0);
+    fail(PlanRule::ep_dense, !m.is_moe() && plan.ep != 1);
+    fail(PlanRule::seq_positions,
+         m.position == PositionKind::learned && m.max_seq_len > 0 && s.seq_len > m.max_seq_len);
+  }
+  if (groups & kPipelineRules) {
+    const bool even = plan.stage_layers.empty();
+    fail(PlanRule::pp_layers, plan.pp > m.num_layers);
+    fail(PlanRule::pp_interleave_layers,
+         even && plan.pp <= m.num_layers && m.num_layers % (plan.pp * plan.interleave) != 0);
+    fail(PlanRule::stage_layers, !even && !check_stage_layers(nullptr, plan, m.num_layers));
+    fail(PlanRule::interleave_needs_pp, plan.interleave > 1 && plan.pp == 1);
+  }
+  if ((groups & kBatchRules) && s.global_batch_size > 0) {
+    const std::int64_t per_step = s.micro_batch_size * plan.dp;
+    const bool multiple = per_step > 0 && s.global_batch_size % per_step == 0;
+    fail(PlanRule::batch_multiple, !multiple);
+    fail(PlanRule::interleave_batch, multiple && plan.pp > 1 && plan.interleave > 1 &&
+                                         (s.global_batch_size / per_step) % plan.pp != 0);
+  }
+  return c;
 }
 
 void validate(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup& s,
               std::int64_t num_gpus, const std::string& source) {
+  const PlanCheck c = check_plan(plan, m, s, num_gpus);
+  if (c.ok())
+    return;
   Problems p(source);
-  positive(p, "tp", plan.tp, 1 << 16);
-  positive(p, "pp", plan.pp, 1 << 16);
-  positive(p, "dp", plan.dp, 1 << 24);
-  positive(p, "cp", plan.cp, 1 << 16);
-  positive(p, "ep", plan.ep, 1 << 16);
-  positive(p, "interleave", plan.interleave, 1 << 10);
-  if (plan.zero_stage < 0 || plan.zero_stage > 3)
-    p.add(fmt::format("zero_stage = {}: must be 0, 1, 2 or 3", plan.zero_stage));
-  if (!p.empty())
-    p.throw_if_any();
-  auto divides = [&](const char* what, std::int64_t deg, const char* field, std::int64_t v) {
-    if (v > 0 && v % deg != 0)
-      p.add(fmt::format("{} = {}: must divide {} = {}", what, deg, field, v));
-  };
-  divides("tp", plan.tp, "num_heads", m.num_heads);
-  divides("tp", plan.tp, "num_kv_heads", m.num_kv_heads);
-  if (m.ffn_hidden_size > 0)
-    divides("tp", plan.tp, "ffn_hidden_size", m.ffn_hidden_size);
-  if (m.is_moe()) {
-    divides("tp", plan.tp, "expert_ffn_hidden_size", m.expert_ffn_hidden_size);
-    divides("ep", plan.ep, "num_experts", m.num_experts);
-    if (plan.dp % plan.ep != 0)
-      p.add(fmt::format("ep = {}: must divide dp = {}", plan.ep, plan.dp));
-  } else if (plan.ep != 1) {
-    p.add(fmt::format("ep = {}: expert parallelism needs a MoE model (num_experts > 0)", plan.ep));
+  if (c.has(PlanRule::degree_range)) {
+    positive(p, "tp", plan.tp, kMaxTp);
+    positive(p, "pp", plan.pp, kMaxPp);
+    positive(p, "dp", plan.dp, kMaxDp);
+    positive(p, "cp", plan.cp, kMaxCp);
+    positive(p, "ep", plan.ep, kMaxEp);
+    positive(p, "interleave", plan.interleave, kMaxInterleave);
+    if (plan.zero_stage < 0 || plan.zero_stage > 3)
+      p.add(fmt::format("zero_stage = {}: must be 0, 1, 2 or 3", plan.zero_stage));
+    p.throw_if_any(); // the other rules divide by these
   }
-  if (plan.pp > m.num_layers)
+  const std::int64_t per_step = s.micro_batch_size * plan.dp;
+  if (c.has(PlanRule::tp_heads))
+    p.add(fmt::format("tp = {}: must divide num_heads = {}", plan.tp, m.num_heads));
+  if (c.has(PlanRule::tp_kv_heads))
+    p.add(fmt::format("tp = {}: must divide num_kv_heads = {}", plan.tp, m.num_kv_heads));
+  if (c.has(PlanRule::tp_ffn))
+    p.add(fmt::format("tp = {}: must divide ffn_hidden_size = {}", plan.tp, m.ffn_hidden_size));
+  if (c.has(PlanRule::tp_expert_ffn))
+    p.add(fmt::format("tp = {}: must divide expert_ffn_hidden_size = {}", plan.tp,
+                      m.expert_ffn_hidden_size));
+  if (c.has(PlanRule::ep_experts))
+    p.add(fmt::format("ep = {}: must divide num_experts = {}", plan.ep, m.num_experts));
+  if (c.has(PlanRule::ep_dp))
+    p.add(fmt::format("ep = {}: must divide dp = {}", plan.ep, plan.dp));
+  if (c.has(PlanRule::ep_dense))
+    p.add(fmt::format("ep = {}: expert parallelism needs a MoE model (num_experts > 0)", plan.ep));
+  if (c.has(PlanRule::pp_layers))
     p.add(fmt::format("pp = {}: must not exceed num_layers = {}", plan.pp, m.num_layers));
-  else if (plan.stage_layers.empty() && m.num_layers % (plan.pp * plan.interleave) != 0)
+  if (c.has(PlanRule::pp_interleave_layers))
     p.add(indivisible_layers(plan, m.num_layers));
-  if (!plan.stage_layers.empty())
-    check_stage_layers(p, plan, m.num_layers);
-  if (plan.interleave > 1 && plan.pp == 1)
+  if (c.has(PlanRule::stage_layers))
+    check_stage_layers(&p, plan, m.num_layers);
+  if (c.has(PlanRule::interleave_needs_pp))
     p.add(fmt::format("interleave = {}: needs pipeline parallelism (pp > 1)", plan.interleave));
-  if (s.seq_len % plan.cp != 0)
+  if (c.has(PlanRule::cp_seq))
     p.add(fmt::format("cp = {}: must divide seq_len = {}", plan.cp, s.seq_len));
-  if (plan.sequence_parallel && plan.tp > 1 && (s.seq_len / plan.cp) % plan.tp != 0)
+  if (c.has(PlanRule::sp_seq))
     p.add(fmt::format("sequence_parallel: tp = {} must divide the local sequence {}", plan.tp,
                       s.seq_len / plan.cp));
-  if (m.position == PositionKind::learned && m.max_seq_len > 0 && s.seq_len > m.max_seq_len)
+  if (c.has(PlanRule::seq_positions))
     p.add(fmt::format("seq_len = {}: exceeds the model's learned positions max_seq_len = {}",
                       s.seq_len, m.max_seq_len));
-  if (num_gpus > 0 && plan.num_gpus() != num_gpus)
+  if (c.has(PlanRule::num_gpus))
     p.add(fmt::format("tp x pp x dp x cp = {} x {} x {} x {} = {}: must equal num_gpus = {}",
                       plan.tp, plan.pp, plan.dp, plan.cp, plan.num_gpus(), num_gpus));
-  if (s.global_batch_size > 0) {
-    const std::int64_t per_step = s.micro_batch_size * plan.dp;
-    if (s.global_batch_size % per_step != 0)
-      p.add(
-          fmt::format("global_batch_size = {}: must be a multiple of micro_batch_size x dp = {} x "
+  if (c.has(PlanRule::batch_multiple))
+    p.add(fmt::format("global_batch_size = {}: must be a multiple of micro_batch_size x dp = {} x "
                       "{} = {}",
                       s.global_batch_size, s.micro_batch_size, plan.dp, per_step));
-    else if (plan.pp > 1 && plan.interleave > 1 && (s.global_batch_size / per_step) % plan.pp != 0)
-      p.add(fmt::format("interleaved schedule: micro-batches per step = {} must be a multiple of "
-                        "pp = {}",
-                        s.global_batch_size / per_step, plan.pp));
-  }
+  if (c.has(PlanRule::interleave_batch))
+    p.add(fmt::format("interleaved schedule: micro-batches per step = {} must be a multiple of "
+                      "pp = {}",
+                      s.global_batch_size / per_step, plan.pp));
   p.throw_if_any();
 }
 

@@ -189,6 +189,12 @@ struct TrainingSetup {
   double moe_imbalance_factor = 1;
 };
 
+/// The sequence length every command uses when none is given: 2048, or the model's
+/// max_seq_len when that is smaller (GPT-2: 1024), so a default never exceeds what the model
+/// was built for and never silently jumps to a long-context maximum (131072 for Llama 3.1).
+inline constexpr std::int64_t kDefaultSeqLen = 2048;
+[[nodiscard]] std::int64_t default_seq_len(const ModelSpec& model);
+
 /// Gradient-accumulation steps: global = micro x accumulation x dp.
 [[nodiscard]] std::int64_t grad_accumulation_steps(const ParallelPlan& plan,
                                                    const TrainingSetup& setup);
@@ -213,8 +219,58 @@ struct TrainingSetup {
 /// "presets/models/x.json: num_kv_heads = 5: must divide num_heads = 32".
 void validate(const ModelSpec& model, const std::string& source);
 void validate(const TrainingSetup& setup, const std::string& source);
-/// Checks the plan against the model (tp divides heads, kv heads, ffn; pp <= layers; ...)
-/// and, when num_gpus > 0, that tp*pp*dp*cp == num_gpus.
+/// The rules a parallel layout must satisfy for a model and setup, one bit each. check_plan()
+/// is their only definition: validate(plan, ...) turns the failed ones into messages (what
+/// `estimate` and every other command refuse) and the plan search calls it per candidate, so
+/// both accept exactly the same layouts.
+enum class PlanRule : std::uint8_t {
+  degree_range,         // tp, pp, dp, cp, ep, interleave in 1..limit; ZeRO stage 0..3
+  tp_heads,             // tp divides num_heads
+  tp_kv_heads,          // tp divides num_kv_heads
+  tp_ffn,               // tp divides ffn_hidden_size (when present)
+  tp_expert_ffn,        // MoE: tp divides expert_ffn_hidden_size
+  cp_seq,               // cp divides seq_len
+  sp_seq,               // sequence parallel: tp divides seq_len / cp
+  ep_experts,           // MoE: ep divides num_experts
+  ep_dp,                // MoE: ep divides dp
+  ep_dense,             // dense model: ep == 1
+  seq_positions,        // learned positions: seq_len <= max_seq_len
+  pp_layers,            // pp <= num_layers
+  pp_interleave_layers, // no stage_layers given: pp x interleave divides num_layers
+  stage_layers,         // stage_layers given: one count a stage, each >= its minimum, summing
+                        // to num_layers
+  interleave_needs_pp,  // interleave > 1 needs pp > 1
+  batch_multiple,       // global batch a multiple of micro-batch x dp
+  interleave_batch,     // interleaved: micro-batches per step a multiple of pp
+  num_gpus,             // tp x pp x dp x cp == num_gpus (when num_gpus > 0)
+  count_
+};
+
+/// Which rules to evaluate, by the plan fields they read, so a search can check each group
+/// in the loop that fixes those fields (plan.cpp): layout = tp, cp, sequence parallel, ep, dp
+/// with the model and seq_len; pipeline = pp, interleave, stage_layers; batch = micro-batch, dp,
+/// pp, interleave and the global batch; degrees = ranges and num_gpus.
+enum PlanRuleGroup : unsigned {
+  kLayoutRules = 1,
+  kPipelineRules = 2,
+  kBatchRules = 4,
+  kDegreeRules = 8,
+  kAllPlanRules = 15
+};
+
+struct PlanCheck {
+  std::uint32_t failed = 0; // bit i set: rule PlanRule(i) is broken
+  [[nodiscard]] bool ok() const { return failed == 0; }
+  [[nodiscard]] bool has(PlanRule r) const { return (failed >> static_cast<unsigned>(r)) & 1u; }
+};
+
+/// Evaluates the rules of `groups` (no allocation, no throw). num_gpus = 0 skips that rule.
+[[nodiscard]] PlanCheck check_plan(const ParallelPlan& plan, const ModelSpec& model,
+                                   const TrainingSetup& setup, std::int64_t num_gpus,
+                                   unsigned groups = kAllPlanRules);
+
+/// Throws ConfigError naming every rule check_plan() finds broken, with the values
+/// ("tp = 5: must divide num_heads = 32"). num_gpus = 0 skips the GPU-count rule.
 void validate(const ParallelPlan& plan, const ModelSpec& model, const TrainingSetup& setup,
               std::int64_t num_gpus, const std::string& source);
 /// The stage_layers part of the above alone: one count per stage (pp), each at least

@@ -24,6 +24,8 @@ const char* to_string(Reject r) {
   case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
   case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
   case Reject::expert_indivisible: return "ep does not divide experts / dp";
+  case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
+  case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
   case Reject::count_: break;
   }
@@ -123,6 +125,35 @@ struct Context {
   double flops_per_token;
 };
 
+// The search's reason for the first broken rule, in the order tp, cp, experts, positions,
+// pipeline, batch.
+Reject reject_reason(const model::PlanCheck& bad) {
+  using model::PlanRule;
+  const std::pair<PlanRule, Reject> order[] = {
+      {PlanRule::degree_range, Reject::out_of_range},
+      {PlanRule::tp_heads, Reject::tp_indivisible},
+      {PlanRule::tp_kv_heads, Reject::tp_indivisible},
+      {PlanRule::tp_ffn, Reject::tp_indivisible},
+      {PlanRule::tp_expert_ffn, Reject::tp_indivisible},
+      {PlanRule::cp_seq, Reject::cp_indivisible},
+      {PlanRule::sp_seq, Reject::cp_indivisible},
+      {PlanRule::ep_experts, Reject::expert_indivisible},
+      {PlanRule::ep_dp, Reject::expert_indivisible},
+      {PlanRule::ep_dense, Reject::expert_indivisible},
+      {PlanRule::seq_positions, Reject::seq_too_long},
+      {PlanRule::pp_layers, Reject::pp_indivisible},
+      {PlanRule::pp_interleave_layers, Reject::pp_indivisible},
+      {PlanRule::stage_layers, Reject::pp_indivisible},
+      {PlanRule::interleave_needs_pp, Reject::pp_indivisible},
+      {PlanRule::batch_multiple, Reject::batch_mismatch},
+      {PlanRule::interleave_batch, Reject::interleave_batch},
+      {PlanRule::num_gpus, Reject::out_of_range}};
+  for (const auto& [rule, why] : order)
+    if (bad.has(rule))
+      return why;
+  return Reject::out_of_range;
+}
+
 enum class Split { none, even, balanced, pinned };
 
 // How the layers split over pp stages of v chunks (plan.hpp): evenly when pp x v divides
@@ -199,9 +230,6 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
     r.rejected[static_cast<std::size_t>(why)] += n;
     r.space_size += n;
   };
-  const bool tp_ok = m.num_heads % tp == 0 && m.num_kv_heads % tp == 0 &&
-                     (m.ffn_hidden_size == 0 || m.ffn_hidden_size % tp == 0) &&
-                     (!m.is_moe() || m.expert_ffn_hidden_size % tp == 0);
   std::vector<std::int64_t> sps;
   if (c.o.fix_sp != 1)
     sps.push_back(0);
@@ -217,36 +245,42 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
 
   for (std::size_t si = 0; si < sps.size(); ++si) {
     const bool sp = sps[si] == 1;
-    const bool cp_ok = c.setup.seq_len % cp == 0 && (!sp || (c.setup.seq_len / cp) % tp == 0);
     for (std::int64_t pp : c.pps) {
       if (rest % pp)
         continue;
       const std::int64_t rest_dp = rest / pp;
       const auto dps = c.o.objective == Objective::cost ? filtered(divisors(rest_dp), c.o.fix_dp)
                                                         : filtered({rest_dp}, c.o.fix_dp);
-      const std::vector<std::int64_t> one{1};
+      // Without a pipeline only v = 1 exists; a pinned v > 1 stays, for check_plan to refuse.
+      const std::vector<std::int64_t> one{c.o.fix_interleave > 1 ? c.o.fix_interleave : 1};
       const auto& vs = pp > 1 ? c.vs_pipelined : one;
       if (vs.empty())
         continue;
       for (std::int64_t dp : dps) {
         const std::int64_t per_v = nmb * nz * nr;
         const std::int64_t all = static_cast<std::int64_t>(vs.size()) * per_v;
-        if (!tp_ok) {
-          reject(Reject::tp_indivisible, all);
-          continue;
-        }
-        if (!cp_ok) {
-          reject(Reject::cp_indivisible, all);
-          continue;
-        }
-        if (m.is_moe() ? (m.num_experts % ep != 0 || dp % ep != 0) : ep != 1) {
-          reject(Reject::expert_indivisible, all);
+        // The rules are model::check_plan's (the ones `estimate` enforces), each group checked
+        // in the loop that fixes the fields it reads, on `layout` (stage split aside).
+        model::ParallelPlan layout;
+        layout.tp = tp;
+        layout.cp = cp;
+        layout.pp = pp;
+        layout.dp = dp;
+        layout.ep = ep;
+        layout.sequence_parallel = sp;
+        model::TrainingSetup s = c.setup;
+        if (const auto bad = model::check_plan(layout, m, s, 0, model::kLayoutRules); !bad.ok()) {
+          reject(reject_reason(bad), all);
           continue;
         }
         for (std::int64_t v : vs) {
+          layout.interleave = v;
           const Split split = stage_split(c, pp, v, pinned);
           if (split == Split::none) {
-            reject(Reject::pp_indivisible, per_v);
+            // No split to search: pp x v does not divide the layers, and no uneven split is
+            // pinned or balances them (a broken rule's own reason where there is one).
+            const auto bad = model::check_plan(layout, m, s, 0, model::kPipelineRules);
+            reject(bad.ok() ? Reject::pp_indivisible : reject_reason(bad), per_v);
             continue;
           }
           for (std::int64_t rc : c.rcs) {
@@ -280,18 +314,28 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
           // in flight times the micro-batch, min(pp - i, B / (mb dp)) mb, does not fall. A
           // (ZeRO, recompute) pair that did not fit at a smaller micro-batch is rejected without
           // composing it again (the same verdict, counted the same way).
+          // Whatever the split, the plans it gives obey the rules `estimate` applies to them.
+          bool split_ok = true;
+          for (std::int64_t rc : c.rcs) {
+            const auto bad = model::check_plan(plans[static_cast<std::size_t>(rc)], m, s, 0,
+                                               model::kPipelineRules);
+            if (!bad.ok() && split_ok) {
+              reject(reject_reason(bad), per_v);
+              split_ok = false;
+            }
+          }
+          if (!split_ok)
+            continue;
           std::array<std::array<bool, 3>, 4> failed{};
           for (std::int64_t mi = 0; mi < nmb; ++mi) {
             const std::int64_t mb = c.mbs[static_cast<std::size_t>(mi)];
-            if (c.B % (mb * dp) != 0) {
-              reject(Reject::batch_mismatch, nz * nr);
+            s.micro_batch_size = mb;
+            if (const auto bad = model::check_plan(layout, m, s, 0, model::kBatchRules);
+                !bad.ok()) {
+              reject(reject_reason(bad), nz * nr);
               continue;
             }
             const std::int64_t micro_batches = c.B / (mb * dp);
-            if (v > 1 && micro_batches % pp != 0) {
-              reject(Reject::interleave_batch, nz * nr);
-              continue;
-            }
             bool all_failed = c.o.reuse_misfits;
             for (std::int64_t z : c.zeros)
               for (std::int64_t rc : c.rcs)
@@ -304,8 +348,6 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                 r.uneven_evaluated += nz * nr;
               continue;
             }
-            model::TrainingSetup s = c.setup;
-            s.micro_batch_size = mb;
             Phase1& p1 = cache[si * c.mbs.size() + static_cast<std::size_t>(mi)];
             build(c, plans[static_cast<std::size_t>(c.rcs.front())], mb, p1, r);
             // A lower bound of the step by policy: the micro-batches and the bubble through the

@@ -33,6 +33,8 @@ enum class Reject {
   batch_mismatch,     // global batch not a multiple of micro-batch x dp
   interleave_batch,   // interleaving needs micro-batches per step divisible by pp
   expert_indivisible, // ep does not divide experts or dp
+  seq_too_long,       // seq_len above the model's learned positions
+  out_of_range,       // a degree beyond model::validate's limits
   does_not_fit,       // memory per GPU above capacity
   count_
 };

@@ -41,8 +41,9 @@ class MpiContext {
 
  private:
   std::int64_t rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
-  bool finalize_ = false;
-  int uncaught_at_start_ = 0;
+  // Read by the MPI build (mpi_context.cpp), not by the stub: clang's -Wunused-private-field.
+  [[maybe_unused]] bool finalize_ = false;
+  [[maybe_unused]] int uncaught_at_start_ = 0;
 };
 
 } // namespace trainsim::val::detail
