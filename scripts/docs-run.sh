@@ -6,7 +6,8 @@
 #                                                                  (timings: machine-dependent)
 # followed by a fenced block (``` ... ```) with its output. And every `trainsim ...` command
 # shown inline or in ```sh blocks must run (exit 0), except the GPU commands and placeholders
-# listed in skip() below.
+# listed in skip() below; a command shown as an error is marked `<!-- fails: CMD -->` and must
+# exit 1 with a message.
 #   scripts/docs-run.sh check  BINARY FILE...   fail (exit 1) on any difference or failure
 #   scripts/docs-run.sh update BINARY FILE...   rewrite the blocks from the commands' output
 # Commands run from the repository root with `trainsim` on PATH (a link to BINARY).
@@ -120,6 +121,18 @@ for doc in "$@"; do
         print substr(s, RSTART + 1, RLENGTH - 2); s = substr(s, RSTART + RLENGTH)
       }
     }' "$doc" | sed 's/[[:space:]]\+/ /g' | sort -u >"$tmp/commands"
+  # Commands shown as an error (marked `<!-- fails: CMD -->`) must exit 1 with a message.
+  sed -nE 's/^[[:space:]]*<!-- fails: (.*) -->$/\1/p' "$doc" | sed 's/[[:space:]]\+/ /g' | sort -u >"$tmp/fails"
+  while IFS= read -r cmd; do
+    rc=0
+    run_cmd "$cmd" >/dev/null || rc=$?
+    if [ $rc != 1 ] || [ ! -s "$tmp/err" ]; then
+      echo "$doc: command shown as an error exited $rc (wanted 1 and a message): $cmd"
+      fail=1
+    fi
+  done <"$tmp/fails"
+  grep -vxF -f "$tmp/fails" "$tmp/commands" >"$tmp/commands.ok" || true
+  mv "$tmp/commands.ok" "$tmp/commands"
   # What the shown commands write (--out FILE, -o FILE): a later command may read it.
   grep -oE -- '(--out|-o) [^ ]+' "$tmp/commands" | awk '{print $2}' >"$tmp/written"
   while IFS= read -r cmd; do
