@@ -193,7 +193,7 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--plot", o->plot, "Write the plot (.png or .svg)");
   add_output_options(*cmd, o->out);
   cmd->footer("Example: trainsim sweep --model llama3-8b --cluster dgx-h100 --tp 2 --micro-batch 2 "
-              "--seq-len 4096 --vary num-gpus --values 8,16,32,64,128,256 --metric "
+              "--seq-len 4096 --zero 1 --vary num-gpus --values 8,16,32,64,128,256 --metric "
               "scaling_efficiency --format csv");
   cmd->callback([o] { run_sweep(*o); });
 }

@@ -10,6 +10,7 @@
 # exit 1 with a message.
 #   scripts/docs-run.sh check  BINARY FILE...   fail (exit 1) on any difference or failure
 #   scripts/docs-run.sh update BINARY FILE...   rewrite the blocks from the commands' output
+#   scripts/docs-run.sh help   BINARY           every `--help` example runs (GPU ones skipped)
 # Commands run from the repository root with `trainsim` on PATH (a link to BINARY).
 set -uo pipefail
 mode=$1
@@ -44,9 +45,42 @@ skip() {
     *"..."*|*"["*|*my-gpu*|*my-node*|*cal.json*|*coll.json*|*"FILE"*|*"NAME"*) return 0 ;;
     "trainsim bench "*|"trainsim train-step "*|"trainsim compare --calibration my"*) return 0 ;;
     "trainsim calibrate --from"*|"trainsim calibrate --collectives"*) return 0 ;;
+    "trainsim calibrate --out"*) return 0 ;; # measures on this machine's GPU
   esac
   return 1
 }
+
+# help mode: every example in `trainsim CMD --help` (and its subcommands' help) runs like a
+# doc's shown command, and a figure it promises ("-> ~143.9 days") is in its output.
+if [ "$mode" = help ]; then
+  subcommands() { "$bin" "$@" --help | awk '/^Subcommands:/ {f = 1; next} f && /^  [a-z]/ {print $1} f && /^$/ {f = 0}'; }
+  help_doc="$tmp/help.md"
+  printf '# trainsim --help examples\n```sh\n' >"$help_doc"
+  : >"$tmp/promises"
+  for c in "" $(subcommands); do
+    for s in "" $( [ -n "$c" ] && subcommands "$c"); do
+      # shellcheck disable=SC2086
+      "$bin" $c $s --help | sed -nE 's/^(Examples?[^:]*:)?[[:space:]]*(trainsim .*)$/\2/p' |
+        while IFS= read -r ex; do
+          cmd=$(printf '%s' "$ex" | sed -E 's/[[:space:]]+(->|#).*$//')
+          printf '%s\n' "$cmd" >>"$help_doc"
+          if [[ $ex =~ \-\>\ ~?([^ ].*)$ ]]; then
+            printf '%s\t%s\n' "$cmd" "${BASH_REMATCH[1]}" >>"$tmp/promises"
+          fi
+        done
+    done
+  done
+  printf '```\n' >>"$help_doc"
+  while IFS=$'\t' read -r cmd want; do
+    want=${want% days}; want=${want%% *}
+    if ! run_cmd "$cmd" | grep -qF -- "$want"; then
+      echo "--help example does not print what it promises ($want): $cmd"
+      fail=1
+    fi
+  done <"$tmp/promises"
+  set -- "$help_doc"
+  mode=check
+fi
 
 for doc in "$@"; do
   out="$tmp/doc.md"
