@@ -314,6 +314,16 @@ trainsim_cli_test(estimate_default_seq_gpt2 "\"seq_len\": 1024"
 # Row 9: roofline refuses a dtype the GPU lacks, as time does.
 trainsim_cli_error(roofline_fp8_v100 "--dtype = fp8: v100 has no fp8 peak"
   roofline --gpu v100 --dtype fp8 --op gemm --m 1024 --n 1024 --k 1024)
+# FP8 training on a GPU without FP8 units is refused, not emulated (found by cli_property's
+# long run: --precision fp8 on an A100 ran FP8 GEMMs at the fp32 rate).
+trainsim_cli_error(precision_fp8_a100 "--precision = fp8: a100-80g has no FP8 tensor cores"
+  estimate --model llama3-8b --gpu a100-80g --num-gpus 8 --precision fp8)
+trainsim_cli_error(precision_mxfp8_h100 "--precision = mxfp8: h100-sxm has no per-block"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 8 --global-batch 64 --precision mxfp8)
+trainsim_cli_error(precision_fp8_memory_v100 "--precision = fp8-cs: v100 has no FP8"
+  memory --model llama3-8b --gpu v100 --precision fp8-cs)
+trainsim_cli_test(precision_fp8_mfu_of_fp8_peak "MFU [0-9.]+%  HFU [0-9.]+% \\(of the fp8 peak\\)"
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --tp 2 --global-batch 64 --precision fp8)
 # Row 10: one clear message each.
 trainsim_cli_error(hf_no_model_type "hf_no_model_type.json: model_type: missing: a Hugging Face config.json"
   model --model ${TD}/hf_no_model_type.json)
@@ -387,6 +397,9 @@ trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: 
 
 # Docs that run: every figure block of README.md and docs/*.md is the output of the command in
 # its marker, and every command they show runs (scripts/docs-run.sh; `update` regenerates).
+# Every example in every --help runs (GPU ones skipped), and a figure it promises is printed.
+add_test(NAME cli.help_examples
+         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/docs-run.sh help $<TARGET_FILE:trainsim>)
 add_test(NAME cli.docs_run
          COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/docs-run.sh check $<TARGET_FILE:trainsim>
                  ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/collectives.md

@@ -16,6 +16,7 @@
 #include "model/ops.hpp"
 #include "simulate/deepspeed.hpp"
 #include "simulate/memory.hpp"
+#include "simulate/roofline.hpp"
 #include <optional>
 
 namespace trainsim::cli {
@@ -72,6 +73,7 @@ void breakdown_table(Sink& sink, const sim::MemoryBreakdown& b) {
 
 int run_max_params(const MemoryOptions& o) {
   const Machine mc = resolve_machine(o.machine);
+  sim::check_precision_supported(mc.gpu, parse_precision(o.setup.precision));
   const std::int64_t n = mc.num_gpus;
   Sink sink(o.out);
   nlohmann::json j;
@@ -176,6 +178,7 @@ int run_memory(const MemoryOptions& o) {
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine);
   model::TrainingSetup s = resolve_setup(o.setup, m);
+  sim::check_precision_supported(mc.gpu, s.precision);
   PlanOptions plan_options = o.plan;
   std::optional<sim::DeepSpeedConfig> ds;
   std::string framework = o.framework;

@@ -130,6 +130,7 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"breakdown_s", breakdown_json(e.breakdown_s)},
                    {"mfu", e.mfu},
                    {"hfu", e.hfu},
+                   {"mfu_peak_flops_per_s", e.peak_flops_per_s},
                    {"tokens_per_s", e.tokens_per_s},
                    {"model_flops_per_step", e.model_flops_per_step},
                    {"achieved_flops_per_s_per_gpu", e.achieved_flops_per_s_per_gpu},
@@ -195,10 +196,13 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   t.print(sink);
   if (sink.format() != Format::table)
     return;
-  sink.write(fmt::format("step {} {}  |  MFU {:.1f}%  HFU {:.1f}%  |  {:.3g} tokens/s  |  {:.1f} "
-                         "TFLOP/s per GPU (model)\n",
+  // MFU is stated against the peak of the linear GEMMs' dtype (fp8 for the FP8 precisions).
+  const std::string_view peak_dtype =
+      model::is_fp8(s.precision) ? "fp8" : dtype_name(model::compute_dtype(s.precision));
+  sink.write(fmt::format("step {} {}  |  MFU {:.1f}%  HFU {:.1f}% (of the {} peak)  |  {:.3g} "
+                         "tokens/s  |  {:.1f} TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,
-                         e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
+                         peak_dtype, e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));

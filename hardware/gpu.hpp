@@ -20,6 +20,7 @@ struct GpuSpec {
   double pcie_bandwidth_bytes_per_s = 0;   // per GPU, one direction
   double l2_bytes = 0;                     // last-level cache size
   std::int64_t num_sms = 0;                // streaming multiprocessors (or CUs)
+  bool mx_block_scaling = false; // tensor cores scale FP8 per 32-element block (MXFP8: Blackwell)
 };
 
 struct ClusterSpec {

@@ -119,6 +119,7 @@ GpuSpec gpu_from_json(const nlohmann::json& j, const std::string& source) {
   r.get("pcie_bandwidth_gb_per_s", pcie, kPcieGbPerS, true);
   r.get("l2_mb", l2_mb, kL2Mb);
   r.get("num_sms", g.num_sms, true);
+  r.get("mx_block_scaling", g.mx_block_scaling);
   r.finish();
   p.throw_if_any();
   g.memory_bytes = memory_gb * kGB;
@@ -139,7 +140,8 @@ nlohmann::json gpu_to_json(const GpuSpec& g) {
           {"nvlink_bandwidth_gb_per_s", g.nvlink_bandwidth_bytes_per_s / kGB},
           {"pcie_bandwidth_gb_per_s", g.pcie_bandwidth_bytes_per_s / kGB},
           {"l2_mb", g.l2_bytes / 1e6},
-          {"num_sms", g.num_sms}};
+          {"num_sms", g.num_sms},
+          {"mx_block_scaling", g.mx_block_scaling}};
 }
 
 GpuSpec load_gpu(const std::string& name_or_path) {

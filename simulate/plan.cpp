@@ -431,6 +431,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
 PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& cluster,
                               const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
                               const model::TrainingSetup& setup, const PlanSearchOptions& o) {
+  check_precision_supported(gpu, setup.precision);
   Context c{m,
             cluster,
             gpu,

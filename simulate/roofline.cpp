@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+
 namespace trainsim::sim {
 
 double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype) {
@@ -14,6 +18,26 @@ double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype) {
       gpu.peak_flops_per_s[Dtype::bf16] == 0)
     return gpu.peak_flops_per_s[Dtype::fp32]; // no bf16 units: emulated at fp32 speed
   return gpu.peak_flops_per_s[Dtype::fp32];
+}
+
+void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precision) {
+  if (!model::is_fp8(precision))
+    return;
+  if (gpu.peak_flops_per_s[Dtype::fp8] <= 0)
+    throw ConfigError(fmt::format(
+        "--precision = {}: {} has no FP8 tensor cores (its preset has no fp8 peak); FP8 training "
+        "needs Hopper, Ada, Blackwell or MI300 (use bf16-mixed)",
+        model::to_string(precision), gpu.name));
+  if (precision == model::Precision::mxfp8 && !gpu.mx_block_scaling)
+    throw ConfigError(fmt::format(
+        "--precision = mxfp8: {} has no per-block (MX) scaling in its tensor cores (preset field "
+        "mx_block_scaling); MXFP8 needs Blackwell (use fp8 or fp8-cs)",
+        gpu.name));
+}
+
+double mfu_peak_flops_per_s(const hw::GpuSpec& gpu, model::Precision precision) {
+  return effective_peak_flops_per_s(
+      gpu, model::is_fp8(precision) ? Dtype::fp8 : model::compute_dtype(precision));
 }
 
 double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,

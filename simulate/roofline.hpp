@@ -37,6 +37,16 @@ struct OpCost { // one operator, one GPU, one micro-batch, one pass
 /// bf16 on Turing, which frameworks emulate in fp32).
 [[nodiscard]] double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype);
 
+/// Throws ConfigError when `precision` needs units the GPU lacks: fp8 and fp8-cs need an FP8
+/// tensor-core peak (Hopper, Ada, Blackwell, MI300), mxfp8 also per-block scaling in the tensor
+/// cores (Blackwell). Emulating them at another dtype's rate would be a number of no use.
+void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precision);
+
+/// Peak FLOP/s that MFU and HFU are stated against: the dense peak of the dtype the linear
+/// GEMMs run in (FP8 for the FP8 precisions, so that MFU <= 1 holds; BF16-referenced figures
+/// are the achieved TFLOP/s per GPU over the BF16 peak).
+[[nodiscard]] double mfu_peak_flops_per_s(const hw::GpuSpec& gpu, model::Precision precision);
+
 /// The time of a tensor-parallel comm op is the collectives' business: returns zero here.
 [[nodiscard]] OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
                              const hw::HardwareProfile& profile);

@@ -240,7 +240,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   // Re-run FLOPs: per GPU per micro-batch per layer, over every layer, micro-batch and GPU.
   est.hardware_flops_per_step =
       est.model_flops_per_step + a.layer_recompute_flops[rc] * layers * mb * n;
-  est.peak_flops_per_s = effective_peak_flops_per_s(gpu, model::compute_dtype(setup.precision));
+  est.peak_flops_per_s = mfu_peak_flops_per_s(gpu, setup.precision);
   est.achieved_flops_per_s_per_gpu = est.model_flops_per_step / (est.step_time_s * n);
   est.mfu = est.achieved_flops_per_s_per_gpu / est.peak_flops_per_s;
   est.hfu = est.hardware_flops_per_step / (est.step_time_s * n * est.peak_flops_per_s);
@@ -250,6 +250,7 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
                            const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
                            const model::ParallelPlan& plan, const model::TrainingSetup& setup,
                            const StepOptions& options) {
+  check_precision_supported(gpu, setup.precision);
   StepEstimate est;
   const model::OpList ops = model::build_ops(m, model::make_op_context(plan, setup));
   const MicroBatchAccounting a = account_micro_batch(m, ops, plan, setup, options.fw());

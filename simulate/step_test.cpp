@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "hardware/load.hpp"
 #include "model/load.hpp"
 #include "simulate/collectives.hpp"
@@ -190,6 +191,29 @@ TEST_CASE("the breakdown sums to the step time; MFU <= HFU <= 1") {
     CHECK(e.hfu < 1.0);
     CHECK(e.tokens_per_step == 64.0 * 4096);
   }
+}
+
+TEST_CASE("FP8: MFU is over the fp8 peak and stays <= 1; GPUs without FP8 units refuse it") {
+  Job j;
+  j.setup.micro_batch_size = 4; // large GEMMs: near the fp8 roofline
+  for (auto p : {model::Precision::fp8_delayed, model::Precision::fp8_current}) {
+    j.setup.precision = p;
+    const auto e = j.run();
+    CHECK(e.peak_flops_per_s == j.gpu.peak_flops_per_s[Dtype::fp8]);
+    CHECK(e.mfu == doctest::Approx(e.achieved_flops_per_s_per_gpu / e.peak_flops_per_s));
+    CHECK(e.mfu <= e.hfu);
+    CHECK(e.hfu < 1.0);
+  }
+  j.setup.precision = model::Precision::bf16_mixed;
+  CHECK(j.run().peak_flops_per_s == j.gpu.peak_flops_per_s[Dtype::bf16]);
+  // mxfp8 needs per-block scaling in the tensor cores (b200 has it, h100 not).
+  j.setup.precision = model::Precision::mxfp8;
+  CHECK_THROWS_WITH_AS(j.run(), doctest::Contains("mx_block_scaling"), ConfigError);
+  CHECK_NOTHROW(check_precision_supported(hw::load_gpu("b200"), model::Precision::mxfp8));
+  j.gpu = hw::load_gpu("a100-80g");
+  j.setup.precision = model::Precision::fp8_delayed;
+  CHECK_THROWS_WITH_AS(j.run(), doctest::Contains("a100-80g has no FP8 tensor cores"), ConfigError);
+  CHECK_NOTHROW(check_precision_supported(j.gpu, model::Precision::bf16_mixed));
 }
 
 TEST_CASE("pipeline bubble: (p-1)/m of the pipelined work, divided by v when interleaved") {
