@@ -77,7 +77,7 @@ std::string clean_text(std::string_view s, char control) {
 
 // The line style of a series is a literal of the calling code (e.g. "points pt 7 ps 0.5",
 // "lines lc rgb '#d62728'"), never input: anything beyond that alphabet is a programming error.
-const std::string& checked_style(const std::string& style) {
+[[maybe_unused]] const std::string& checked_style(const std::string& style) {
   for (char c : style)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '.' || c == '#' ||
           c == '\''))
