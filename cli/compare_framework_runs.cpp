@@ -255,6 +255,9 @@ void calibrate_framework(const std::vector<std::string>& files, const std::strin
   if (options.expert_efficiency)
     sink.write(
         fmt::format("expert_gemm_efficiency_scale = {:.4f}\n", p.expert_gemm_efficiency_scale));
+  if (options.moe_dispatch)
+    sink.write(
+        fmt::format("moe_dispatch_us_per_layer = {:.4g}\n", p.moe_dispatch_s_per_layer * 1e6));
   if (options.activation_factor)
     sink.write(fmt::format("activation_bytes_factor = {:.4f}\n", p.activation_bytes_factor));
   if (options.activation_factor_fp32)

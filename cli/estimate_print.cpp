@@ -186,7 +186,7 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   row("recompute", b.recompute);
   row("tp_comm (exposed)", b.tp_comm);
   row("cp_comm (exposed)", b.cp_comm);
-  row("ep_comm (exposed)", b.ep_comm);
+  row("ep_comm + MoE dispatch (exposed)", b.ep_comm);
   row("pp_comm (p2p sends)", b.pp_comm);
   row("dp_comm (exposed)", b.dp_comm);
   row("bubble", b.bubble);

@@ -32,7 +32,8 @@ TEST_CASE("every cluster preset loads; its GPU exists") {
     CAPTURE(name);
     const ClusterSpec c = load_cluster(name);
     CHECK_NOTHROW((void)load_gpu(c.gpu));
-    CHECK(c.gpus_per_node == 8);
+    // DGX/HGX nodes hold 8 GPUs; an NVL72 rack is one 72-GPU NVLink domain.
+    CHECK(c.gpus_per_node == (name == "gb200-nvl72" ? 72 : 8));
   }
 }
 

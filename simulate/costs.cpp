@@ -363,6 +363,10 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
     // sized by the busiest rank's routed tokens (capacity or imbalance factor); exposed.
     if (plan.ep > 1)
       t.layer_ep += w * ep_time(kind.ops, profile, cluster, pl.ep);
+    // The token dispatcher's fixed cost per MoE layer (the framework's, with or without ep).
+    if (std::any_of(kind.ops.begin(), kind.ops.end(),
+                    [](const model::Op& op) { return op.role == model::OpRole::router; }))
+      t.layer_ep += w * fw.moe_dispatch_s_per_layer;
   }
   const PassTime ef = pass_time(ops.embedding, Pass::forward, gpu, profile, cluster, pl.tp, fw);
   const PassTime eb = pass_time(ops.embedding, Pass::backward, gpu, profile, cluster, pl.tp, fw);

@@ -48,10 +48,11 @@ bool FrameworkProfile::is_identity() const {
     if (!same(r, RoleCost{}))
       return false;
   return host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
-         host_s_per_checkpoint == 0 && gemm_efficiency_scale == 1 && memory_bw_scale == 1 &&
-         optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
-         activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
-         allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0;
+         host_s_per_checkpoint == 0 && moe_dispatch_s_per_layer == 0 &&
+         gemm_efficiency_scale == 1 && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
+         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
+         logits_peak_bytes_per_elem == 0 && allocator_overhead_fraction == 0 &&
+         allocator_round_bytes == 0 && context_bytes == 0;
 }
 
 const FrameworkProfile& trainsim_framework() {
@@ -97,6 +98,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
   non_negative("host_us_per_layer", f.host_s_per_layer * 1e6, 1e6);
   non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
+  non_negative("moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6, 1e6);
   positive("gemm_efficiency_scale", f.gemm_efficiency_scale, 2);
   positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
   positive("memory_bw_scale", f.memory_bw_scale, 2);
@@ -146,6 +148,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
     f.host_s_per_layer = us * 1e-6;
   if (r.get("host_us_per_checkpoint", us))
     f.host_s_per_checkpoint = us * 1e-6;
+  if (r.get("moe_dispatch_us_per_layer", us))
+    f.moe_dispatch_s_per_layer = us * 1e-6;
   r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
   r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
   r.get("memory_bw_scale", f.memory_bw_scale);
@@ -233,6 +237,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"host_ms_per_step", f.host_s_per_step * 1e3},
                    {"host_us_per_layer", f.host_s_per_layer * 1e6},
                    {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
+                   {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
                    {"gemm_efficiency_scale", f.gemm_efficiency_scale},
                    {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
                    {"memory_bw_scale", f.memory_bw_scale},

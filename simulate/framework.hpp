@@ -66,6 +66,12 @@ struct FrameworkProfile {
   double expert_gemm_efficiency_scale = 1; // routed experts' grouped GEMMs, on top of the above
                                            // (many small GEMMs, permutation, uneven loads)
   double memory_bw_scale = 1;              // achieved rate of memory-bound kernels / the profile's
+  // Fixed time per MoE layer and micro-batch (forward + backward), exposed: the token
+  // dispatcher copies the per-expert token counts to the host before its all-to-all (a
+  // device-to-host synchronisation in every MoE layer, Megatron-Core's
+  // MoEAlltoAllTokenDispatcher), which drains the launch queue; the dispatcher's small kernels
+  // (counts, permutations, sorts) then run at the host's pace. Fitted; 0 = none.
+  double moe_dispatch_s_per_layer = 0;
 
   // Optimizer step (AdamW): bytes relative to one fused pass (PyTorch's foreach AdamW makes
   // several passes over each state), and host time per parameter tensor.

@@ -443,6 +443,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
   }
   o.gemm_efficiency = published || (base.host_model == HostModel::per_op && step_runs);
   o.expert_efficiency = o.gemm_efficiency && moe;
+  o.moe_dispatch = o.expert_efficiency;
   o.activation_factor = memory;
   o.activation_factor_fp32 = fp32_memory;
   o.allocator_overhead = memory;
@@ -479,6 +480,10 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     params.push_back(&fw.gemm_efficiency_scale);
   if (options.expert_efficiency)
     params.push_back(&fw.expert_gemm_efficiency_scale);
+  if (options.moe_dispatch) {
+    fw.moe_dispatch_s_per_layer = std::max(fw.moe_dispatch_s_per_layer, 1e-4);
+    params.push_back(&fw.moe_dispatch_s_per_layer);
+  }
   if (!params.empty()) {
     if (time_rows.empty())
       throw ConfigError(fmt::format("--framework-runs: no fit row of framework '{}' has a "

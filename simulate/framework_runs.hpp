@@ -70,7 +70,7 @@ struct RunPrediction {
 /// stay as they are.
 struct FitOptions {
   bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
-  bool gemm_efficiency = false, expert_efficiency = false;
+  bool gemm_efficiency = false, expert_efficiency = false, moe_dispatch = false;
   bool activation_factor = false, activation_factor_fp32 = false, allocator_overhead = false;
 };
 /// The default choice per framework: queue-model profiles fit their host costs (and fsdp its

@@ -92,6 +92,28 @@ TEST_CASE("bad framework profiles name the field and the rule") {
   CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);
 }
 
+TEST_CASE("MoE dispatch: a fixed cost per MoE layer and micro-batch, none for dense layers") {
+  Setup a;
+  a.m = model::load_model("deepseek-v3"); // 3 dense layers, then MoE
+  a.m.num_layers = 6;                     // 3 dense + 3 MoE keeps the test fast
+  a.s.micro_batch_size = 1;
+  a.s.global_batch_size = 2; // 2 micro-batches
+  auto fw = load_framework("trainsim");
+  fw.moe_dispatch_s_per_layer = 1e-15; // not the identity profile in either run
+  const auto base = a.run(&fw);
+  fw.moe_dispatch_s_per_layer = 1e-3;
+  const auto with = a.run(&fw);
+  CHECK(with.breakdown_s.ep_comm - base.breakdown_s.ep_comm ==
+        doctest::Approx(2 * 3 * 1e-3).epsilon(1e-9));
+  CHECK(with.step_time_s - base.step_time_s == doctest::Approx(2 * 3 * 1e-3).epsilon(1e-9));
+  Setup dense; // no router: no dispatcher
+  auto fw2 = load_framework("trainsim");
+  fw2.moe_dispatch_s_per_layer = 1e-15;
+  const auto d0 = dense.run(&fw2);
+  fw2.moe_dispatch_s_per_layer = 1e-3;
+  CHECK(dense.run(&fw2).step_time_s == d0.step_time_s);
+}
+
 TEST_CASE("queue host model: a host-bound phase puts its excess on the critical path") {
   Setup a;
   FrameworkProfile fw = load_framework("trainsim");
@@ -162,7 +184,8 @@ TEST_CASE("framework runs: the declared split alternates per framework in file o
     for (int i = 0; i < 6; ++i)
       f << R"({"id": "r)" << i << R"(", "framework": ")" << (i % 3 == 0 ? "fsdp" : "pytorch")
         << R"(", "model": "cs336-small", "gpu": "h200", "num_gpus": 1, "precision": "bf16-mixed",)"
-        << R"( "seq_len": 512, "micro_batch": 4, "measured": {"step_time_s": 0.05}})" << "\n";
+        << R"( "seq_len": 512, "micro_batch": 4, "measured": {"step_time_s": 0.05}})"
+        << "\n";
   }
   const auto runs = read_framework_runs({path});
   std::remove(path.c_str());
@@ -182,7 +205,8 @@ TEST_CASE("framework runs: bad lines name file:line and the field") {
   const std::string path = "framework_runs_bad_test.jsonl";
   {
     std::ofstream f(path);
-    f << R"({"id": "a", "framework": "pytorch", "model": "cs336-small"})" << "\n";
+    f << R"({"id": "a", "framework": "pytorch", "model": "cs336-small"})"
+      << "\n";
   }
   CHECK_THROWS_WITH_AS((void)read_framework_runs({path}),
                        doctest::Contains("framework_runs_bad_test.jsonl:1: measured: missing"),
