@@ -101,7 +101,8 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
       continue;
     const hw::CollectiveFit* fit = nullptr;
     for (const auto& f : cal.collective_fits)
-      if (f.op == s.op && f.level == s.level && f.num_ranks == s.num_ranks)
+      if (hw::to_string(f.op) == s.op && hw::to_string(f.level) == s.level &&
+          f.num_ranks == s.num_ranks)
         fit = &f;
     if (!fit)
       continue;
