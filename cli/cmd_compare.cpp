@@ -15,6 +15,7 @@
 #include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/stats.hpp"
 #include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "simulate/collectives.hpp"
@@ -56,14 +57,6 @@ struct OpSummary {
   double small_alpha_s = 0;                      // alpha of the smallest-size regime
   double median_small_time_s = 0;                // median measured time at sizes <= 64 KiB
 };
-
-double median_of(std::vector<double> v) {
-  if (v.empty())
-    return std::nan("");
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Axis tics at powers of 1024 with binary-prefix labels (the sizes nccl-tests sweeps).
 std::vector<std::pair<std::string, double>> binary_size_tics() {
@@ -152,7 +145,7 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
                  fmt::format("{:.4f}", err), fmt::format("{:.6g}", bw_m),
                  fmt::format("{:.6g}", bw_p)});
     }
-    sum.median_small_time_s = median_of(small_times);
+    sum.median_small_time_s = median(small_times);
     max_large = std::max(max_large, sum.max_large_pct);
     max_small = std::max(max_small, sum.max_small_pct);
     // The model's busbw on a fine grid (8 points per doubling) and on both sides of each regime

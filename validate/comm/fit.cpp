@@ -18,6 +18,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/stats.hpp"
 #include "validate/comm/collectives.hpp"
 
 namespace trainsim::val {
@@ -66,12 +67,6 @@ Line solve(const std::vector<double>& x, const std::vector<double>& t,
     line.beta_s_per_byte = sxx > 0 ? sxt / sxx : 0;
   }
   return line;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Robust line through (x, t): IRLS with Huber weights on the relative residual.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/stats.hpp"
 #include "validate/comm/collectives.hpp"
 #include "validate/comm/mpi_context.hpp"
 #include "validate/comm/nccl_check.hpp"
@@ -338,9 +339,7 @@ double time_op(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t nran
     const double time_s = elapsed.count() / static_cast<double>(o.iters);
     batches.push_back(mpi ? mpi->max(time_s) : time_s);
   }
-  std::sort(batches.begin(), batches.end());
-  const std::size_t n = batches.size();
-  return n % 2 ? batches[n / 2] : 0.5 * (batches[n / 2 - 1] + batches[n / 2]);
+  return median(batches);
 }
 
 std::string version_string(int v) { // CUDA style: 13000 -> "13.0"
