@@ -395,7 +395,8 @@ void add_calibrate(CLI::App& app) {
   add_output_options(*cmd, o->output);
   cmd->footer("Examples:\n  trainsim calibrate --out h200.json                  # measure on this "
               "GPU, fit\n"
-              "  trainsim calibrate --from validate/results/h200-calibration.json --out h200.json\n"
+              "  trainsim calibrate --from validate/results/fixtures/h200-calibration.json --out "
+              "h200.json\n"
               "  trainsim calibrate --collectives collectives.json --base h200 --topology topo.txt "
               "--out h200-x2.json");
   cmd->callback([o] { run_calibrate(*o); });

@@ -418,12 +418,12 @@ void add_compare(CLI::App& app) {
   add_output_options(*cmd, o->out);
   cmd->footer(
       "Examples:\n  trainsim compare --calibration presets/profiles/h200.json --measurements "
-      "validate/results/h200-held-out.json --plot docs/img/h200-compare.png\n"
+      "validate/results/fixtures/h200-held-out.json --plot docs/img/h200-compare.png\n"
       "  trainsim compare --calibration h200-x2-nvlink --collectives "
-      "validate/results/collectives-h200x2-mpi.json --ops all-reduce,all-gather "
+      "validate/results/fixtures/collectives-h200x2-mpi.json --ops all-reduce,all-gather "
       "--max-error-above-1mib-pct 15\n"
       "  trainsim compare --calibration h200-x2-nvlink --train-step "
-      "validate/results/h200x2-dp-train-step.jsonl --plot dp.png\n"
+      "validate/results/fixtures/h200x2-dp-train-step.jsonl --plot dp.png\n"
       "  trainsim compare --framework-runs validate/results/runs-2026-12-02/runs-a.jsonl "
       "--only pytorch");
   cmd->callback([o] { run_compare(*o); });
