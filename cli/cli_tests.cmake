@@ -142,22 +142,22 @@ trainsim_cli_error(sweep_pp_layers_vary_pp "has 16 entries, must have one per pi
 
 # Calibration from the recorded H200 measurements (no GPU needed): fit on one set of shapes,
 # compare on a different (held-out) set. The issue's target is a calibrated mean error of at
-# most 10%; the recorded run (2026-11-29, run 6: validate/results/h200-calibration.json and
+# most 10%; the recorded run (2026-11-29, run 6: validate/results/fixtures/h200-calibration.json and
 # h200-held-out.json) gives 8.6% (datasheet 15.7%) over 48 cases. The limit is the target.
 add_test(NAME cli.calibrate_recorded
-         COMMAND trainsim calibrate --from ${PROJECT_SOURCE_DIR}/validate/results/h200-calibration.json
+         COMMAND trainsim calibrate --from ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200-calibration.json
                  --base h200-datasheet --out ${CMAKE_CURRENT_BINARY_DIR}/h200-test-profile.json)
 set_tests_properties(cli.calibrate_recorded PROPERTIES FIXTURES_SETUP h200_profile
                      PASS_REGULAR_EXPRESSION "gemm tile [0-9]+x[0-9]+")
 add_test(NAME cli.compare_heldout
          COMMAND trainsim compare --calibration ${CMAKE_CURRENT_BINARY_DIR}/h200-test-profile.json
-                 --measurements ${PROJECT_SOURCE_DIR}/validate/results/h200-held-out.json
+                 --measurements ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200-held-out.json
                  --base h200-datasheet --max-mape-pct 10)
 # Exit code 3 above the limit fails this test (no output pattern: ctest then checks the code).
 set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profile)
 
 # Collective model from the recorded 2x H200 run (2026-11-29, NVLink NV18, NCCL 2.28.3, mpirun -np
-# 2; validate/results/collectives-h200x2-mpi.json), no GPU needed: fit the regimes, then compare
+# 2; validate/results/fixtures/collectives-h200x2-mpi.json), no GPU needed: fit the regimes, then compare
 # every measured size. Issue #7's target: within 15% at every size >= 1 MiB. Five ops meet it
 # (max 12.4%, all-gather at 4 GiB). all-to-all does not: its 16 MiB point (89.7 us, slower than
 # the 81.8 us at 32 MiB; 50.1 us in the single-process run) is an outlier of that run, and the
@@ -165,13 +165,13 @@ set_tests_properties(cli.compare_heldout PROPERTIES FIXTURES_REQUIRED h200_profi
 # not the target (docs/collectives.md, "2x H200 (NVLink), 2026-11-29").
 add_test(NAME cli.calibrate_collectives_recorded
          COMMAND trainsim calibrate
-                 --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
-                 --topology ${PROJECT_SOURCE_DIR}/validate/results/h200x2-topology.txt
+                 --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json
+                 --topology ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200x2-topology.txt
                  --base h200 --out ${CMAKE_CURRENT_BINARY_DIR}/h200x2-test-profile.json)
 set_tests_properties(cli.calibrate_collectives_recorded PROPERTIES FIXTURES_SETUP h200x2_profile
                      PASS_REGULAR_EXPRESSION "all-reduce intra-node P=2: [1-3] regimes?: from 0 B")
 set(H200X2_COMPARE trainsim compare --calibration ${CMAKE_CURRENT_BINARY_DIR}/h200x2-test-profile.json
-                   --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json)
+                   --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json)
 add_test(NAME cli.compare_collectives_recorded
          COMMAND ${H200X2_COMPARE} --ops all-reduce,all-gather,reduce-scatter,broadcast,send-recv
                  --max-error-above-1mib-pct 15)
@@ -190,23 +190,23 @@ set_tests_properties(cli.compare_collectives_guard.message PROPERTIES PASS_REGUL
 # The committed preset is that fit: the same bounds hold for it.
 add_test(NAME cli.compare_collectives_preset
          COMMAND trainsim compare --calibration h200-x2-nvlink
-                 --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+                 --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json
                  --ops all-reduce,all-gather,reduce-scatter,broadcast,send-recv
                  --max-error-above-1mib-pct 15)
 trainsim_cli_test(calibrate_topology "GPU0<->GPU1 NV18"
-  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
-  --topology ${PROJECT_SOURCE_DIR}/validate/results/h200x2-topology.txt --base h200
+  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json
+  --topology ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200x2-topology.txt --base h200
   --out ${CMAKE_CURRENT_BINARY_DIR}/h200x2-topology-profile.json --format json)
 trainsim_cli_error(calibrate_bad_topology "--topology .*no GPU rows"
-  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json
   --topology ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad.json --base h200
   --out ${CMAKE_CURRENT_BINARY_DIR}/unused-profile.json)
 trainsim_cli_error(calibrate_max_regimes "--max-regimes = 4: must be 1, 2 or 3"
-  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json
+  calibrate --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json
   --base h200 --max-regimes 4 --out ${CMAKE_CURRENT_BINARY_DIR}/unused-profile.json)
 trainsim_cli_error(compare_bad_ops "--ops = 'all-sum': unknown collective"
   compare --calibration h200-x2-nvlink --ops all-sum
-  --collectives ${PROJECT_SOURCE_DIR}/validate/results/collectives-h200x2-mpi.json)
+  --collectives ${PROJECT_SOURCE_DIR}/validate/results/fixtures/collectives-h200x2-mpi.json)
 trainsim_cli_error(calibrate_bad_file "measurements" calibrate --from ${CMAKE_CURRENT_SOURCE_DIR}/testdata/unknown_field.json --out x.json)
 # fp8 is a cuBLASLt GEMM only, at multiples of 16: rejected from the flags, before any device.
 trainsim_cli_error(bench_fp8_op "--dtype fp8: only --op gemm runs in fp8, not --op relu"
@@ -233,24 +233,24 @@ trainsim_cli_error(zero_gpus "--num-gpus = 0: must be in 1..10000000" estimate -
 trainsim_cli_test(train_step_predict_only "\"step\": \\{\n *\"predicted_s\": 0\\.0[0-9]+"
   train-step --model cs336-small --predict-only --format json)
 
-# Recorded training steps (validate/results, 2026-11-29 on H200s) re-predicted with the
+# Recorded training steps (validate/results/fixtures, 2026-11-29 on H200s) re-predicted with the
 # committed profiles, no GPU needed. Issue target: step time within 10%, peak memory within 5%.
 # One GPU (20 runs, small..2.7B, fp32 and bf16-mixed, recompute none and full): max 7.2%.
 add_test(NAME cli.compare_train_step_single
          COMMAND trainsim compare --calibration h200
-                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200-train-step.jsonl
+                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200-train-step.jsonl
                  --max-step-error-pct 10)
 # Two GPUs (18 runs: every DDP variant, buckets 1..1000 MiB, ZeRO-1, accumulation): max 11.0%,
 # at cs336-xl with gradient accumulation 2 (docs/train-step.md): the 10% target is NOT met
 # there; the bound is a regression guard at the recorded figure plus one point.
 add_test(NAME cli.compare_train_step_dp
          COMMAND trainsim compare --calibration h200-x2-nvlink
-                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200x2-dp-train-step.jsonl
+                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200x2-dp-train-step.jsonl
                  --max-step-error-pct 12)
 # Four configurations first run after the model changes (out of sample): max 5.5%.
 add_test(NAME cli.compare_train_step_confirm
          COMMAND trainsim compare --calibration h200-x2-nvlink
-                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/h200x2-confirm-train-step.jsonl
+                 --train-step ${PROJECT_SOURCE_DIR}/validate/results/fixtures/h200x2-confirm-train-step.jsonl
                  --max-step-error-pct 10)
 trainsim_cli_error(compare_train_step_bad_line "bad_train_step.jsonl line 3: batch_size = -4: must be an integer in 1"
   compare --calibration h200 --train-step ${CMAKE_CURRENT_SOURCE_DIR}/testdata/bad_train_step.jsonl)

@@ -134,13 +134,14 @@ std::vector<std::string> describe_fit(const val::CollectiveFitResult& r) {
   auto at = [](double bytes) {
     return std::isfinite(bytes) ? " at " + format_bytes_binary(bytes) : std::string();
   };
-  return {fmt::format("{} {} P={}: {} regime{}: {}", f.op, f.level, f.num_ranks, f.regimes.size(),
-                      f.regimes.size() == 1 ? "" : "s", join(regimes, "; ")),
+  return {fmt::format("{} {} P={}: {} regime{}: {}", hw::to_string(f.op), hw::to_string(f.level),
+                      f.num_ranks, f.regimes.size(), f.regimes.size() == 1 ? "" : "s",
+                      join(regimes, "; ")),
           fmt::format("{} P={}: max error >= 1 MiB {:.1f}%{}, <= 64 KiB {:.1f}%{}; latency: alpha "
                       "{:.2f} us vs median time <= 64 KiB {:.2f} us ({:+.1f}%); held-out (fit on "
                       "even-indexed sizes, odd sizes >= 1 MiB): {:.1f}%{}, {:.1f}% away from "
                       "breakpoints",
-                      f.op, f.num_ranks, 100 * q.max_rel_error_large_fraction,
+                      hw::to_string(f.op), f.num_ranks, 100 * q.max_rel_error_large_fraction,
                       at(q.max_rel_error_large_bytes), 100 * q.max_rel_error_small_fraction,
                       at(q.max_rel_error_small_bytes), q.small_alpha_s * 1e6,
                       q.median_small_time_s * 1e6, 100 * q.small_alpha_error_fraction,
@@ -251,14 +252,17 @@ int run_calibrate(const CalibrateOptions& o) {
     val::CollectiveFitOptions fit_options;
     fit_options.max_regimes = o.max_regimes;
     const auto fits = val::fit_collectives_file(o.collectives, o.level, fit_options);
-    profile.collective_fits.erase(
-        std::remove_if(profile.collective_fits.begin(), profile.collective_fits.end(),
-                       [&](const hw::CollectiveFit& f) { return f.level == o.level; }),
-        profile.collective_fits.end());
+    profile.collective_fits.erase(std::remove_if(profile.collective_fits.begin(),
+                                                 profile.collective_fits.end(),
+                                                 [&](const hw::CollectiveFit& f) {
+                                                   return hw::to_string(f.level) == o.level;
+                                                 }),
+                                  profile.collective_fits.end());
     for (const auto& f : fits) {
       // P = 1 fits describe a local copy, not communication: keep them out of the model.
       if (f.fit.num_ranks < 2) {
-        lines.push_back(fmt::format("{} at P = 1 skipped (no communication)", f.fit.op));
+        lines.push_back(
+            fmt::format("{} at P = 1 skipped (no communication)", hw::to_string(f.fit.op)));
         continue;
       }
       profile.collective_fits.push_back(f.fit);
@@ -328,7 +332,8 @@ int run_calibrate(const CalibrateOptions& o) {
   // Each new collective fit carries its quality (the loader reads and ignores it).
   for (auto& fj : j["collective_fits"])
     for (const auto& [fit, quality] : qualities)
-      if (fj["op"] == fit.op && fj["level"] == fit.level && fj["num_ranks"] == fit.num_ranks)
+      if (fj["op"] == hw::to_string(fit.op) && fj["level"] == hw::to_string(fit.level) &&
+          fj["num_ranks"] == fit.num_ranks)
         fj["quality"] = quality;
   metadata["fit"] = lines;
   j["metadata"] = metadata;
@@ -390,7 +395,8 @@ void add_calibrate(CLI::App& app) {
   add_output_options(*cmd, o->output);
   cmd->footer("Examples:\n  trainsim calibrate --out h200.json                  # measure on this "
               "GPU, fit\n"
-              "  trainsim calibrate --from validate/results/h200-calibration.json --out h200.json\n"
+              "  trainsim calibrate --from validate/results/fixtures/h200-calibration.json --out "
+              "h200.json\n"
               "  trainsim calibrate --collectives collectives.json --base h200 --topology topo.txt "
               "--out h200-x2.json");
   cmd->callback([o] { run_calibrate(*o); });

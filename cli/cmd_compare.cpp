@@ -15,6 +15,7 @@
 #include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/stats.hpp"
 #include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "simulate/collectives.hpp"
@@ -57,14 +58,6 @@ struct OpSummary {
   double median_small_time_s = 0;                // median measured time at sizes <= 64 KiB
 };
 
-double median_of(std::vector<double> v) {
-  if (v.empty())
-    return std::nan("");
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Axis tics at powers of 1024 with binary-prefix labels (the sizes nccl-tests sweeps).
 std::vector<std::pair<std::string, double>> binary_size_tics() {
   return {{"8 B", 8},         {"1 KiB", 1024},      {"32 KiB", 32768},
@@ -101,7 +94,8 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
       continue;
     const hw::CollectiveFit* fit = nullptr;
     for (const auto& f : cal.collective_fits)
-      if (f.op == s.op && f.level == s.level && f.num_ranks == s.num_ranks)
+      if (hw::to_string(f.op) == s.op && hw::to_string(f.level) == s.level &&
+          f.num_ranks == s.num_ranks)
         fit = &f;
     if (!fit)
       continue;
@@ -151,7 +145,7 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
                  fmt::format("{:.4f}", err), fmt::format("{:.6g}", bw_m),
                  fmt::format("{:.6g}", bw_p)});
     }
-    sum.median_small_time_s = median_of(small_times);
+    sum.median_small_time_s = median(small_times);
     max_large = std::max(max_large, sum.max_large_pct);
     max_small = std::max(max_small, sum.max_small_pct);
     // The model's busbw on a fine grid (8 points per doubling) and on both sides of each regime
@@ -424,12 +418,12 @@ void add_compare(CLI::App& app) {
   add_output_options(*cmd, o->out);
   cmd->footer(
       "Examples:\n  trainsim compare --calibration presets/profiles/h200.json --measurements "
-      "validate/results/h200-held-out.json --plot docs/img/h200-compare.png\n"
+      "validate/results/fixtures/h200-held-out.json --plot docs/img/h200-compare.png\n"
       "  trainsim compare --calibration h200-x2-nvlink --collectives "
-      "validate/results/collectives-h200x2-mpi.json --ops all-reduce,all-gather "
+      "validate/results/fixtures/collectives-h200x2-mpi.json --ops all-reduce,all-gather "
       "--max-error-above-1mib-pct 15\n"
       "  trainsim compare --calibration h200-x2-nvlink --train-step "
-      "validate/results/h200x2-dp-train-step.jsonl --plot dp.png\n"
+      "validate/results/fixtures/h200x2-dp-train-step.jsonl --plot dp.png\n"
       "  trainsim compare --framework-runs validate/results/runs-2026-12-02/runs-a.jsonl "
       "--only pytorch");
   cmd->callback([o] { run_compare(*o); });

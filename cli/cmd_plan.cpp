@@ -14,6 +14,7 @@
 #include "cli/resolve.hpp"
 #include "common/checks.hpp"
 #include "common/errors.hpp"
+#include "common/stats.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "simulate/plan.hpp"
@@ -312,8 +313,7 @@ int run_plan(const PlanOptionsCli& o) {
         r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, opts);
         ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
-      std::sort(ts.begin(), ts.end());
-      return ts[2];
+      return median(ts);
     };
     sim::PlanSearchResult r1, rn;
     const double t1 = time_run(1, r1);

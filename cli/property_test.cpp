@@ -551,7 +551,7 @@ class Gen {
   }
   // The slower or file-based commands, drawn less often.
   void rare(Args& a) {
-    const std::string results = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
+    const std::string results = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/fixtures/";
     switch (pick_index(6)) {
     case 0:
       a = {"validate-published"};

@@ -148,6 +148,51 @@ TEST_CASE("collective fits: malformed regimes are rejected naming the field and 
       ConfigError);
   CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "intra-node", "alpha_us": 7}])"),
                        doctest::Contains("busbw_gb_per_s: missing required field"), ConfigError);
+  // The op and the level are parsed once at load: an unknown name is an error, not a fit that
+  // never matches.
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "allreduce", "level": "intra-node", "alpha_us": 7,
+      "busbw_gb_per_s": 300}])"),
+                       doctest::Contains("bad.json: collective_fits[0]: op = 'allreduce': unknown "
+                                         "collective"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(load(R"([{"op": "all-reduce", "level": "none", "alpha_us": 7,
+      "busbw_gb_per_s": 300}])"),
+                       doctest::Contains("collective_fits[0]: level = 'none': must be intra-node "
+                                         "or inter-node"),
+                       ConfigError);
+}
+
+TEST_CASE("collectives: names round-trip and nccl-tests' busbw factors") {
+  for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather,
+                       Collective::broadcast, Collective::all_to_all, Collective::send_recv}) {
+    Collective back = Collective::send_recv == c ? Collective::all_reduce : Collective::send_recv;
+    REQUIRE(parse_collective(to_string(c), back));
+    CHECK(back == c);
+  }
+  Collective untouched = Collective::broadcast;
+  CHECK_FALSE(parse_collective("allreduce", untouched));
+  CHECK(untouched == Collective::broadcast);
+  for (LinkLevel l : {LinkLevel::none, LinkLevel::intra_node, LinkLevel::inter_node}) {
+    LinkLevel back = l == LinkLevel::none ? LinkLevel::inter_node : LinkLevel::none;
+    REQUIRE(parse_link_level(to_string(l), back));
+    CHECK(back == l);
+  }
+  LinkLevel level = LinkLevel::none;
+  CHECK_FALSE(parse_link_level("intra_node", level));
+  CHECK(busbw_factor(Collective::all_reduce, 8) == doctest::Approx(1.75)); // 2 * 7 / 8
+  CHECK(busbw_factor(Collective::all_to_all, 4) == doctest::Approx(0.75)); // 3 / 4
+  CHECK(busbw_factor(Collective::send_recv, 2) == 1.0);
+}
+
+TEST_CASE("collective fits: op and level load as names and are written back as the same names") {
+  const auto j = profile_with_fits(nlohmann::json::parse(R"([{"op": "reduce-scatter",
+    "level": "inter-node", "alpha_us": 9, "busbw_gb_per_s": 40, "num_ranks": 16}])"));
+  const HardwareProfile p = profile_from_json(j, "names.json");
+  CHECK(p.collective_fits.at(0).op == Collective::reduce_scatter);
+  CHECK(p.collective_fits.at(0).level == LinkLevel::inter_node);
+  const nlohmann::json out = profile_to_json(p)["collective_fits"][0];
+  CHECK(out["op"] == "reduce-scatter");
+  CHECK(out["level"] == "inter-node");
 }
 
 TEST_CASE("bad GPU preset: unknown dtype, missing and negative fields") {

@@ -259,7 +259,8 @@ void validate(const HardwareProfile& prof, const std::string& source) {
               kStepLatencyUs);
   for (std::size_t i = 0; i < prof.collective_fits.size(); ++i) {
     const CollectiveFit& f = prof.collective_fits[i];
-    const std::string where = fmt::format("collective_fits[{}] ({} {})", i, f.op, f.level);
+    const std::string where =
+        fmt::format("collective_fits[{}] ({} {})", i, to_string(f.op), to_string(f.level));
     auto check_line = [&](const std::string& prefix, double alpha_s, double busbw) {
       check_range(p, prefix + ".alpha_us", alpha_s * 1e6, kAlphaUs);
       check_range(p, prefix + ".busbw_gb_per_s", busbw / kGB, kBusbwGbPerS);
@@ -331,8 +332,14 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
         Problems fp(fmt::format("{}: collective_fits[{}]", source, i));
         JsonObjectReader fr(f, fp);
         CollectiveFit cf;
-        fr.get("op", cf.op, true);
-        fr.get("level", cf.level, true);
+        std::string op, level;
+        if (fr.get("op", op, true) && !parse_collective(op, cf.op))
+          fp.add(fmt::format("op = '{}': unknown collective (all-reduce, reduce-scatter, "
+                             "all-gather, broadcast, all-to-all, send-recv)",
+                             op));
+        if (fr.get("level", level, true) &&
+            (!parse_link_level(level, cf.level) || cf.level == LinkLevel::none))
+          fp.add(fmt::format("level = '{}': must be intra-node or inter-node", level));
         fr.get("num_ranks", cf.num_ranks);
         (void)fr.take("quality"); // free-form: how well the fit reproduced its measurements
         // One line (alpha_us, busbw_gb_per_s: the format before regimes) or a list of regimes.
@@ -391,7 +398,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
 nlohmann::json profile_to_json(const HardwareProfile& prof) {
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& f : prof.collective_fits) {
-    nlohmann::json fj{{"op", f.op}, {"level", f.level}, {"num_ranks", f.num_ranks}};
+    nlohmann::json fj{
+        {"op", to_string(f.op)}, {"level", to_string(f.level)}, {"num_ranks", f.num_ranks}};
     if (f.regimes.size() <= 1) { // one line: the format older profiles use
       const CollectiveRegime r = regime_for(f, 0);
       fj["alpha_us"] = r.alpha_s * 1e6;

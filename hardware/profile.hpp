@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "hardware/collective.hpp"
 
 namespace trainsim::hw {
 
@@ -26,9 +27,8 @@ struct CollectiveRegime {
 
 /// One fitted collective: contiguous size regimes (validate/comm/fit.hpp explains the fit).
 struct CollectiveFit {
-  std::string
-      op; // "all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all", "send-recv"
-  std::string level; // "intra-node" or "inter-node"
+  Collective op = Collective::all_reduce;  // JSON: "all-reduce", ... (collective.hpp)
+  LinkLevel level = LinkLevel::intra_node; // JSON: "intra-node" or "inter-node"
   // The largest-size regime (the only one of a one-line fit); a summary for callers that want
   // one line. Predictions go through regime_for(), which uses `regimes` when there are any.
   double alpha_s = 0;

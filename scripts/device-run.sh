@@ -65,7 +65,7 @@ if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   probes=()
   [ -f "$OUT/h200-launch-probe.json" ] && probes+=(--launch-probe "$OUT/h200-launch-probe.json")
   ov=$(ls "$BUILD"/overlap-probe-x*.json 2>/dev/null | head -1)
-  probes+=(--overlap-probe "${ov:-validate/results/overlap-probe-x2.json}")
+  probes+=(--overlap-probe "${ov:-validate/results/fixtures/overlap-probe-x2.json}")
   "$T" calibrate --from "$OUT/h200-calibration.json" --base h200-datasheet --gpu h200 "${probes[@]}" --out "$OUT/h200-profile.json" >>"$log" 2>&1
   "$T" compare --calibration "$OUT/h200-profile.json" --measurements "$OUT/h200-held-out.json" --base h200-datasheet >"$OUT/h200-compare.txt" 2>&1
   tail -1 "$OUT/h200-compare.txt" | tee -a "$log"

@@ -6,51 +6,6 @@
 
 namespace trainsim::sim {
 
-std::string_view to_string(Collective c) {
-  switch (c) {
-  case Collective::all_reduce: return "all-reduce";
-  case Collective::reduce_scatter: return "reduce-scatter";
-  case Collective::all_gather: return "all-gather";
-  case Collective::broadcast: return "broadcast";
-  case Collective::all_to_all: return "all-to-all";
-  case Collective::send_recv: return "send-recv";
-  }
-  return "?";
-}
-
-std::string_view to_string(LinkLevel level) {
-  switch (level) {
-  case LinkLevel::none: return "none";
-  case LinkLevel::intra_node: return "intra-node";
-  case LinkLevel::inter_node: return "inter-node";
-  }
-  return "?";
-}
-
-bool parse_collective(std::string_view s, Collective& out) {
-  for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather,
-                       Collective::broadcast, Collective::all_to_all, Collective::send_recv}) {
-    if (to_string(c) == s) {
-      out = c;
-      return true;
-    }
-  }
-  return false;
-}
-
-double busbw_factor(Collective c, std::int64_t p) {
-  const double P = static_cast<double>(std::max<std::int64_t>(p, 1));
-  switch (c) {
-  case Collective::all_reduce: return 2.0 * (P - 1) / P;
-  case Collective::reduce_scatter:
-  case Collective::all_gather:
-  case Collective::all_to_all: return (P - 1) / P;
-  case Collective::broadcast: return 1.0; // nccl-tests: busbw = algbw at any P
-  case Collective::send_recv: return 1.0;
-  }
-  return 1.0;
-}
-
 namespace {
 // Sequential algorithm steps of a ring (each pays the per-step latency).
 double ring_steps(Collective c, double P) {
@@ -92,7 +47,7 @@ CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
   // A measured fit for this op and level wins over the datasheet model; its regime is the one
   // covering this message size (NCCL's protocol/algorithm for that size: profile.hpp).
   for (const auto& f : profile.collective_fits) {
-    if (f.op == to_string(op) && f.level == to_string(c.level)) {
+    if (f.op == op && f.level == c.level) {
       const hw::CollectiveRegime r = hw::regime_for(f, bytes);
       c.from_fit = true;
       c.latency_s = r.alpha_s;

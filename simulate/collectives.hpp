@@ -11,28 +11,23 @@
 #include <string>
 #include <string_view>
 
+#include "hardware/collective.hpp"
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
 
 namespace trainsim::sim {
 
-enum class Collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send_recv };
+// The collectives, link levels, their names and nccl-tests' busbw factor are defined once in
+// hardware/collective.hpp (the measured fits in a profile need them too); the simulator speaks of
+// them as sim::Collective, sim::LinkLevel, ...
+using hw::busbw_factor;
+using hw::Collective;
+using hw::LinkLevel;
+using hw::parse_collective;
+using hw::to_string;
+
 /// automatic: the faster of ring and tree for all-reduce (NCCL tunes per size the same way).
 enum class Algorithm { ring, tree, automatic };
-
-[[nodiscard]] std::string_view to_string(Collective c);
-[[nodiscard]] bool parse_collective(std::string_view s, Collective& out);
-
-/// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md), the one definition the model, the
-/// fits and the benchmarks use: all-reduce 2(P-1)/P; reduce-scatter, all-gather and all-to-all
-/// (P-1)/P; broadcast and send/recv 1. P = 1 gives 0 for the first two groups.
-[[nodiscard]] double busbw_factor(Collective c, std::int64_t num_ranks);
-
-/// Where a collective runs: inside one node (NVLink), across nodes (network), or nowhere (one
-/// rank, or no bytes).
-enum class LinkLevel { none, intra_node, inter_node };
-/// "none", "intra-node", "inter-node" (the spelling of profile fits and JSON output).
-[[nodiscard]] std::string_view to_string(LinkLevel level);
 
 /// Placement of a group: its size and how many of its members share a node.
 struct Group {

@@ -80,8 +80,8 @@ TEST_CASE("a measured collective fit: the regime covering the message size is us
   const auto cluster = node_of("dgx-h200", 1);
   auto prof = hw::default_profile("h200");
   hw::CollectiveFit f;
-  f.op = "all-reduce";
-  f.level = "intra-node";
+  f.op = Collective::all_reduce;
+  f.level = LinkLevel::intra_node;
   f.num_ranks = 2;
   // Below 1 MiB: 7 us + n / 150 GB/s; from 1 MiB: 20 us + n / 320 GB/s (all-reduce factor at
   // P = 2 is 2 * 1 / 2 = 1).

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "kernels/check.hpp"
 #include "kernels/device.hpp"
 #include "kernels/elementwise.cuh"
@@ -37,11 +38,6 @@ namespace {
 
 using namespace trainsim;
 using kern::DeviceBuffer;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Timing {
   double single_us, queued_us, host_us, gpu_us;

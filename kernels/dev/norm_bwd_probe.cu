@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "kernels/check.hpp"
 #include "kernels/device.hpp"
 #include "kernels/elementwise.cuh"
@@ -26,11 +27,6 @@ namespace {
 
 using namespace trainsim;
 using kern::DeviceBuffer;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void fill(void* p, Dtype dt, std::int64_t n, float lo, float hi, std::uint64_t seed,
           cudaStream_t s) {

@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "common/errors.hpp"
+#include "common/stats.hpp"
 #include "kernels/attention.cuh"
 #include "kernels/device.hpp"
 #include "kernels/elementwise.cuh"
@@ -640,7 +641,7 @@ Measurement measure(const KernelShape& shape, Context& ctx, const BenchOptions& 
   kern::Event start, stop;
   std::vector<double> samples;
   const auto t0 = std::chrono::steady_clock::now();
-  double mean = 0, stdev = 0;
+  double mean_s = 0, stdev_s = 0;
   while (true) {
     if (opts.cold_l2 && ctx.l2_flush.bytes() > 0)
       CUDA_CHECK(
@@ -653,30 +654,24 @@ Measurement measure(const KernelShape& shape, Context& ctx, const BenchOptions& 
     CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     samples.push_back(static_cast<double>(ms) * 1e-3);
     const auto n = static_cast<int>(samples.size());
-    mean = std::accumulate(samples.begin(), samples.end(), 0.0) / n;
-    double var = 0;
-    for (double x : samples)
-      var += (x - mean) * (x - mean);
-    stdev = n > 1 ? std::sqrt(var / (n - 1)) : 0.0;
+    mean_s = mean(samples);
+    stdev_s = sample_stdev(samples, mean_s);
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (n >= opts.max_samples)
       break;
     if (n >= opts.min_samples &&
-        (stdev / mean * 100.0 < opts.max_noise_pct || wall > opts.timeout_s))
+        (stdev_s / mean_s * 100.0 < opts.max_noise_pct || wall > opts.timeout_s))
       break;
     if (n >= 3 && wall > opts.timeout_s)
       break; // very slow case: keep what we have
   }
-  std::vector<double> sorted = samples;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  m.samples = static_cast<std::int64_t>(n);
-  m.median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  m.min_s = sorted.front();
-  m.mean_s = mean;
-  m.stdev_s = stdev;
-  m.noise_pct = mean > 0 ? stdev / mean * 100.0 : 0.0;
+  m.samples = static_cast<std::int64_t>(samples.size());
+  m.median_s = median(samples);
+  m.min_s = *std::min_element(samples.begin(), samples.end());
+  m.mean_s = mean_s;
+  m.stdev_s = stdev_s;
+  m.noise_pct = mean_s > 0 ? stdev_s / mean_s * 100.0 : 0.0;
   return m;
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/stats.hpp"
 
 namespace trainsim::val {
 
@@ -33,14 +34,6 @@ double get_num(const nlohmann::json& j, const char* key, const std::string& wher
 bool get_bool(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_boolean() && it->get<bool>();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 } // namespace

@@ -149,7 +149,7 @@ TEST_CASE("malformed measurement files name the field") {
 
 TEST_CASE("the recorded H200 measurements load") {
   const auto ms = load_measurements(std::string(TRAINSIM_SOURCE_DIR) +
-                                    "/validate/results/h200-calibration.json");
+                                    "/validate/results/fixtures/h200-calibration.json");
   CHECK(ms.items.size() > 50);
 }
 
@@ -192,7 +192,7 @@ TEST_CASE("launch and overlap probes set the queued-launch and interference fiel
 TEST_CASE("the recorded probes load") {
   hw::HardwareProfile p = hw::default_profile("h200");
   FitReport report;
-  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/fixtures/";
   apply_launch_probe(load_json_file(dir + "h200-launch-probe.json"), "launch", p, report);
   apply_overlap_probe(load_json_file(dir + "overlap-probe-x2.json"), "overlap", p, report);
   CHECK(p.host_gemm_launch_s > p.host_launch_s); // cuBLAS's host path is the longer one
@@ -200,7 +200,7 @@ TEST_CASE("the recorded probes load") {
 }
 
 TEST_CASE("fuzz: probe files set valid fields or fail with a ConfigError naming the file") {
-  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/fixtures/";
   const nlohmann::json launch = load_json_file(dir + "h200-launch-probe.json");
   const nlohmann::json overlap = load_json_file(dir + "overlap-probe-x2.json");
   const std::vector<nlohmann::json> values = {-1,

@@ -13,10 +13,12 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/stats.hpp"
 #include "validate/comm/collectives.hpp"
 
 namespace trainsim::val {
@@ -65,12 +67,6 @@ Line solve(const std::vector<double>& x, const std::vector<double>& t,
     line.beta_s_per_byte = sxx > 0 ? sxt / sxx : 0;
   }
   return line;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Robust line through (x, t): IRLS with Huber weights on the relative residual.
@@ -223,8 +219,9 @@ class ModelSearch {
 // fitted in); the first starts at 0.
 hw::CollectiveFit to_fit(const Model& m, const Samples& s, const CollectiveSeries& series) {
   hw::CollectiveFit fit;
-  fit.op = series.op;
-  fit.level = series.level;
+  // Both names were checked by fit_collective before the fit.
+  if (!hw::parse_collective(series.op, fit.op) || !hw::parse_link_level(series.level, fit.level))
+    throw std::logic_error("to_fit: unchecked op or level");
   fit.num_ranks = series.num_ranks;
   for (std::size_t k = 0; k < m.starts.size(); ++k) {
     double min_bytes = 0;
@@ -308,6 +305,10 @@ CollectiveFitResult fit_collective(const CollectiveSeries& series,
     throw ConfigError(fmt::format("{}: min_sizes_per_regime = {}: must be >= 2 (a line needs two "
                                   "sizes)",
                                   src, options.min_sizes_per_regime));
+  hw::LinkLevel level;
+  if (!hw::parse_link_level(series.level, level) || level == hw::LinkLevel::none)
+    throw ConfigError(
+        fmt::format("{}: level = '{}': must be intra-node or inter-node", src, series.level));
   double factor = busbw_factor(series.op, series.num_ranks); // throws on unknown op
   if (factor == 0)
     factor = 1; // P = 1: fit the local rate bytes / time (algbw) instead

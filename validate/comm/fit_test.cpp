@@ -94,9 +94,9 @@ TEST_CASE("fit recovers alpha and busbw from data with 3% noise") {
     const CollectiveSeries s = synthetic(op, 8, 20e-6, 360e9, 0.03, 12345);
     const CollectiveFitResult r = fit_collective(s);
     CAPTURE(op);
-    CHECK(r.fit.op == op);
+    CHECK(hw::to_string(r.fit.op) == op);
     CHECK(r.fit.num_ranks == 8);
-    CHECK(r.fit.level == "intra-node");
+    CHECK(r.fit.level == hw::LinkLevel::intra_node);
     CHECK(r.fit.alpha_s == doctest::Approx(20e-6).epsilon(0.05));
     CHECK(r.fit.busbw_bytes_per_s == doctest::Approx(360e9).epsilon(0.05));
     CHECK(r.quality.max_rel_error_large_fraction < 0.15);
@@ -276,6 +276,10 @@ TEST_CASE("degenerate input throws ConfigError naming the field") {
   CHECK_THROWS_WITH_AS((void)fit_collective(ranks), doctest::Contains("num_ranks"), ConfigError);
   CollectiveSeries flat{"all-reduce", "intra-node", 2, {{1024, 2e-5}, {2048, 1e-5}}};
   CHECK_THROWS_WITH_AS((void)fit_collective(flat), doctest::Contains("time_s"), ConfigError);
+  CollectiveSeries level{"all-reduce", "intra_node", 2, {{1024, 1e-5}, {2048, 2e-5}}};
+  CHECK_THROWS_WITH_AS((void)fit_collective(level),
+                       doctest::Contains("level = 'intra_node': must be intra-node or inter-node"),
+                       ConfigError);
 }
 
 TEST_CASE("reads the JSON written by bench collectives") {

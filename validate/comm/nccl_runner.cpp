@@ -15,9 +15,10 @@
 #include <optional>
 #include <utility>
 
+#include "common/stats.hpp"
 #include "validate/comm/collectives.hpp"
 #include "validate/comm/mpi_context.hpp"
-#include "validate/comm/nccl_check.hpp"
+#include "validate/nccl_check.hpp"
 
 namespace trainsim::val {
 
@@ -81,34 +82,6 @@ class Stream {
  private:
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
-};
-
-// Destroys the communicator, or aborts it when destroyed during exception unwinding (a
-// destroy could then wait forever on a peer that failed).
-class Communicator {
- public:
-  Communicator() = default;
-  explicit Communicator(ncclComm_t comm) : comm_(comm), uncaught_(std::uncaught_exceptions()) {}
-  Communicator(Communicator&& o) noexcept
-      : comm_(std::exchange(o.comm_, nullptr)), uncaught_(o.uncaught_) {}
-  Communicator& operator=(Communicator&& o) noexcept {
-    std::swap(comm_, o.comm_);
-    std::swap(uncaught_, o.uncaught_);
-    return *this;
-  }
-  ~Communicator() {
-    if (!comm_)
-      return;
-    if (std::uncaught_exceptions() > uncaught_)
-      ncclCommAbort(comm_);
-    else
-      ncclCommDestroy(comm_);
-  }
-  [[nodiscard]] ncclComm_t get() const { return comm_; }
-
- private:
-  ncclComm_t comm_ = nullptr;
-  int uncaught_ = 0;
 };
 
 // One rank driven by this process: its GPU, communicator, stream and buffers.
@@ -338,9 +311,7 @@ double time_op(CollectiveOp op, std::vector<LocalRank>& ranks, std::int64_t nran
     const double time_s = elapsed.count() / static_cast<double>(o.iters);
     batches.push_back(mpi ? mpi->max(time_s) : time_s);
   }
-  std::sort(batches.begin(), batches.end());
-  const std::size_t n = batches.size();
-  return n % 2 ? batches[n / 2] : 0.5 * (batches[n / 2 - 1] + batches[n / 2]);
+  return median(batches);
 }
 
 std::string version_string(int v) { // CUDA style: 13000 -> "13.0"

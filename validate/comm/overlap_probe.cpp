@@ -32,14 +32,7 @@
 #include "kernels/device.hpp"
 #include "kernels/elementwise.cuh"
 #include "kernels/gemm.cuh"
-
-#define PROBE_NCCL_CHECK(call)                                                                     \
-  do {                                                                                             \
-    ncclResult_t probe_rc_ = (call);                                                               \
-    if (probe_rc_ != ncclSuccess)                                                                  \
-      throw ::trainsim::DeviceError(std::string(#call) +                                           \
-                                    " failed: " + ncclGetErrorString(probe_rc_));                  \
-  } while (0)
+#include "validate/nccl_check.hpp"
 
 namespace {
 
@@ -111,8 +104,8 @@ void rank_main(int dev, ncclComm_t comm, std::barrier<>& sync, std::vector<int>&
   };
   auto allreduce = [&](int n) {
     for (int i = 0; i < n; ++i)
-      PROBE_NCCL_CHECK(ncclAllReduce(grad.get(), grad.get(), sc.comm_bytes / 2, ncclBfloat16,
-                                     ncclSum, comm, comm_stream.get()));
+      NCCL_CHECK(ncclAllReduce(grad.get(), grad.get(), sc.comm_bytes / 2, ncclBfloat16, ncclSum,
+                               comm, comm_stream.get()));
   };
   kern::Event c0, c1, m0, m1;
   // Times `work` on `s` (events c0/c1) while `other` runs on `o` (events m0/m1); returns the
@@ -183,9 +176,9 @@ int main(int argc, char** argv) {
     std::vector<int> devs(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i)
       devs[static_cast<std::size_t>(i)] = i;
-    PROBE_NCCL_CHECK(ncclCommInitAll(comms.data(), n, devs.data()));
+    NCCL_CHECK(ncclCommInitAll(comms.data(), n, devs.data()));
     int nccl_version = 0;
-    PROBE_NCCL_CHECK(ncclGetVersion(&nccl_version));
+    NCCL_CHECK(ncclGetVersion(&nccl_version));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::string json = fmt::format("{{\"device\": \"{}\", \"num_gpus\": {}, \"nccl_version\": {}",
@@ -240,8 +233,7 @@ int main(int argc, char** argv) {
       json += sc == &kLarge ? ",\n " + body : fmt::format(",\n \"{}\": {{{}}}", sc->name, body);
     }
     json += "}\n";
-    for (ncclComm_t c : comms)
-      static_cast<void>(ncclCommDestroy(c));
+    trainsim::val::release_communicators(comms, false);
     if (argc > 1) {
       FILE* f = std::fopen(argv[1], "w");
       if (!f) {

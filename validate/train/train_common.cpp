@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/errors.hpp"
+#include "common/stats.hpp"
 #include "hardware/load.hpp"
 #include "model/load.hpp"
 #include "model/ops.hpp"
@@ -104,15 +105,12 @@ PhaseStats phase_stats(std::vector<double> s) {
   r.samples = static_cast<std::int64_t>(s.size());
   if (s.empty())
     return r;
-  std::sort(s.begin(), s.end());
-  const std::size_t n = s.size();
-  r.median_s = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-  r.min_s = s.front();
-  r.mean_s = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(n);
-  double var = 0;
-  for (double x : s)
-    var += (x - r.mean_s) * (x - r.mean_s);
-  r.stdev_s = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0;
+  std::sort(s.begin(), s.end()); // the mean sums in ascending order
+  const SampleSummary sum = summarize(s);
+  r.median_s = sum.median;
+  r.min_s = sum.min;
+  r.mean_s = sum.mean;
+  r.stdev_s = sum.stdev;
   return r;
 }
 

@@ -28,15 +28,8 @@
 #include "validate/train/train_kernels.cuh"
 
 #ifdef TRAINSIM_HAVE_NCCL
+#include "validate/nccl_check.hpp"
 #include <nccl.h>
-#define TRAIN_NCCL_CHECK(call)                                                                     \
-  do {                                                                                             \
-    ncclResult_t nccl_rc_ = (call);                                                                \
-    if (nccl_rc_ != ncclSuccess)                                                                   \
-      throw ::trainsim::DeviceError(fmt::format("{}:{}: {} failed: NCCL error {}: {}", __FILE__,   \
-                                                __LINE__, #call, static_cast<int>(nccl_rc_),       \
-                                                ncclGetErrorString(nccl_rc_)));                    \
-  } while (0)
 #endif
 
 namespace trainsim::val::train {
@@ -643,10 +636,10 @@ void Rank::grad_ready(std::size_t tensor, bool last) {
     kern::Event& e = bucket_events_[next_bucket_];
     CUDA_CHECK(cudaEventRecord(e.get(), s_));
     CUDA_CHECK(cudaStreamWaitEvent(comm_s_, e.get(), 0));
-    TRAIN_NCCL_CHECK(ncclAllReduce(byte_offset(grads_, b.lo), byte_offset(grads_, b.lo),
-                                   static_cast<std::size_t>(b.hi - b.lo),
-                                   dt_ == Dtype::fp32 ? ncclFloat32 : ncclBfloat16, ncclSum,
-                                   static_cast<ncclComm_t>(nccl_), comm_s_));
+    NCCL_CHECK(ncclAllReduce(byte_offset(grads_, b.lo), byte_offset(grads_, b.lo),
+                             static_cast<std::size_t>(b.hi - b.lo),
+                             dt_ == Dtype::fp32 ? ncclFloat32 : ncclBfloat16, ncclSum,
+                             static_cast<ncclComm_t>(nccl_), comm_s_));
     ++next_bucket_;
   }
 #else
@@ -661,8 +654,8 @@ void Rank::sync_after_backward() {
   const auto cat = TraceCategory::dp_comm;
   if (o_.zero_stage == 1) {
     traced("reduce-scatter gradients (ZeRO-1)", cat, [&] {
-      TRAIN_NCCL_CHECK(ncclReduceScatter(grads_, byte_offset(grads_, rank_ * shard_),
-                                         static_cast<std::size_t>(shard_), nt, ncclSum, comm, s_));
+      NCCL_CHECK(ncclReduceScatter(grads_, byte_offset(grads_, rank_ * shard_),
+                                   static_cast<std::size_t>(shard_), nt, ncclSum, comm, s_));
     });
     return;
   }
@@ -671,13 +664,13 @@ void Rank::sync_after_backward() {
   case DdpMode::naive:
     for (const ParamTensor& t : L_.tensors)
       traced("all-reduce per tensor", cat, [&] {
-        TRAIN_NCCL_CHECK(ncclAllReduce(gr(t), gr(t), static_cast<std::size_t>(t.num_elements()), nt,
-                                       ncclSum, comm, s_));
+        NCCL_CHECK(ncclAllReduce(gr(t), gr(t), static_cast<std::size_t>(t.num_elements()), nt,
+                                 ncclSum, comm, s_));
       });
     return;
   case DdpMode::flat:
     traced("all-reduce flat", cat, [&] {
-      TRAIN_NCCL_CHECK(
+      NCCL_CHECK(
           ncclAllReduce(grads_, grads_, static_cast<std::size_t>(padded_), nt, ncclSum, comm, s_));
     });
     return;
@@ -717,7 +710,7 @@ void Rank::optimizer_step(Index t) {
   // The simulator counts ZeRO-1's weight all-gather as dp_comm.
   if (zero)
     traced("all-gather weights (ZeRO-1)", TraceCategory::dp_comm, [&] {
-      TRAIN_NCCL_CHECK(ncclAllGather(
+      NCCL_CHECK(ncclAllGather(
           byte_offset(weights_, off), weights_, static_cast<std::size_t>(shard_),
           dt_ == Dtype::fp32 ? ncclFloat32 : ncclBfloat16, static_cast<ncclComm_t>(nccl_), s_));
     });
@@ -902,7 +895,7 @@ TrainResult run_train_step(const TrainOptions& o) {
     std::vector<int> devs(static_cast<std::size_t>(o.num_gpus));
     for (int i = 0; i < static_cast<int>(o.num_gpus); ++i)
       devs[static_cast<std::size_t>(i)] = i;
-    TRAIN_NCCL_CHECK(ncclCommInitAll(nccl.data(), static_cast<int>(o.num_gpus), devs.data()));
+    NCCL_CHECK(ncclCommInitAll(nccl.data(), static_cast<int>(o.num_gpus), devs.data()));
     for (std::size_t i = 0; i < nccl.size(); ++i)
       comms[i] = nccl[i];
   }
@@ -982,9 +975,7 @@ TrainResult run_train_step(const TrainOptions& o) {
       // The other ranks would wait for this one forever: abort every communicator so their
       // collectives fail and their threads return (nccl-tests' habit on errors).
       if (!aborted.exchange(true))
-        for (ncclComm_t c : nccl)
-          if (c)
-            static_cast<void>(ncclCommAbort(c));
+        release_communicators(nccl, true);
 #endif
     }
   };
@@ -996,9 +987,7 @@ TrainResult run_train_step(const TrainOptions& o) {
     th.join();
 #ifdef TRAINSIM_HAVE_NCCL
   if (!aborted)
-    for (ncclComm_t c : nccl)
-      if (c)
-        static_cast<void>(ncclCommDestroy(c));
+    release_communicators(nccl, false);
 #endif
   if (first_failed >= 0)
     std::rethrow_exception(errors[static_cast<std::size_t>(first_failed.load())]);
