@@ -381,8 +381,8 @@ int run_plan(const PlanOptionsCli& o) {
     if (!c.plan.stage_layers.empty())
       pj["stage_layers"] = c.plan.stage_layers;
     if (tokens > 0)
-      pj["days"] = tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
-                   kSecondsPerDay;
+      pj["days"] = sim::days_to_train(tokens, static_cast<double>(s.global_batch_size * s.seq_len),
+                                      c.step_time_s);
     plans.push_back(pj);
   }
   check_finite(plans); // every printed figure below is one of these
@@ -431,8 +431,8 @@ int run_plan(const PlanOptionsCli& o) {
         break;
       const double days =
           tokens > 0
-              ? tokens / (static_cast<double>(s.global_batch_size * s.seq_len) / c.step_time_s) /
-                    kSecondsPerDay
+              ? sim::days_to_train(tokens, static_cast<double>(s.global_batch_size * s.seq_len),
+                                   c.step_time_s)
               : 0;
       const std::string split = model::format_stage_layers(c.plan.stage_layers);
       t.add_row(

@@ -90,29 +90,9 @@ nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
           {"total", b.total}};
 }
 
-namespace {
-struct TrainTime {
-  double seconds = 0, days = 0, gpu_hours = 0, days_6nd = 0;
-};
-TrainTime train_time(const model::ModelSpec& m, const sim::StepEstimate& e, double gpus,
-                     double tokens) {
-  TrainTime t;
-  if (tokens <= 0)
-    return t;
-  t.seconds = tokens / e.tokens_per_s;
-  t.days = t.seconds / kSecondsPerDay;
-  t.gpu_hours = t.seconds * gpus / 3600.0;
-  // Top-down: 6ND at the MFU this estimate predicts.
-  const double n = model::count_params(m).active;
-  t.days_6nd = 6 * n * tokens / (gpus * e.peak_flops_per_s * e.mfu) / kSecondsPerDay;
-  return t;
-}
-} // namespace
-
 nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                              const model::ParallelPlan& p, const model::TrainingSetup& s,
                              const sim::StepEstimate& e, double tokens) {
-  const double gpus = static_cast<double>(p.num_gpus());
   nlohmann::json j{{"model", m.name},
                    {"cluster", mc.cluster.name},
                    {"gpu", mc.gpu.name},
@@ -142,11 +122,11 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"gpu_memory_bytes", mc.gpu.memory_bytes},
                    {"fits", e.memory.total <= mc.gpu.memory_bytes}};
   if (tokens > 0) {
-    const auto t = train_time(m, e, gpus, tokens);
+    const auto t = sim::training_time(e, model::count_params(m).active, tokens, p.num_gpus());
     j["tokens"] = tokens;
     j["days"] = t.days;
     j["gpu_hours"] = t.gpu_hours;
-    j["days_top_down_6nd"] = t.days_6nd;
+    j["days_top_down_6nd"] = t.days_top_down_6nd;
   }
   return j;
 }
@@ -215,10 +195,10 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                            e.memory.stage, e.memory.stage_num_layers,
                            e.memory.in_flight_micro_batches));
   if (tokens > 0) {
-    const auto tt = train_time(m, e, static_cast<double>(p.num_gpus()), tokens);
+    const auto tt = sim::training_time(e, model::count_params(m).active, tokens, p.num_gpus());
     sink.write(fmt::format("{} tokens: {:.1f} days, {:.3g} GPU-hours (top-down 6ND at this MFU: "
                            "{:.1f} days)\n",
-                           format_count(tokens), tt.days, tt.gpu_hours, tt.days_6nd));
+                           format_count(tokens), tt.days, tt.gpu_hours, tt.days_top_down_6nd));
   }
 }
 

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/units.hpp"
 #include "model/count.hpp"
 #include "model/ops.hpp"
 #include "simulate/costs.hpp"
+#include "simulate/topdown.hpp"
 
 namespace trainsim::sim {
 
@@ -244,6 +246,23 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.achieved_flops_per_s_per_gpu = est.model_flops_per_step / (est.step_time_s * n);
   est.mfu = est.achieved_flops_per_s_per_gpu / est.peak_flops_per_s;
   est.hfu = est.hardware_flops_per_step / (est.step_time_s * n * est.peak_flops_per_s);
+}
+
+double days_to_train(double tokens, double tokens_per_step, double step_time_s) {
+  return tokens / (tokens_per_step / step_time_s) / kSecondsPerDay;
+}
+
+TrainingTime training_time(const StepEstimate& e, double active_params, double tokens,
+                           std::int64_t num_gpus) {
+  TrainingTime t;
+  if (tokens <= 0 || e.tokens_per_s <= 0)
+    return t;
+  t.seconds = tokens / e.tokens_per_s;
+  t.days = t.seconds / kSecondsPerDay;
+  t.gpu_hours = t.seconds * static_cast<double>(num_gpus) / 3600.0;
+  t.days_top_down_6nd =
+      estimate_time_top_down(active_params, tokens, 0, e.peak_flops_per_s, num_gpus, e.mfu, 0).days;
+  return t;
 }
 
 StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& cluster,

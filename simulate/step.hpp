@@ -110,6 +110,18 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   const StepOptions& options, double model_flops_per_token, StepEstimate& out,
                   const MemoryBreakdown* memory = nullptr);
 
+/// Time to train on `tokens` tokens at this estimate's throughput (bottom-up), and the top-down
+/// 6ND time at the MFU the estimate predicts (simulate/topdown.hpp), a cross-check: the two
+/// differ by the FLOPs 6N leaves out (attention, the LM head's share).
+struct TrainingTime {
+  double seconds = 0, days = 0, gpu_hours = 0;
+  double days_top_down_6nd = 0;
+};
+[[nodiscard]] TrainingTime training_time(const StepEstimate& e, double active_params, double tokens,
+                                         std::int64_t num_gpus);
+/// Days to train on `tokens` tokens at `tokens_per_step` every `step_time_s` (a plan's row).
+[[nodiscard]] double days_to_train(double tokens, double tokens_per_step, double step_time_s);
+
 /// Requires validated inputs (plan.num_gpus() == cluster.num_gpus()).
 [[nodiscard]] StepEstimate
 estimate_step(const model::ModelSpec& model, const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,

@@ -498,3 +498,18 @@ TEST_CASE("mixed layer kinds: per-layer means x layers are the sums over kinds")
   CHECK(t.layer_ep > 0);
   CHECK(t.layer_fwd > 0);
 }
+
+TEST_CASE("training time: tokens over throughput, with the top-down 6ND cross-check") {
+  Job j;
+  const auto e = j.run();
+  const double n = 8e9, tokens = 1e12;
+  const auto t = training_time(e, n, tokens, j.plan.num_gpus());
+  CHECK(t.seconds == doctest::Approx(tokens / e.tokens_per_s).epsilon(1e-12));
+  CHECK(t.days == doctest::Approx(t.seconds / 86400).epsilon(1e-12));
+  CHECK(t.gpu_hours == doctest::Approx(t.seconds * 16 / 3600).epsilon(1e-12)); // tp2 pp2 dp4
+  CHECK(t.days_top_down_6nd ==
+        doctest::Approx(6 * n * tokens / (16 * e.peak_flops_per_s * e.mfu) / 86400).epsilon(1e-12));
+  CHECK(days_to_train(tokens, e.tokens_per_step, e.step_time_s) ==
+        doctest::Approx(t.days).epsilon(1e-12));
+  CHECK(training_time(e, n, 0, 16).days == 0);
+}
