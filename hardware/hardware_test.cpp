@@ -6,6 +6,7 @@
 #include "common/json_io.hpp"
 #include "common/presets.hpp"
 #include "hardware/load.hpp"
+#include "hardware/topology.hpp"
 
 using namespace trainsim;
 using namespace trainsim::hw;
@@ -299,4 +300,17 @@ TEST_CASE("profile numbers outside their ranges are refused") {
   CHECK_THROWS_WITH_AS((void)profile_from_json(j, "p.json"),
                        doctest::Contains("gemm_tile_m = 1000000000000: must be in [1, 65536]"),
                        ConfigError);
+}
+
+TEST_CASE("nvidia-smi topo -m: GPU pairs and their links; a file without GPU rows is refused") {
+  // As nvidia-smi prints it: tabs, an underlined (ANSI) header, CPU affinity columns.
+  const std::string two = "\t\x1b[4mGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
+                          "GPU0\t X \tNV18\tSYS\t0-31\t0\n"
+                          "GPU1\tNV18\t X \tSYS\t0-31\t0\n"
+                          "NIC0\tSYS\tSYS\t X \n\nLegend:\n  X    = Self\n";
+  const auto links = topology_links(two, "topo.txt");
+  REQUIRE(links.size() == 1);
+  CHECK(links[0] == "GPU0<->GPU1 NV18");
+  CHECK_THROWS_WITH_AS((void)topology_links("Legend:\n  X = Self\n", "topo.txt"),
+                       doctest::Contains("--topology topo.txt: no GPU rows"), ConfigError);
 }
