@@ -124,27 +124,6 @@ std::string plan_label(const sim::PlanCandidate& c) {
 void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
              const model::TrainingSetup& s, const sim::StepOptions& so,
              const sim::PlanCandidate& best, std::int64_t rank) {
-  auto estimate = [&](const model::ParallelPlan& p, std::int64_t mb,
-                      std::string& why_not) -> double {
-    model::TrainingSetup t = s;
-    t.micro_batch_size = mb;
-    try {
-      model::validate(p, m, t, mc.num_gpus, "neighbour");
-    } catch (const ConfigError& e) {
-      why_not = e.what();
-      const auto pos = why_not.find(": ");
-      if (pos != std::string::npos)
-        why_not = why_not.substr(pos + 2);
-      return -1;
-    }
-    const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, t, so);
-    if (e.memory.total > mc.gpu.memory_bytes) {
-      why_not = fmt::format("needs {:.1f} GB per GPU (> {:.0f})", e.memory.total / 1e9,
-                            mc.gpu.memory_bytes / 1e9);
-      return -1;
-    }
-    return e.step_time_s;
-  };
   const auto& b = best.plan;
   model::TrainingSetup t = s;
   t.micro_batch_size = best.micro_batch_size;
@@ -158,88 +137,14 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                   bd.forward + bd.backward + bd.recompute, bd.forward, bd.backward, bd.recompute,
                   bd.tp_comm, bd.pp_comm, bd.dp_comm, bd.bubble, bd.optimizer));
   Table tab({"neighbour (one change)", "step (s)", "vs this plan", "why"});
-  struct N {
-    std::string what;
-    model::ParallelPlan p;
-    std::int64_t mb;
-  };
-  std::vector<N> ns;
-  auto add = [&](std::string what, auto mutate, std::int64_t mb) {
-    model::ParallelPlan p = b;
-    mutate(p);
-    if (p.pp != b.pp) { // another stage count: the split the search would use for it
-      model::TrainingSetup t = s;
-      t.micro_batch_size = mb;
-      p.stage_layers = sim::searched_stage_layers(m, mc.cluster, mc.gpu, mc.profile, p, t, so);
-    }
-    ns.push_back({std::move(what), p, mb});
-  };
-  if (b.tp > 1)
-    add(
-        fmt::format("tp {} -> {} (dp x2)", b.tp, b.tp / 2),
-        [](auto& p) {
-          p.tp /= 2;
-          p.dp *= 2;
-        },
-        best.micro_batch_size);
-  if (b.dp % 2 == 0)
-    add(
-        fmt::format("tp {} -> {} (dp /2)", b.tp, b.tp * 2),
-        [](auto& p) {
-          p.tp *= 2;
-          p.dp /= 2;
-        },
-        best.micro_batch_size);
-  if (b.pp > 1 && b.interleave == 1)
-    add(
-        fmt::format("pp {} -> {} (dp x2)", b.pp, b.pp / 2),
-        [](auto& p) {
-          p.pp /= 2;
-          p.dp *= 2;
-        },
-        best.micro_batch_size);
-  if (b.dp % 2 == 0)
-    add(
-        fmt::format("pp {} -> {} (dp /2)", b.pp, b.pp * 2),
-        [](auto& p) {
-          p.pp *= 2;
-          p.dp /= 2;
-        },
-        best.micro_batch_size);
-  if (best.micro_batch_size > 1)
-    add(
-        fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size / 2),
-        [](auto&) {}, best.micro_batch_size / 2);
-  add(
-      fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size * 2),
-      [](auto&) {}, best.micro_batch_size * 2);
-  for (std::int64_t z = 0; z <= 3; ++z)
-    if (z != b.zero_stage)
-      add(
-          fmt::format("ZeRO {} -> {}", b.zero_stage, z), [z](auto& p) { p.zero_stage = z; },
-          best.micro_batch_size);
-  for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full})
-    if (r != b.recompute)
-      add(
-          fmt::format("recompute {} -> {}", model::to_string(b.recompute), model::to_string(r)),
-          [r](auto& p) { p.recompute = r; }, best.micro_batch_size);
-  if (b.tp > 1)
-    add(
-        fmt::format("sequence parallel {}", b.sequence_parallel ? "off" : "on"),
-        [](auto& p) { p.sequence_parallel = !p.sequence_parallel; }, best.micro_batch_size);
-  if (b.pp > 1)
-    add(
-        fmt::format("interleave {} -> {}", b.interleave, b.interleave * 2),
-        [](auto& p) { p.interleave *= 2; }, best.micro_batch_size);
-  for (const auto& n : ns) {
-    std::string why;
-    const double st = estimate(n.p, n.mb, why);
-    if (st < 0)
-      tab.add_row({n.what, "-", "-", "not valid: " + why});
+  for (const auto& n : sim::plan_neighbours(m, mc.cluster, mc.gpu, mc.profile, s, so, best)) {
+    if (!n.why_not.empty())
+      tab.add_row({n.change, "-", "-", "not valid: " + n.why_not});
     else
-      tab.add_row({n.what, fmt::format("{:.3f}", st),
-                   fmt::format("{:+.1f}%", 100 * (st / e.step_time_s - 1)),
-                   st >= e.step_time_s ? "slower" : "faster but ranked lower by the objective"});
+      tab.add_row(
+          {n.change, fmt::format("{:.3f}", n.step_time_s),
+           fmt::format("{:+.1f}%", 100 * (n.step_time_s / e.step_time_s - 1)),
+           n.step_time_s >= e.step_time_s ? "slower" : "faster but ranked lower by the objective"});
   }
   tab.print(sink);
 }

@@ -9,6 +9,10 @@
 #include <thread>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+
 #include "model/count.hpp"
 #include "model/ops.hpp"
 #include "simulate/costs.hpp"
@@ -523,6 +527,111 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
       merged.offer(cand);
   }
   out.plans = std::move(merged.items);
+  return out;
+}
+
+std::vector<PlanNeighbour> plan_neighbours(const model::ModelSpec& m,
+                                           const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
+                                           const hw::HardwareProfile& profile,
+                                           const model::TrainingSetup& s, const StepOptions& so,
+                                           const PlanCandidate& best) {
+  const auto& b = best.plan;
+  struct N {
+    std::string what;
+    model::ParallelPlan p;
+    std::int64_t mb;
+  };
+  std::vector<N> ns;
+  auto add = [&](std::string what, auto mutate, std::int64_t mb) {
+    model::ParallelPlan p = b;
+    mutate(p);
+    if (p.pp != b.pp) { // another stage count: the split the search would use for it
+      model::TrainingSetup t = s;
+      t.micro_batch_size = mb;
+      p.stage_layers = sim::searched_stage_layers(m, cluster, gpu, profile, p, t, so);
+    }
+    ns.push_back({std::move(what), p, mb});
+  };
+  if (b.tp > 1)
+    add(
+        fmt::format("tp {} -> {} (dp x2)", b.tp, b.tp / 2),
+        [](auto& p) {
+          p.tp /= 2;
+          p.dp *= 2;
+        },
+        best.micro_batch_size);
+  if (b.dp % 2 == 0)
+    add(
+        fmt::format("tp {} -> {} (dp /2)", b.tp, b.tp * 2),
+        [](auto& p) {
+          p.tp *= 2;
+          p.dp /= 2;
+        },
+        best.micro_batch_size);
+  if (b.pp > 1 && b.interleave == 1)
+    add(
+        fmt::format("pp {} -> {} (dp x2)", b.pp, b.pp / 2),
+        [](auto& p) {
+          p.pp /= 2;
+          p.dp *= 2;
+        },
+        best.micro_batch_size);
+  if (b.dp % 2 == 0)
+    add(
+        fmt::format("pp {} -> {} (dp /2)", b.pp, b.pp * 2),
+        [](auto& p) {
+          p.pp *= 2;
+          p.dp /= 2;
+        },
+        best.micro_batch_size);
+  if (best.micro_batch_size > 1)
+    add(
+        fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size / 2),
+        [](auto&) {}, best.micro_batch_size / 2);
+  add(
+      fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size * 2),
+      [](auto&) {}, best.micro_batch_size * 2);
+  for (std::int64_t z = 0; z <= 3; ++z)
+    if (z != b.zero_stage)
+      add(
+          fmt::format("ZeRO {} -> {}", b.zero_stage, z), [z](auto& p) { p.zero_stage = z; },
+          best.micro_batch_size);
+  for (auto r : {model::Recompute::none, model::Recompute::selective, model::Recompute::full})
+    if (r != b.recompute)
+      add(
+          fmt::format("recompute {} -> {}", model::to_string(b.recompute), model::to_string(r)),
+          [r](auto& p) { p.recompute = r; }, best.micro_batch_size);
+  if (b.tp > 1)
+    add(
+        fmt::format("sequence parallel {}", b.sequence_parallel ? "off" : "on"),
+        [](auto& p) { p.sequence_parallel = !p.sequence_parallel; }, best.micro_batch_size);
+  if (b.pp > 1)
+    add(
+        fmt::format("interleave {} -> {}", b.interleave, b.interleave * 2),
+        [](auto& p) { p.interleave *= 2; }, best.micro_batch_size);
+  std::vector<PlanNeighbour> out;
+  for (const auto& n : ns) {
+    PlanNeighbour r{n.what, 0, {}};
+    model::TrainingSetup t = s;
+    t.micro_batch_size = n.mb;
+    try {
+      model::validate(n.p, m, t, cluster.num_gpus(), "neighbour");
+    } catch (const ConfigError& e) {
+      r.why_not = e.what();
+      const auto pos = r.why_not.find(": ");
+      if (pos != std::string::npos)
+        r.why_not = r.why_not.substr(pos + 2);
+      out.push_back(std::move(r));
+      continue;
+    }
+    const auto e = estimate_step(m, cluster, gpu, profile, n.p, t, so);
+    if (e.memory.total > gpu.memory_bytes)
+      r.why_not = fmt::format("needs {:.1f} GB per GPU (> {:.0f})", e.memory.total / 1e9,
+                              gpu.memory_bytes / 1e9);
+    else
+      r.step_time_s = e.step_time_s;
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

@@ -104,6 +104,22 @@ searched_stage_layers(const model::ModelSpec& model, const hw::ClusterSpec& clus
                       const model::ParallelPlan& plan, const model::TrainingSetup& setup,
                       const StepOptions& options);
 
+/// One-step neighbours of a plan (plan --explain): tp or pp halved or doubled against dp, the
+/// micro-batch halved or doubled, every other ZeRO stage and recompute mode, sequence
+/// parallelism toggled, interleaving doubled; each re-estimated with the full model (a new
+/// pipeline depth gets the search's own stage split). A neighbour that is not a valid layout or
+/// does not fit says why and has no step time.
+struct PlanNeighbour {
+  std::string change;     // "tp 8 -> 4 (dp x2)"
+  double step_time_s = 0; // 0 when not valid
+  std::string why_not;    // the rule it breaks, or the memory it needs; empty when valid
+};
+[[nodiscard]] std::vector<PlanNeighbour>
+plan_neighbours(const model::ModelSpec& model, const hw::ClusterSpec& cluster,
+                const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                const model::TrainingSetup& setup, const StepOptions& options,
+                const PlanCandidate& best);
+
 /// Positive divisors of n in increasing order.
 [[nodiscard]] std::vector<std::int64_t> divisors(std::int64_t n);
 

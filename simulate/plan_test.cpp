@@ -1,8 +1,11 @@
 // Plan search: deterministic across thread counts, consistent with estimate_step, counts
 // every candidate exactly once, honours --fix and the objective; finds uneven stage splits
 // (Llama 3 405B's 7,8x14,7) when pp does not divide the layers; its shortcuts change nothing.
+#include <algorithm>
 #include <doctest/doctest.h>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
@@ -382,4 +385,38 @@ TEST_CASE("sequences longer than learned positions: every candidate refused, wit
   CHECK(r.rejected[static_cast<std::size_t>(Reject::seq_too_long)] > 0);
   a.s.seq_len = 1024;
   CHECK_FALSE(a.run().plans.empty());
+}
+
+TEST_CASE("plan neighbours: one change each, re-estimated with the full model or said invalid") {
+  Search a;
+  const auto r = a.run();
+  REQUIRE(!r.plans.empty());
+  const PlanCandidate& best = r.plans.front();
+  const auto ns = plan_neighbours(a.m, a.cluster, a.gpu, a.prof, a.s, a.o.step, best);
+  REQUIRE(!ns.empty());
+  bool saw_zero = false;
+  for (const auto& n : ns) {
+    CAPTURE(n.change);
+    CHECK(!n.change.empty());
+    CHECK((n.why_not.empty() ? n.step_time_s > 0 : n.step_time_s == 0));
+    // The ZeRO neighbours re-estimate exactly the plan with that one stage changed.
+    for (std::int64_t z = 0; z <= 3; ++z)
+      if (n.change == fmt::format("ZeRO {} -> {}", best.plan.zero_stage, z)) {
+        saw_zero = true;
+        model::ParallelPlan p = best.plan;
+        p.zero_stage = z;
+        model::TrainingSetup s = a.s;
+        s.micro_batch_size = best.micro_batch_size;
+        const auto e = estimate_step(a.m, a.cluster, a.gpu, a.prof, p, s, a.o.step);
+        if (e.memory.total > a.gpu.memory_bytes)
+          CHECK(n.why_not.find("needs") == 0);
+        else
+          CHECK(n.step_time_s == e.step_time_s);
+      }
+  }
+  CHECK(saw_zero);
+  // The best plan's micro-batch doubled: either slower, or invalid, never silently dropped.
+  const auto mb =
+      fmt::format("micro-batch {} -> {}", best.micro_batch_size, 2 * best.micro_batch_size);
+  CHECK(std::any_of(ns.begin(), ns.end(), [&](const auto& n) { return n.change == mb; }));
 }
