@@ -292,6 +292,9 @@ trainsim_cli_error(plan_threads "--threads = -1: must be in 0..1024"
   plan --model gpt2 --gpu a100-80g --global-batch 64 --threads -1)
 trainsim_cli_error(plan_max_tp "--max-tp = -1: must be in 0..65536"
   plan --model gpt2 --gpu a100-80g --global-batch 64 --max-tp -1)
+trainsim_cli_test(plan_explain "ZeRO 3 -> 2 +[0-9.]+ +[+-][0-9.]+% +slower"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 16 --global-batch 128 --seq-len 8192
+  --explain 1 --top 1)
 trainsim_cli_error(plan_explain_zero "--explain = 0: must be in 1..10000"
   plan --model gpt2 --gpu a100-80g --global-batch 64 --explain 0)
 trainsim_cli_error(plan_fix_twice "--fix tp=4: tp is already fixed by --fix tp=8"
