@@ -15,7 +15,6 @@
 #include "common/checks.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
-#include "common/stats.hpp"
 #include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "simulate/collectives.hpp"
@@ -99,16 +98,21 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
         fit = &f;
     if (!fit)
       continue;
-    sim::Collective op;
-    if (!sim::parse_collective(s.op, op))
-      continue;
-    const double factor = sim::busbw_factor(op, op == sim::Collective::send_recv ? 2 : s.num_ranks);
+    // The fit's own factor (busbw, or algbw at P = 1) and its quality on these measurements.
+    const double factor = val::fit_bandwidth_factor(s.op, s.num_ranks);
+    const val::CollectiveFitQuality q = val::fit_quality(*fit, s);
+    auto pct = [](double fraction) { return std::isfinite(fraction) ? 100 * fraction : 0.0; };
+    auto at = [](double bytes) { return std::isfinite(bytes) ? bytes : 0.0; };
     OpSummary sum;
     sum.op = s.op;
     sum.num_ranks = s.num_ranks;
     sum.num_regimes = std::max<std::size_t>(fit->regimes.size(), 1);
     sum.small_alpha_s = hw::regime_for(*fit, 0).alpha_s;
-    std::vector<double> small_times;
+    sum.max_large_pct = pct(q.max_rel_error_large_fraction);
+    sum.max_large_bytes = at(q.max_rel_error_large_bytes);
+    sum.max_small_pct = pct(q.max_rel_error_small_fraction);
+    sum.max_small_bytes = at(q.max_rel_error_small_bytes);
+    sum.median_small_time_s = q.median_small_time_s;
     Series meas{"measured", {}, "points pt 7 ps 0.7 lc rgb '#1f77b4'", {}},
         pred{"model", {}, "lines lw 2 lc rgb '#d62728'", {}};
     double lo = 0, hi = 0;
@@ -117,17 +121,6 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
       const double err = 100 * (t_pred / p.time_s - 1);
       lo = lo == 0 ? p.bytes : std::min(lo, p.bytes);
       hi = std::max(hi, p.bytes);
-      if (p.bytes >= 1 << 20 && std::fabs(err) >= sum.max_large_pct) {
-        sum.max_large_pct = std::fabs(err);
-        sum.max_large_bytes = p.bytes;
-      }
-      if (p.bytes <= 64 << 10) {
-        small_times.push_back(p.time_s);
-        if (std::fabs(err) >= sum.max_small_pct) {
-          sum.max_small_pct = std::fabs(err);
-          sum.max_small_bytes = p.bytes;
-        }
-      }
       const double bw_m = p.bytes / p.time_s * factor, bw_p = p.bytes / t_pred * factor;
       meas.points.emplace_back(p.bytes, bw_m / 1e9);
       rows.push_back({{"op", s.op},
@@ -145,7 +138,6 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
                  fmt::format("{:.4f}", err), fmt::format("{:.6g}", bw_m),
                  fmt::format("{:.6g}", bw_p)});
     }
-    sum.median_small_time_s = median(small_times);
     max_large = std::max(max_large, sum.max_large_pct);
     max_small = std::max(max_small, sum.max_small_pct);
     // The model's busbw on a fine grid (8 points per doubling) and on both sides of each regime

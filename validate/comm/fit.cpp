@@ -292,62 +292,29 @@ std::size_t regime_index(const hw::CollectiveFit& fit, double bytes) {
 
 } // namespace
 
-CollectiveFitResult fit_collective(const CollectiveSeries& series,
-                                   const CollectiveFitOptions& options) {
-  const std::string src =
-      fmt::format("collective fit '{}' at {} ranks", series.op, series.num_ranks);
-  if (series.num_ranks < 1)
-    throw ConfigError(fmt::format("{}: num_ranks = {}: must be >= 1", src, series.num_ranks));
-  if (options.max_regimes < 1 || options.max_regimes > 3)
-    throw ConfigError(
-        fmt::format("{}: max_regimes = {}: must be 1, 2 or 3", src, options.max_regimes));
-  if (options.min_sizes_per_regime < 2)
-    throw ConfigError(fmt::format("{}: min_sizes_per_regime = {}: must be >= 2 (a line needs two "
-                                  "sizes)",
-                                  src, options.min_sizes_per_regime));
-  hw::LinkLevel level;
-  if (!hw::parse_link_level(series.level, level) || level == hw::LinkLevel::none)
-    throw ConfigError(
-        fmt::format("{}: level = '{}': must be intra-node or inter-node", src, series.level));
-  double factor = busbw_factor(series.op, series.num_ranks); // throws on unknown op
-  if (factor == 0)
-    factor = 1; // P = 1: fit the local rate bytes / time (algbw) instead
+double fit_bandwidth_factor(std::string_view op, std::int64_t num_ranks) {
+  const double factor = busbw_factor(op, num_ranks); // throws on unknown op
+  return factor == 0 ? 1 : factor;                   // P = 1: the local rate bytes / time (algbw)
+}
 
-  for (std::size_t i = 0; i < series.points.size(); ++i) {
-    const CollectivePoint& p = series.points[i];
-    if (!(p.bytes > 0) || !std::isfinite(p.bytes))
-      throw ConfigError(fmt::format("{}: points[{}].bytes = {}: must be > 0", src, i, p.bytes));
-    if (!(p.time_s > 0) || !std::isfinite(p.time_s))
-      throw ConfigError(fmt::format("{}: points[{}].time_s = {}: must be > 0", src, i, p.time_s));
-  }
-  const Samples samples = make_samples(series.points, factor);
-  if (samples.sizes.size() < 2)
-    throw ConfigError(
-        fmt::format("{}: bytes: {} distinct size(s): need at least 2 to fit latency and bandwidth",
-                    src, samples.sizes.size()));
-
-  const std::optional<Model> model = choose_model(samples, options);
-  if (!model)
-    throw ConfigError(fmt::format(
-        "{}: time_s: does not grow with bytes (fitted slope <= 0 s/B): no bandwidth term to "
-        "fit; measure a wider size range",
-        src));
-
-  CollectiveFitResult result;
-  result.fit = to_fit(*model, samples, series);
-
-  CollectiveFitQuality& q = result.quality;
-  q.num_points = static_cast<std::int64_t>(samples.t.size());
-  q.num_regimes = static_cast<std::int64_t>(result.fit.regimes.size());
+CollectiveFitQuality fit_quality(const hw::CollectiveFit& fit, const CollectiveSeries& series) {
+  const double factor = fit_bandwidth_factor(series.op, series.num_ranks);
+  std::vector<CollectivePoint> points = series.points;
+  std::stable_sort(
+      points.begin(), points.end(),
+      [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
+  CollectiveFitQuality q;
+  q.num_points = static_cast<std::int64_t>(points.size());
+  q.num_regimes = static_cast<std::int64_t>(fit.regimes.size());
   q.bandwidth_factor = factor;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   double sum_large = 0, sum_small = 0, max_large = 0, max_small = 0, max_all = 0;
   double max_large_bytes = nan, max_small_bytes = nan;
   int n_large = 0, n_small = 0;
   std::vector<double> small_times;
-  for (std::size_t i = 0; i < samples.t.size(); ++i) {
-    const double bytes = samples.bytes[i], t = samples.t[i];
-    const double rel = std::abs(hw::collective_fit_time_s(result.fit, bytes, factor) - t) / t;
+  for (const CollectivePoint& p : points) {
+    const double bytes = p.bytes, t = p.time_s;
+    const double rel = std::abs(hw::collective_fit_time_s(fit, bytes, factor) - t) / t;
     max_all = std::max(max_all, rel);
     if (bytes >= kLargeBytes) {
       sum_large += rel;
@@ -374,9 +341,57 @@ CollectiveFitResult fit_collective(const CollectiveSeries& series,
   q.max_rel_error_small_fraction = n_small > 0 ? max_small : nan;
   q.mean_rel_error_small_fraction = n_small > 0 ? sum_small / n_small : nan;
   q.max_rel_error_small_bytes = max_small_bytes;
-  q.small_alpha_s = result.fit.regimes.front().alpha_s;
+  q.small_alpha_s = fit.regimes.empty() ? nan : fit.regimes.front().alpha_s;
   q.median_small_time_s = small_times.empty() ? nan : median(small_times);
   q.small_alpha_error_fraction = q.small_alpha_s / q.median_small_time_s - 1;
+  return q;
+}
+
+CollectiveFitResult fit_collective(const CollectiveSeries& series,
+                                   const CollectiveFitOptions& options) {
+  const std::string src =
+      fmt::format("collective fit '{}' at {} ranks", series.op, series.num_ranks);
+  if (series.num_ranks < 1)
+    throw ConfigError(fmt::format("{}: num_ranks = {}: must be >= 1", src, series.num_ranks));
+  if (options.max_regimes < 1 || options.max_regimes > 3)
+    throw ConfigError(
+        fmt::format("{}: max_regimes = {}: must be 1, 2 or 3", src, options.max_regimes));
+  if (options.min_sizes_per_regime < 2)
+    throw ConfigError(fmt::format("{}: min_sizes_per_regime = {}: must be >= 2 (a line needs two "
+                                  "sizes)",
+                                  src, options.min_sizes_per_regime));
+  hw::LinkLevel level;
+  if (!hw::parse_link_level(series.level, level) || level == hw::LinkLevel::none)
+    throw ConfigError(
+        fmt::format("{}: level = '{}': must be intra-node or inter-node", src, series.level));
+  const double factor = fit_bandwidth_factor(series.op, series.num_ranks); // throws on unknown op
+
+  for (std::size_t i = 0; i < series.points.size(); ++i) {
+    const CollectivePoint& p = series.points[i];
+    if (!(p.bytes > 0) || !std::isfinite(p.bytes))
+      throw ConfigError(fmt::format("{}: points[{}].bytes = {}: must be > 0", src, i, p.bytes));
+    if (!(p.time_s > 0) || !std::isfinite(p.time_s))
+      throw ConfigError(fmt::format("{}: points[{}].time_s = {}: must be > 0", src, i, p.time_s));
+  }
+  const Samples samples = make_samples(series.points, factor);
+  if (samples.sizes.size() < 2)
+    throw ConfigError(
+        fmt::format("{}: bytes: {} distinct size(s): need at least 2 to fit latency and bandwidth",
+                    src, samples.sizes.size()));
+
+  const std::optional<Model> model = choose_model(samples, options);
+  if (!model)
+    throw ConfigError(fmt::format(
+        "{}: time_s: does not grow with bytes (fitted slope <= 0 s/B): no bandwidth term to "
+        "fit; measure a wider size range",
+        src));
+
+  CollectiveFitResult result;
+  result.fit = to_fit(*model, samples, series);
+
+  CollectiveFitQuality& q = result.quality;
+  q = fit_quality(result.fit, series);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
 
   // Held-out: fit the even-indexed distinct sizes, predict the odd-indexed ones >= 1 MiB.
   q.heldout_max_rel_error_large_fraction = nan;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +74,16 @@ struct CollectiveFitResult {
   hw::CollectiveFit fit;
   CollectiveFitQuality quality;
 };
+
+/// The factor a fit multiplies bytes by: nccl-tests' busbw factor, or 1 at P = 1 (the local
+/// rate, algbw). Throws ConfigError for an unknown op.
+[[nodiscard]] double fit_bandwidth_factor(std::string_view op, std::int64_t num_ranks);
+
+/// How well `fit` reproduces `series` (every field of CollectiveFitQuality except the held-out
+/// ones, which need a refit): fit_collective's in-sample quality, and what
+/// `compare --collectives` reports for a profile's fit against new measurements.
+[[nodiscard]] CollectiveFitQuality fit_quality(const hw::CollectiveFit& fit,
+                                               const CollectiveSeries& series);
 
 /// Fits the regimes of one collective. Each regime: minimises sum(w_i * ((alpha + x_i * beta -
 /// t_i) / t_i)^2), x_i = bytes_i * factor, with Huber weights w_i from iteratively reweighted

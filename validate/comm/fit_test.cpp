@@ -325,3 +325,19 @@ TEST_CASE("one collective model: the benchmark's ops are the simulator's and agr
     }
   }
 }
+
+TEST_CASE("fit_quality is the fit's in-sample quality; at P = 1 the factor is 1 (algbw)") {
+  const CollectiveSeries s = synthetic("all-gather", 4, 9e-6, 250e9, 0.03, 5);
+  const CollectiveFitResult r = fit_collective(s);
+  const CollectiveFitQuality q = fit_quality(r.fit, s);
+  CHECK(q.num_points == r.quality.num_points);
+  CHECK(q.num_regimes == r.quality.num_regimes);
+  CHECK(q.max_rel_error_large_fraction == r.quality.max_rel_error_large_fraction);
+  CHECK(q.max_rel_error_large_bytes == r.quality.max_rel_error_large_bytes);
+  CHECK(q.max_rel_error_small_fraction == r.quality.max_rel_error_small_fraction);
+  CHECK(q.median_small_time_s == r.quality.median_small_time_s);
+  CHECK(q.max_rel_error_large_fraction < 0.15);
+  CHECK(fit_bandwidth_factor("all-gather", 4) == doctest::Approx(0.75));
+  CHECK(fit_bandwidth_factor("all-reduce", 1) == 1.0);
+  CHECK_THROWS_AS((void)fit_bandwidth_factor("allreduce", 2), ConfigError);
+}
