@@ -265,7 +265,7 @@ class Gen {
   }
   std::string gpu_name() {
     return pick({"h100-sxm", "h100-pcie", "h200", "a100-80g", "a100-40g", "b200", "mi300x", "v100",
-                 "rtx-2080", "rtx-4090"});
+                 "rtx-2080", "rtx-4090", "gb200"});
   }
   void model_flags(Args& a) {
     a.push_back("--model");
@@ -279,7 +279,7 @@ class Gen {
   void machine(Args& a, const char* gpus_default_range = "small") {
     if (chance(0.35)) {
       a.push_back("--cluster");
-      a.push_back(pick({"dgx-h100", "dgx-a100", "dgx-h200", "dgx-b200"}));
+      a.push_back(pick({"dgx-h100", "dgx-a100", "dgx-h200", "dgx-b200", "gb200-nvl72"}));
     } else {
       a.push_back("--gpu");
       a.push_back(gpu_name());
