@@ -176,9 +176,7 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   t.print(sink);
   if (sink.format() != Format::table)
     return;
-  // MFU is stated against the peak of the linear GEMMs' dtype (fp8 for the FP8 precisions).
-  const std::string_view peak_dtype =
-      model::is_fp8(s.precision) ? "fp8" : dtype_name(model::compute_dtype(s.precision));
+  const std::string_view peak_dtype = dtype_name(sim::mfu_peak_dtype(s.precision));
   sink.write(fmt::format("step {} {}  |  MFU {:.1f}%  HFU {:.1f}% (of the {} peak)  |  {:.3g} "
                          "tokens/s  |  {:.1f} TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,

@@ -35,9 +35,12 @@ void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precisio
         gpu.name));
 }
 
+Dtype mfu_peak_dtype(model::Precision precision) {
+  return model::is_fp8(precision) ? Dtype::fp8 : model::compute_dtype(precision);
+}
+
 double mfu_peak_flops_per_s(const hw::GpuSpec& gpu, model::Precision precision) {
-  return effective_peak_flops_per_s(
-      gpu, model::is_fp8(precision) ? Dtype::fp8 : model::compute_dtype(precision));
+  return effective_peak_flops_per_s(gpu, mfu_peak_dtype(precision));
 }
 
 double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,

@@ -46,6 +46,8 @@ void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precisio
 /// GEMMs run in (FP8 for the FP8 precisions, so that MFU <= 1 holds; BF16-referenced figures
 /// are the achieved TFLOP/s per GPU over the BF16 peak).
 [[nodiscard]] double mfu_peak_flops_per_s(const hw::GpuSpec& gpu, model::Precision precision);
+/// The dtype whose peak that is.
+[[nodiscard]] Dtype mfu_peak_dtype(model::Precision precision);
 
 /// The time of a tensor-parallel comm op is the collectives' business: returns zero here.
 [[nodiscard]] OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
