@@ -50,9 +50,9 @@ std::string read_command_line() {
   return raw;
 }
 
-val::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
-  val::KernelShape s;
-  const auto op = val::parse_op(o.op);
+fitting::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
+  fitting::KernelShape s;
+  const auto op = fitting::parse_op(o.op);
   if (!op)
     throw ConfigError(fmt::format("--op {}: unknown op", o.op));
   const auto dt = parse_dtype(o.dtype);
@@ -60,7 +60,7 @@ val::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
     throw ConfigError(
         fmt::format("--dtype {}: unknown dtype (fp32, tf32, fp16, bf16, fp8)", o.dtype));
   if (*dt == Dtype::fp8) { // e4m3 GEMM through cuBLASLt only (kernels/gemm.cuh)
-    if (*op != val::BenchOp::gemm)
+    if (*op != fitting::BenchOp::gemm)
       throw ConfigError(fmt::format("--dtype fp8: only --op gemm runs in fp8, not --op {}", o.op));
     if (o.gemm_impl == "cublas")
       throw ConfigError("--dtype fp8: --gemm-impl cublas has no fp8 path (cublasGemmEx); use "
@@ -75,7 +75,7 @@ val::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
   s.m = o.m;
   s.n = o.n;
   s.k = o.k;
-  s.gemm_impl = o.gemm_impl == "cublas" ? val::GemmImpl::cublas : val::GemmImpl::cublaslt;
+  s.gemm_impl = o.gemm_impl == "cublas" ? fitting::GemmImpl::cublas : fitting::GemmImpl::cublaslt;
   s.num_elements = static_cast<std::int64_t>(parse_bytes(o.size, "--size"));
   s.rows = o.rows;
   s.cols = o.cols;
@@ -85,7 +85,7 @@ val::KernelShape shape_from_flags(const BenchKernelsOptions& o) {
   s.head_dim = o.head_dim;
   s.causal = o.causal;
   s.backward = o.backward;
-  s.impl = o.impl == "naive" ? val::AttentionImpl::naive : val::AttentionImpl::flash;
+  s.impl = o.impl == "naive" ? fitting::AttentionImpl::naive : fitting::AttentionImpl::flash;
   return s;
 }
 
@@ -103,9 +103,9 @@ nlohmann::json device_json(const val::DeviceInfo& d) {
 }
 
 nlohmann::json measurement_json(const val::Measurement& m) {
-  const val::KernelShape& s = m.shape;
+  const fitting::KernelShape& s = m.shape;
   nlohmann::json j = {{"name", m.name},
-                      {"op", std::string(val::op_name(s.op))},
+                      {"op", std::string(fitting::op_name(s.op))},
                       {"dtype", std::string(dtype_name(s.dtype))},
                       {"flops", m.work.flops},
                       {"bytes_read", m.work.bytes_read},
@@ -126,29 +126,29 @@ nlohmann::json measurement_json(const val::Measurement& m) {
                       {"call_alloc_bytes", m.call_alloc_bytes},
                       {"command_line", m.command_line}};
   switch (s.op) {
-  case val::BenchOp::gemm:
+  case fitting::BenchOp::gemm:
     j["m"] = s.m;
     j["n"] = s.n;
     j["k"] = s.k;
-    j["impl"] = s.gemm_impl == val::GemmImpl::cublaslt ? "cublaslt" : "cublas";
+    j["impl"] = s.gemm_impl == fitting::GemmImpl::cublaslt ? "cublaslt" : "cublas";
     break;
-  case val::BenchOp::softmax:
-  case val::BenchOp::layernorm:
-  case val::BenchOp::rmsnorm:
+  case fitting::BenchOp::softmax:
+  case fitting::BenchOp::layernorm:
+  case fitting::BenchOp::rmsnorm:
     j["rows"] = s.rows;
     j["cols"] = s.cols;
     j["backward"] = s.backward;
     break;
-  case val::BenchOp::attention:
+  case fitting::BenchOp::attention:
     j["batch_size"] = s.batch_size;
     j["num_heads"] = s.num_heads;
     j["seq_len"] = s.seq_len;
     j["head_dim"] = s.head_dim;
     j["causal"] = s.causal;
     j["backward"] = s.backward;
-    j["impl"] = std::string(val::impl_name(s.impl));
+    j["impl"] = std::string(fitting::impl_name(s.impl));
     break;
-  case val::BenchOp::empty: break;
+  case fitting::BenchOp::empty: break;
   default: j["num_elements"] = s.num_elements; break;
   }
   return j;
@@ -173,7 +173,7 @@ void progress_bar(bool quiet, std::size_t done, std::size_t total, const std::st
 
 int run_bench_kernels(const BenchKernelsOptions& o) {
   val::BenchOptions b;
-  b.cases = o.suite.empty() ? std::vector<val::KernelShape>{shape_from_flags(o)}
+  b.cases = o.suite.empty() ? std::vector<fitting::KernelShape>{shape_from_flags(o)}
                             : val::suite_cases(o.suite);
   b.warmup = o.warmup;
   b.min_samples = o.min_samples;

@@ -18,9 +18,9 @@
 #include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "hardware/topology.hpp"
+#include "simulate/fit/collective_fit.hpp"
+#include "simulate/fit/kernel_fit.hpp"
 #include "validate/bench/bench.hpp"
-#include "validate/calibrate/calibrate.hpp"
-#include "validate/comm/fit.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -65,9 +65,9 @@ std::string device_summary(const nlohmann::json& gpu_names) {
 }
 
 // The report lines of one collective fit: the regimes, then the quality figures.
-std::vector<std::string> describe_fit(const val::CollectiveFitResult& r) {
+std::vector<std::string> describe_fit(const fitting::CollectiveFitResult& r) {
   const hw::CollectiveFit& f = r.fit;
-  const val::CollectiveFitQuality& q = r.quality;
+  const fitting::CollectiveFitQuality& q = r.quality;
   std::vector<std::string> regimes;
   for (const auto& g : f.regimes)
     regimes.push_back(fmt::format("from {}: alpha {:.2f} us, busbw {:.1f} GB/s",
@@ -120,9 +120,9 @@ std::string gpu_preset_for_device(const std::string& device_name) {
   return "";
 }
 
-val::MeasurementSet measurements_from(const std::string& file, const std::string& suite) {
+fitting::MeasurementSet measurements_from(const std::string& file, const std::string& suite) {
   if (!file.empty())
-    return val::load_measurements(file);
+    return fitting::load_measurements(file);
   val::BenchOptions opts;
   opts.cases = val::suite_cases(suite);
   opts.command_line = "trainsim bench kernels --suite " + suite;
@@ -133,7 +133,7 @@ val::MeasurementSet measurements_from(const std::string& file, const std::string
         if (done == total)
           fmt::print(stderr, "\n");
       });
-  val::MeasurementSet ms;
+  fitting::MeasurementSet ms;
   ms.source = "suite " + suite + " on " + dev.gpu_name;
   ms.device = {{"gpu_name", dev.gpu_name},
                {"driver_version", dev.driver_version},
@@ -175,8 +175,8 @@ int run_calibrate(const CalibrateOptions& o) {
       throw ConfigError("--gpu: required (the measured device has no preset)");
     const auto gpu = hw::load_gpu(gpu_name);
     const auto base = o.base.empty() ? hw::default_profile(gpu.name) : hw::load_profile(o.base);
-    val::FitReport report;
-    profile = val::fit_profile(ms, gpu, base, report);
+    fitting::FitReport report;
+    profile = fitting::fit_profile(ms, gpu, base, report);
     lines = report.lines;
     metadata["kernel_measurements"] = ms.source;
     metadata["device"] = ms.device;
@@ -191,9 +191,9 @@ int run_calibrate(const CalibrateOptions& o) {
   std::vector<std::pair<hw::CollectiveFit, nlohmann::json>> qualities;
   std::string collective_source;
   if (!o.collectives.empty()) {
-    val::CollectiveFitOptions fit_options;
+    fitting::CollectiveFitOptions fit_options;
     fit_options.max_regimes = o.max_regimes;
-    const auto fits = val::fit_collectives_file(o.collectives, o.level, fit_options);
+    const auto fits = fitting::fit_collectives_file(o.collectives, o.level, fit_options);
     profile.collective_fits.erase(std::remove_if(profile.collective_fits.begin(),
                                                  profile.collective_fits.end(),
                                                  [&](const hw::CollectiveFit& f) {
@@ -208,7 +208,7 @@ int run_calibrate(const CalibrateOptions& o) {
         continue;
       }
       profile.collective_fits.push_back(f.fit);
-      qualities.emplace_back(f.fit, val::to_json(f.quality));
+      qualities.emplace_back(f.fit, fitting::to_json(f.quality));
       for (const auto& l : describe_fit(f))
         lines.push_back(l);
     }
@@ -239,13 +239,14 @@ int run_calibrate(const CalibrateOptions& o) {
                                     parts.empty() ? "" : " (" + join(parts, ", ") + ")");
   }
   if (!o.launch_probe.empty() || !o.overlap_probe.empty()) {
-    val::FitReport probes;
+    fitting::FitReport probes;
     if (!o.launch_probe.empty()) {
-      val::apply_launch_probe(load_json_file(o.launch_probe), o.launch_probe, profile, probes);
+      fitting::apply_launch_probe(load_json_file(o.launch_probe), o.launch_probe, profile, probes);
       metadata["launch_probe"] = o.launch_probe;
     }
     if (!o.overlap_probe.empty()) {
-      val::apply_overlap_probe(load_json_file(o.overlap_probe), o.overlap_probe, profile, probes);
+      fitting::apply_overlap_probe(load_json_file(o.overlap_probe), o.overlap_probe, profile,
+                                   probes);
       metadata["overlap_probe"] = o.overlap_probe;
     }
     lines.insert(lines.end(), probes.lines.begin(), probes.lines.end());

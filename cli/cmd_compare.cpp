@@ -18,7 +18,7 @@
 #include "common/units.hpp"
 #include "hardware/load.hpp"
 #include "simulate/collectives.hpp"
-#include "validate/comm/fit.hpp"
+#include "simulate/fit/collective_fit.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -66,7 +66,7 @@ std::vector<std::pair<std::string, double>> binary_size_tics() {
 void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal, Sink& sink,
                          nlohmann::json& out, bool kernel_plots) {
   const auto doc = load_json_file(o.collectives);
-  const auto series = val::read_collective_series(doc, o.collectives, o.level);
+  const auto series = fitting::read_collective_series(doc, o.collectives, o.level);
   std::vector<std::string> wanted;
   if (!o.ops.empty()) {
     std::stringstream list(o.ops);
@@ -99,8 +99,8 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
     if (!fit)
       continue;
     // The fit's own factor (busbw, or algbw at P = 1) and its quality on these measurements.
-    const double factor = val::fit_bandwidth_factor(s.op, s.num_ranks);
-    const val::CollectiveFitQuality q = val::fit_quality(*fit, s);
+    const double factor = fitting::fit_bandwidth_factor(s.op, s.num_ranks);
+    const fitting::CollectiveFitQuality q = fitting::fit_quality(*fit, s);
     auto pct = [](double fraction) { return std::isfinite(fraction) ? 100 * fraction : 0.0; };
     auto at = [](double bytes) { return std::isfinite(bytes) ? bytes : 0.0; };
     OpSummary sum;
@@ -253,8 +253,8 @@ int run_compare(const CompareOptions& o) {
     const auto gpu = hw::load_gpu(gpu_name);
     const std::string base_name = !o.base.empty() ? o.base : "default";
     const auto base = hw::load_profile(base_name);
-    const auto cmp = val::compare_kernels(ms, gpu, base, cal);
-    const double mape_base = val::mape(cmp, false), mape_cal = val::mape(cmp, true);
+    const auto cmp = fitting::compare_kernels(ms, gpu, base, cal);
+    const double mape_base = fitting::mape(cmp, false), mape_cal = fitting::mape(cmp, true);
     nlohmann::json rows = nlohmann::json::array();
     Table t({"case", "measured (us)", "datasheet (us)", "error", "calibrated (us)", "error"},
             {"name", "measured_s", "predicted_base_s", "error_base_pct", "predicted_calibrated_s",
@@ -317,7 +317,7 @@ int run_compare(const CompareOptions& o) {
       Series pts{"measured", {}, "points pt 7", {}};
       for (const auto& item : ms.items) {
         double flops = 0, bytes = 0;
-        const auto w = val::kernel_work(item.shape);
+        const auto w = fitting::kernel_work(item.shape);
         flops = w.flops;
         bytes = w.bytes_read + w.bytes_written;
         if (flops > 0 && bytes > 0)

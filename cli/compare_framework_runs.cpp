@@ -9,7 +9,7 @@
 
 #include "cli/plot.hpp"
 #include "common/errors.hpp"
-#include "simulate/framework_runs.hpp"
+#include "simulate/fit/framework_fit.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -55,10 +55,10 @@ struct Tally {
   }
 };
 
-const char* half(sim::Split s) { return s == sim::Split::fit ? "fit" : "test"; }
+const char* half(fitting::Split s) { return s == fitting::Split::fit ? "fit" : "test"; }
 
 std::map<std::string, sim::FrameworkProfile>
-profiles_for(const std::vector<sim::FrameworkRun>& runs, const std::string& fixed) {
+profiles_for(const std::vector<fitting::FrameworkRun>& runs, const std::string& fixed) {
   std::map<std::string, sim::FrameworkProfile> p;
   for (const auto& r : runs) {
     const std::string name = fixed.empty() ? r.framework : fixed;
@@ -73,8 +73,8 @@ profiles_for(const std::vector<sim::FrameworkRun>& runs, const std::string& fixe
 void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann::json& out) {
   if (!o.plot.empty())
     check_plot_file(o.plot);
-  const auto all = sim::read_framework_runs(o.files);
-  std::vector<sim::FrameworkRun> runs;
+  const auto all = fitting::read_framework_runs(o.files);
+  std::vector<fitting::FrameworkRun> runs;
   for (const auto& r : all)
     if (o.only.empty() || r.framework == o.only)
       runs.push_back(r);
@@ -103,7 +103,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       continue;
     }
     const auto& fw = profiles.at(fw_name);
-    const auto p = sim::predict_run(r, fw);
+    const auto p = fitting::predict_run(r, fw);
     Tally& k = tally[fw_name + "/" + half(r.split)];
     const double sigma = fw.fit.time_sigma_fraction;
     if (r.is_oom_search()) {
@@ -111,7 +111,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
       k.oom_within_one += std::abs(p.max_micro_batch - r.max_micro_batch) <= 1 ? 1 : 0;
       row["memory_cap_bytes"] = r.memory_cap_bytes;
-      const double me = sim::memory_error(r, p);
+      const double me = fitting::memory_error(r, p);
       if (std::isfinite(me)) {
         k.memory(me);
         row["memory_error_pct"] = 100 * me;
@@ -129,8 +129,8 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       rows.push_back(row);
       continue;
     }
-    const double e = sim::time_error(r, p);
-    const double me = sim::memory_error(r, p);
+    const double e = fitting::time_error(r, p);
+    const double me = fitting::memory_error(r, p);
     const bool by_step = r.step_time_s > 0;
     if (std::isfinite(e))
       k.time(e, sigma);
@@ -160,7 +160,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                std::isfinite(me) ? fmt::format("{:.4f}", 100 * me) : ""});
     const double mv = by_step ? r.step_time_s * 1e3 : r.tokens_per_s_per_gpu;
     const double pv = by_step ? p.step_time_s * 1e3 : p.tokens_per_s_per_gpu;
-    (r.split == sim::Split::fit ? fit_pts : test_pts).points.emplace_back(mv, pv);
+    (r.split == fitting::Split::fit ? fit_pts : test_pts).points.emplace_back(mv, pv);
   }
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [key, k] : tally)
@@ -226,14 +226,14 @@ void calibrate_framework(const std::vector<std::string>& files, const std::strin
                          const std::string& out_file, Sink& sink) {
   if (framework.empty())
     throw ConfigError("--framework: required with --framework-runs (the profile to fit)");
-  const auto runs = sim::read_framework_runs(files);
+  const auto runs = fitting::read_framework_runs(files);
   const auto base = sim::load_framework(framework);
-  const auto options = sim::default_fit_options(base, runs);
+  const auto options = fitting::default_fit_options(base, runs);
   std::string on;
   for (const auto& f : files)
     on += (on.empty() ? "" : ", ") + f;
   on += " (fit half: docs/frameworks.md)";
-  const auto r = sim::fit_framework(base, runs, options, on);
+  const auto r = fitting::fit_framework(base, runs, options, on);
   nlohmann::json j = sim::framework_to_json(r.profile);
   std::ofstream f(out_file);
   if (!f)

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "validate/calibrate/calibrate.hpp"
+#include "simulate/fit/kernel_fit.hpp"
 
 namespace trainsim::cli {
 
@@ -11,7 +11,7 @@ namespace trainsim::cli {
 [[nodiscard]] std::string gpu_preset_for_device(const std::string& device_name);
 
 /// Measurements from `file` (bench kernels JSON), or, if empty, by running `suite` on GPU 0.
-[[nodiscard]] val::MeasurementSet measurements_from(const std::string& file,
-                                                    const std::string& suite);
+[[nodiscard]] fitting::MeasurementSet measurements_from(const std::string& file,
+                                                        const std::string& suite);
 
 } // namespace trainsim::cli

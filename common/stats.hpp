@@ -44,7 +44,8 @@ namespace trainsim {
   return v.size() < 2 ? 0.0 : sample_stdev(v, mean(v));
 }
 
-/// The figures a timing reports (STYLE: median, min, mean, stdev and count, never one best time).
+/// The figures a timing reports: median, min, mean, stdev and count, never one best time
+/// (the protocol at the top of docs/kernels.md).
 struct SampleSummary {
   std::int64_t num_samples = 0;
   double median = 0, min = 0, max = 0, mean = 0, stdev = 0; // in the samples' unit

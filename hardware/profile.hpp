@@ -25,7 +25,8 @@ struct CollectiveRegime {
   double busbw_bytes_per_s = 0; // bus bandwidth (nccl-tests' busbw) of the regime
 };
 
-/// One fitted collective: contiguous size regimes (validate/comm/fit.hpp explains the fit).
+/// One fitted collective: contiguous size regimes (simulate/fit/collective_fit.hpp explains the
+/// fit).
 struct CollectiveFit {
   Collective op = Collective::all_reduce;  // JSON: "all-reduce", ... (collective.hpp)
   LinkLevel level = LinkLevel::intra_node; // JSON: "intra-node" or "inter-node"

@@ -10,9 +10,17 @@
 #include <string_view>
 #include <vector>
 
-#include "validate/bench/work.hpp"
+#include "simulate/fit/kernel_cases.hpp"
 
 namespace trainsim::val {
+
+// The cases a benchmark runs are the ones the kernel fit reads back
+// (simulate/fit/kernel_cases.hpp): one description for the measurement and the fit.
+using fitting::AttentionImpl;
+using fitting::BenchOp;
+using fitting::GemmImpl;
+using fitting::KernelShape;
+using fitting::KernelWork;
 
 struct BenchOptions {
   std::vector<KernelShape> cases;

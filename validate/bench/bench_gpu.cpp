@@ -215,7 +215,7 @@ void prepare_gemm(const KernelShape& s, Context& ctx, Prepared& p) {
                                   "e4m3 GEMM); this device is {}.{}",
                                   case_name(s), ctx.compute_capability / 10,
                                   ctx.compute_capability % 10));
-  const Dtype c_dtype = gemm_output_dtype(s.dtype);
+  const Dtype c_dtype = fitting::gemm_output_dtype(s.dtype);
   Tensor& a = p.input(ctx, s.dtype, s.m * s.k);
   Tensor& b = p.input(ctx, s.dtype, s.k * s.n);
   Tensor& c = p.output(c_dtype, s.m * s.n);

@@ -43,13 +43,6 @@ std::vector<CollectiveOp> parse_collective_list(std::string_view text, std::stri
   return ops;
 }
 
-double busbw_factor(std::string_view op, std::int64_t num_ranks) {
-  auto parsed = parse_collective(op);
-  if (!parsed)
-    throw ConfigError(fmt::format("op = '{}': unknown collective", op));
-  return sim::busbw_factor(*parsed, num_ranks);
-}
-
 std::int64_t collective_count(CollectiveOp op, double bytes, Dtype dtype, std::int64_t num_ranks) {
   auto count = static_cast<std::int64_t>(bytes / dtype_bytes(dtype));
   switch (op) {

@@ -34,9 +34,6 @@ inline constexpr CollectiveOp kAllCollectiveOps[] = {
 [[nodiscard]] std::vector<CollectiveOp> parse_collective_list(std::string_view text,
                                                               std::string_view field);
 
-/// nccl-tests' busbw factor (sim::busbw_factor, the one definition) by name, for fits read from
-/// JSON. Throws ConfigError for an unknown op.
-[[nodiscard]] double busbw_factor(std::string_view op, std::int64_t num_ranks);
 using sim::busbw_factor;
 
 /// Element count for a requested size: bytes / element size, rounded down to a multiple of

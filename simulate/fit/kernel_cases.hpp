@@ -15,7 +15,7 @@
 #include "common/dtype.hpp"
 #include "model/ops.hpp"
 
-namespace trainsim::val {
+namespace trainsim::fitting {
 
 enum class BenchOp {
   gemm,
@@ -81,4 +81,4 @@ struct KernelOp {
 /// "attention.flash.bwd.bf16.b2.h16.s4096.d128.causal".
 [[nodiscard]] std::string case_name(const KernelShape& shape);
 
-} // namespace trainsim::val
+} // namespace trainsim::fitting

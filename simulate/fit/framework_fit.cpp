@@ -1,5 +1,5 @@
-// Recorded framework runs: reading, prediction, fit (framework_runs.hpp).
-#include "simulate/framework_runs.hpp"
+// Recorded framework runs: reading, prediction, fit (framework_fit.hpp).
+#include "simulate/fit/framework_fit.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +18,10 @@
 #include "simulate/memory.hpp"
 #include "simulate/plan.hpp"
 
-namespace trainsim::sim {
+namespace trainsim::fitting {
+
+using namespace trainsim::sim; // the simulator this fits
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -574,4 +577,4 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   return result;
 }
 
-} // namespace trainsim::sim
+} // namespace trainsim::fitting

@@ -16,7 +16,7 @@
 #include "simulate/framework.hpp"
 #include "simulate/step.hpp"
 
-namespace trainsim::sim {
+namespace trainsim::fitting {
 
 enum class Split { fit, test };
 
@@ -55,9 +55,9 @@ struct RunPrediction {
   double step_time_s = 0, tokens_per_s_per_gpu = 0;
   double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch under the cap
-  StepEstimate step;
+  sim::StepEstimate step;
 };
-[[nodiscard]] RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw);
+[[nodiscard]] RunPrediction predict_run(const FrameworkRun& run, const sim::FrameworkProfile& fw);
 
 /// Relative error (predicted - measured) / measured of the run's headline figure: step time
 /// (or tokens/s/GPU for published rows, which give no step time), NaN when not measured.
@@ -76,11 +76,11 @@ struct FitOptions {
 /// The default choice per framework: queue-model profiles fit their host costs (and fsdp its
 /// per-layer hooks); per-op profiles their GEMM efficiency; every profile its memory factors
 /// when runs recorded memory.
-[[nodiscard]] FitOptions default_fit_options(const FrameworkProfile& base,
+[[nodiscard]] FitOptions default_fit_options(const sim::FrameworkProfile& base,
                                              const std::vector<FrameworkRun>& runs);
 
 struct FitResult {
-  FrameworkProfile profile; // base with the fitted parameters and fit residuals
+  sim::FrameworkProfile profile; // base with the fitted parameters and fit residuals
   std::int64_t fit_time_runs = 0, fit_memory_runs = 0;
   double fit_time_mape = 0, fit_memory_mape = 0; // mean |error| on the fit rows
 };
@@ -88,8 +88,8 @@ struct FitResult {
 /// base.name (Nelder-Mead over the chosen parameters; memory fitted in closed form by the
 /// one-dimensional search). Residuals (RMS of the relative errors on the fit rows) go into
 /// profile.fit. Throws ConfigError when no fit row informs the chosen parameters.
-[[nodiscard]] FitResult fit_framework(const FrameworkProfile& base,
+[[nodiscard]] FitResult fit_framework(const sim::FrameworkProfile& base,
                                       const std::vector<FrameworkRun>& runs,
                                       const FitOptions& options, const std::string& fitted_on);
 
-} // namespace trainsim::sim
+} // namespace trainsim::fitting

@@ -7,10 +7,10 @@
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
 #include "hardware/load.hpp"
-#include "validate/calibrate/calibrate.hpp"
+#include "simulate/fit/kernel_fit.hpp"
 
 using namespace trainsim;
-using namespace trainsim::val;
+using namespace trainsim::fitting;
 
 namespace {
 

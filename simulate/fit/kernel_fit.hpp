@@ -13,10 +13,10 @@
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
 #include "model/ops.hpp"
+#include "simulate/fit/kernel_cases.hpp"
 #include "simulate/roofline.hpp"
-#include "validate/bench/work.hpp"
 
-namespace trainsim::val {
+namespace trainsim::fitting {
 
 struct KernelMeasurement {
   std::string name;
@@ -88,4 +88,4 @@ struct Comparison {
 /// Mean absolute percentage error of a list (calibrated or base).
 [[nodiscard]] double mape(const std::vector<Comparison>& c, bool calibrated);
 
-} // namespace trainsim::val
+} // namespace trainsim::fitting

@@ -14,9 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hardware/collective.hpp"
 #include "hardware/profile.hpp"
 
-namespace trainsim::val {
+namespace trainsim::fitting {
+
+/// nccl-tests' busbw factor (hw::busbw_factor, the one definition) by name, for series read
+/// from JSON. Throws ConfigError for an unknown op.
+[[nodiscard]] double busbw_factor(std::string_view op, std::int64_t num_ranks);
+using hw::busbw_factor;
 
 /// One measured size of one collective.
 struct CollectivePoint {
@@ -26,7 +32,7 @@ struct CollectivePoint {
 
 /// All measured sizes of one collective at one rank count.
 struct CollectiveSeries {
-  std::string op;                   // "all-reduce", ... (see collectives.hpp)
+  std::string op;                   // "all-reduce", ... (hardware/collective.hpp)
   std::string level = "intra-node"; // "intra-node" or "inter-node"
   std::int64_t num_ranks = 0;
   std::vector<CollectivePoint> points;
@@ -121,4 +127,4 @@ struct CollectiveFitResult {
 fit_collectives_file(const std::string& path, const std::string& level = "intra-node",
                      const CollectiveFitOptions& options = {});
 
-} // namespace trainsim::val
+} // namespace trainsim::fitting

@@ -1,11 +1,11 @@
-// Flop and byte counts per benchmark case (work.hpp). Each formula says what it counts.
-#include "validate/bench/work.hpp"
+// Flop and byte counts per benchmark case (kernel_cases.hpp). Each formula says what it counts.
+#include "simulate/fit/kernel_cases.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
 
-namespace trainsim::val {
+namespace trainsim::fitting {
 
 namespace {
 constexpr std::array<std::string_view, 11> kOpNames = {
@@ -131,4 +131,4 @@ std::string case_name(const KernelShape& s) {
   return "unknown";
 }
 
-} // namespace trainsim::val
+} // namespace trainsim::fitting

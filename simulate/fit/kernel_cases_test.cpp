@@ -1,12 +1,11 @@
-// Tests of the flop and byte counts (work.hpp), golden numbers computed by hand.
+// Tests of the flop and byte counts (kernel_cases.hpp), golden numbers computed by hand.
 #include <doctest/doctest.h>
 
 #include "common/errors.hpp"
-#include "validate/bench/bench.hpp"
-#include "validate/bench/work.hpp"
+#include "simulate/fit/kernel_cases.hpp"
 
 using namespace trainsim;
-using namespace trainsim::val;
+using namespace trainsim::fitting;
 
 TEST_CASE("gemm work: 2mnk flops, A + B read, C written") {
   KernelShape s;
@@ -91,32 +90,4 @@ TEST_CASE("norm work: the activation read and written (gamma and statistics not 
   const KernelWork b = kernel_work(s);
   CHECK(b.bytes_read == 2 * 10 * 100 * 2); // x and dy
   CHECK(b.bytes_written == 10 * 100 * 2);  // dx
-}
-
-TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") {
-  for (BenchOp op : {BenchOp::gemm, BenchOp::attention, BenchOp::empty, BenchOp::rmsnorm})
-    CHECK(parse_op(op_name(op)) == op);
-  CHECK_FALSE(parse_op("conv").has_value());
-  const auto cal = suite_cases("calibration"), held = suite_cases("held-out");
-  CHECK(cal.size() > 20);
-  CHECK(held.size() > 20);
-  int shared = 0;
-  for (const auto& a : cal)
-    for (const auto& b : held)
-      if (case_name(a) == case_name(b) && a.op != BenchOp::empty && a.op != BenchOp::copy)
-        ++shared;
-  CHECK(shared == 0);
-  // fp8 GEMMs in every suite (fitted, scored, perf), always at cuBLASLt's multiples of 16.
-  for (const auto& suite : {cal, held, suite_cases("perf")}) {
-    int fp8 = 0;
-    for (const auto& c : suite)
-      if (c.dtype == Dtype::fp8) {
-        ++fp8;
-        CHECK(c.op == BenchOp::gemm);
-        CHECK(c.gemm_impl == GemmImpl::cublaslt);
-        CHECK((c.m % 16 == 0 && c.n % 16 == 0 && c.k % 16 == 0));
-      }
-    CHECK(fp8 >= 1);
-  }
-  CHECK_THROWS_AS(static_cast<void>(suite_cases("fast")), ConfigError);
 }

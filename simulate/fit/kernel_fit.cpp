@@ -1,5 +1,5 @@
-// Kernel-level calibration and comparison (calibrate.hpp).
-#include "validate/calibrate/calibrate.hpp"
+// Kernel-level calibration and comparison (kernel_fit.hpp).
+#include "simulate/fit/kernel_fit.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "common/json_io.hpp"
 #include "common/stats.hpp"
 
-namespace trainsim::val {
+namespace trainsim::fitting {
 
 using model::Op;
 using model::OpKind;
@@ -418,4 +418,4 @@ void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                                      profile.overlap_compute_rate, profile.overlap_comm_rate, gpus,
                                      step_like ? "step_like" : "large", source));
 }
-} // namespace trainsim::val
+} // namespace trainsim::fitting

@@ -1,10 +1,10 @@
-// Robust relative-error regime alpha-beta fit of collective times (see fit.hpp). Per regime:
+// Robust relative-error regime alpha-beta fit of collective times (collective_fit.hpp). Per regime:
 // closed-form 2x2 weighted least squares inside an IRLS loop with Huber weights; scale from the
 // median absolute relative residual (MAD), as in Huber, "Robust Statistics" (1981), ch. 7.
 // Breakpoints: exhaustive search over segments of the sorted distinct sizes (each segment fitted
 // once); number of regimes: BIC (Schwarz, "Estimating the dimension of a model", 1978) plus a
 // required gain in the max error above 1 MiB.
-#include "validate/comm/fit.hpp"
+#include "simulate/fit/collective_fit.hpp"
 
 #include <fmt/format.h>
 
@@ -19,17 +19,23 @@
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
 #include "common/stats.hpp"
-#include "validate/comm/collectives.hpp"
 
-namespace trainsim::val {
+namespace trainsim::fitting {
+
+double busbw_factor(std::string_view op, std::int64_t num_ranks) {
+  hw::Collective parsed;
+  if (!hw::parse_collective(op, parsed))
+    throw ConfigError(fmt::format("op = '{}': unknown collective", op));
+  return hw::busbw_factor(parsed, num_ranks);
+}
 namespace {
 
 constexpr double kLargeBytes = 1024.0 * 1024.0; // quality: "large" sizes, >= 1 MiB
 constexpr double kSmallBytes = 64.0 * 1024.0;   // quality: "small" sizes, <= 64 KiB
 constexpr double kHuberK = 1.345;               // 95% efficiency under Gaussian noise
 constexpr int kIrlsIterations = 20;
-// Regime rules (fit.hpp, docs/collectives.md "The fit"). A regime more must lower the max
-// error at sizes >= 1 MiB by at least a quarter and by at least 2 percentage points.
+// Regime rules (collective_fit.hpp, docs/collectives.md "The fit"). A regime more must lower the
+// max error at sizes >= 1 MiB by at least a quarter and by at least 2 percentage points.
 constexpr double kMinRegimeGainFraction = 0.25;
 constexpr double kMinRegimeGainAbs = 0.02;
 // A regime's bandwidth term at its largest size must be at least this share of its time there:
@@ -263,8 +269,8 @@ double bic(const Model& m, const Samples& s) {
   return n * std::log(mse) + (3.0 * static_cast<double>(m.lines.size()) - 1) * std::log(n);
 }
 
-// The chosen model (fit.hpp states the rule), or nullopt when even one line has no bandwidth
-// term.
+// The chosen model (collective_fit.hpp states the rule), or nullopt when even one line has no
+// bandwidth term.
 std::optional<Model> choose_model(const Samples& s, const CollectiveFitOptions& options) {
   ModelSearch search(s, static_cast<std::size_t>(options.min_sizes_per_regime));
   std::optional<Model> chosen = search.best(1);
@@ -520,4 +526,4 @@ std::vector<CollectiveFitResult> fit_collectives_file(const std::string& path,
   return fits;
 }
 
-} // namespace trainsim::val
+} // namespace trainsim::fitting

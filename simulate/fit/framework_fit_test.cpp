@@ -1,0 +1,84 @@
+// Framework-run records and the framework fit: the fit/test split follows the declared rule,
+// bad lines name file:line and the field, and the fit recovers a known parameter.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "common/errors.hpp"
+#include "hardware/load.hpp"
+#include "model/load.hpp"
+#include "simulate/fit/framework_fit.hpp"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+using namespace trainsim::fitting;
+
+TEST_CASE("framework runs: the declared split alternates per framework in file order") {
+  const std::string path = "framework_runs_split_test.jsonl";
+  {
+    std::ofstream f(path);
+    for (int i = 0; i < 6; ++i)
+      f << R"({"id": "r)" << i << R"(", "framework": ")" << (i % 3 == 0 ? "fsdp" : "pytorch")
+        << R"(", "model": "cs336-small", "gpu": "h200", "num_gpus": 1, "precision": "bf16-mixed",)"
+        << R"( "seq_len": 512, "micro_batch": 4, "measured": {"step_time_s": 0.05}})"
+        << "\n";
+  }
+  const auto runs = read_framework_runs({path});
+  std::remove(path.c_str());
+  REQUIRE(runs.size() == 6);
+  // fsdp: r0 fit, r3 test; pytorch: r1 fit, r2 test, r4 fit, r5 test.
+  CHECK(runs[0].split == Split::fit);
+  CHECK(runs[3].split == Split::test);
+  CHECK(runs[1].split == Split::fit);
+  CHECK(runs[2].split == Split::test);
+  CHECK(runs[4].split == Split::fit);
+  CHECK(runs[5].split == Split::test);
+  for (const auto& r : runs)
+    CHECK(r.skip_reason.empty());
+}
+
+TEST_CASE("framework runs: bad lines name file:line and the field") {
+  const std::string path = "framework_runs_bad_test.jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"id": "a", "framework": "pytorch", "model": "cs336-small"})"
+      << "\n";
+  }
+  CHECK_THROWS_WITH_AS((void)read_framework_runs({path}),
+                       doctest::Contains("framework_runs_bad_test.jsonl:1: measured: missing"),
+                       ConfigError);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
+  // Runs made by the model itself with a known host cost: the fit must find it again.
+  FrameworkProfile truth = load_framework("pytorch");
+  truth.host_s_per_kernel = 31e-6;
+  truth.host_s_per_checkpoint = 0;
+  std::vector<FrameworkRun> runs;
+  for (const char* m : {"cs336-small", "cs336-medium", "cs336-large"})
+    for (std::int64_t b : {2, 8}) {
+      FrameworkRun r;
+      r.id = m;
+      r.framework = "pytorch";
+      r.model = model::load_model(m);
+      r.gpu = hw::load_gpu("h200");
+      r.cluster = hw::single_node_cluster(r.gpu, 1);
+      r.profile = hw::default_profile("h200");
+      r.setup.micro_batch_size = b;
+      r.setup.global_batch_size = b;
+      r.setup.seq_len = 512;
+      r.step_time_s = predict_run(r, truth).step_time_s;
+      runs.push_back(r);
+    }
+  FrameworkProfile start = truth;
+  start.host_s_per_kernel = 10e-6;
+  FitOptions o;
+  o.host_per_kernel = true;
+  const auto fit = fit_framework(start, runs, o, "synthetic");
+  CHECK(fit.profile.host_s_per_kernel == doctest::Approx(31e-6).epsilon(1e-3));
+  CHECK(fit.profile.fit.time_sigma_fraction < 1e-3);
+  CHECK(fit.profile.fit.time_runs == 6);
+}
