@@ -17,6 +17,7 @@
 #include "common/json_io.hpp"
 #include "common/units.hpp"
 #include "hardware/load.hpp"
+#include "simulate/allocator.hpp"
 #include "simulate/collectives.hpp"
 #include "simulate/fit/collective_fit.hpp"
 
@@ -38,8 +39,64 @@ struct CompareOptions {
   std::string ops;                     // collectives to compare ("" = every op with a fit)
   double max_error_above_1mib_pct = 0; // 0 = report only
   FrameworkRunsOptions framework_runs;
+  std::vector<std::string> allocator_traces;
+  double max_reserved_error_pct = 0; // --allocator-traces: 0 = report only
   OutputOptions out;
 };
+
+// Replays of recorded allocator traces through the caching-allocator model
+// (simulate/allocator.hpp): peak allocated and reserved, model vs PyTorch.
+void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
+  Table t({"trace", "events", "alloc model", "alloc measured", "reserved model",
+           "reserved measured", "error"},
+          {"trace", "events", "model_peak_allocated_bytes", "measured_peak_allocated_bytes",
+           "model_peak_reserved_bytes", "measured_peak_reserved_bytes", "reserved_error_pct"});
+  nlohmann::json rows = nlohmann::json::array();
+  double worst = 0, sum = 0;
+  for (const auto& file : o.allocator_traces) {
+    const sim::TraceReplay r = sim::replay_allocator_trace(file);
+    if (!std::isfinite(r.measured_peak_reserved_bytes) ||
+        !std::isfinite(r.measured_peak_allocated_bytes))
+      throw ConfigError(
+          fmt::format("{}: the header records no measured peaks (phases[].max_*)", file));
+    const double err = (r.model_peak_reserved_bytes / r.measured_peak_reserved_bytes - 1) * 100;
+    worst = std::max(worst, std::abs(err));
+    sum += std::abs(err);
+    const std::string id = r.id.empty() ? file : r.id;
+    t.add_row({id, fmt::format("{}", r.events),
+               fmt::format("{:.2f} GB", r.model_peak_allocated_bytes / 1e9),
+               fmt::format("{:.2f} GB", r.measured_peak_allocated_bytes / 1e9),
+               fmt::format("{:.2f} GB", r.model_peak_reserved_bytes / 1e9),
+               fmt::format("{:.2f} GB", r.measured_peak_reserved_bytes / 1e9),
+               fmt::format("{:+.1f}%", err)},
+              {id, fmt::format("{}", r.events), fmt::format("{}", r.model_peak_allocated_bytes),
+               fmt::format("{}", r.measured_peak_allocated_bytes),
+               fmt::format("{}", r.model_peak_reserved_bytes),
+               fmt::format("{}", r.measured_peak_reserved_bytes), fmt::format("{}", err)});
+    rows.push_back({{"trace", id},
+                    {"events", r.events},
+                    {"model_peak_allocated_bytes", r.model_peak_allocated_bytes},
+                    {"measured_peak_allocated_bytes", r.measured_peak_allocated_bytes},
+                    {"model_peak_reserved_bytes", r.model_peak_reserved_bytes},
+                    {"measured_peak_reserved_bytes", r.measured_peak_reserved_bytes},
+                    {"reserved_error_pct", err}});
+  }
+  const double mean = sum / static_cast<double>(o.allocator_traces.size());
+  if (sink.format() == Format::json) {
+    sink.json({{"allocator_traces", rows},
+               {"reserved_mean_abs_error_pct", mean},
+               {"reserved_max_abs_error_pct", worst}});
+  } else {
+    t.print(sink);
+    if (sink.format() == Format::table)
+      sink.write(fmt::format("reserved: mean |error| {:.1f}%, worst {:.1f}% ({} traces)\n", mean,
+                             worst, o.allocator_traces.size()));
+  }
+  if (o.max_reserved_error_pct > 0 && worst > o.max_reserved_error_pct)
+    throw CheckFailed(fmt::format("allocator traces: worst reserved |error| {:.1f}% > {:.1f}% "
+                                  "(--max-reserved-error-pct)",
+                                  worst, o.max_reserved_error_pct));
+}
 
 std::string with_suffix(const std::string& file, const std::string& suffix) {
   const auto dot = file.rfind('.');
@@ -225,8 +282,14 @@ int run_compare(const CompareOptions& o) {
   require_range("--max-step-error-pct", o.max_step_error_pct, pct);
   require_range("--max-error-above-1mib-pct", o.max_error_above_1mib_pct, pct);
   require_range("--max-test-error-pct", o.framework_runs.max_test_error_pct, pct);
+  require_range("--max-reserved-error-pct", o.max_reserved_error_pct, pct);
   if (!o.plot.empty())
     check_plot_file(o.plot);
+  if (!o.allocator_traces.empty()) {
+    Sink sink(o.out);
+    compare_allocator_traces(o, sink);
+    return 0;
+  }
   if (!o.framework_runs.files.empty()) {
     Sink sink(o.out);
     nlohmann::json out;
@@ -376,6 +439,14 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--max-test-error-pct", o->framework_runs.max_test_error_pct,
                   "With --framework-runs: exit 3 when a framework's test-half mean |error| "
                   "exceeds this (0 = report)");
+  cmd->add_option("--allocator-traces", o->allocator_traces,
+                  "Allocator traces of PyTorch steps (scripts/peer_allocator_trace.py; "
+                  "repeatable): each replayed through trainsim's caching-allocator model, peak "
+                  "allocated and reserved against PyTorch's")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--max-reserved-error-pct", o->max_reserved_error_pct,
+                  "With --allocator-traces: exit 3 when a trace's reserved |error| exceeds "
+                  "this (0 = report)");
   cmd->add_option("--measurements", o->measurements,
                   "Kernel measurements to predict (bench kernels "
                   "JSON); default: run --suite on GPU 0 now");
@@ -417,7 +488,10 @@ void add_compare(CLI::App& app) {
       "  trainsim compare --calibration h200-x2-nvlink --train-step "
       "validate/results/fixtures/h200x2-dp-train-step.jsonl --plot dp.png\n"
       "  trainsim compare --framework-runs validate/results/runs-2026-12-02/runs-a.jsonl "
-      "--only pytorch");
+      "--only pytorch\n"
+      "  trainsim compare --allocator-traces "
+      "validate/results/fixtures/allocator-traces/"
+      "pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace");
   cmd->callback([o] { run_compare(*o); });
 }
 

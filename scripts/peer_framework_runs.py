@@ -379,12 +379,8 @@ def one(a):
     return [base]
 
 
-def parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plan", help="JSON list of runs (each an object of the options below)")
-    ap.add_argument("--output", help="append JSON lines here (default: stdout)")
-    ap.add_argument("--only", help="comma-separated run ids to take from --plan")
-    ap.add_argument("--limit-s", type=float, default=240, help="per-run time limit (plan mode)")
+def add_run_options(ap):
+    """The options that describe one run (shared with scripts/peer_allocator_trace.py)."""
     ap.add_argument("--id", default="")
     ap.add_argument("--framework", choices=["pytorch", "pytorch-compile", "fsdp"], default="pytorch")
     ap.add_argument("--model", default="cs336-small")
@@ -394,6 +390,15 @@ def parse(argv):
     ap.add_argument("--attention", choices=["flash", "naive"], default="flash")
     ap.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
     ap.add_argument("--steps", type=int, default=6)
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", help="JSON list of runs (each an object of the options below)")
+    ap.add_argument("--output", help="append JSON lines here (default: stdout)")
+    ap.add_argument("--only", help="comma-separated run ids to take from --plan")
+    ap.add_argument("--limit-s", type=float, default=240, help="per-run time limit (plan mode)")
+    add_run_options(ap)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
     ap.add_argument("--oom-search", action="store_true")

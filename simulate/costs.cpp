@@ -128,12 +128,13 @@ PassTime pass_time(const std::vector<model::Op>& ops, Pass pass, const hw::GpuSp
   return t;
 }
 
-// Bytes of distinct saved tensors (deduplicated by id, the first op saving an id sets its
-// role's factor), scaled by the framework's per-role and global activation factors.
-double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_quadratic,
-                             const FrameworkProfile& fw, bool fp32) {
+// Calls f(bytes, quadratic, tensor role) for each distinct saved tensor of `ops` in order
+// (deduplicated by id; the first op saving an id sets its role's factor), bytes scaled by the
+// framework's per-role factor.
+template <class F>
+void for_each_saved(const std::vector<model::Op>& ops, bool include_quadratic,
+                    const FrameworkProfile& fw, bool fp32, F f) {
   std::vector<const std::string*> seen;
-  double total = 0;
   for (const auto& op : ops)
     for (const auto& t : op.saved) {
       if (t.quadratic && !include_quadratic)
@@ -144,10 +145,22 @@ double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_qua
       if (dup)
         continue;
       seen.push_back(&t.id);
-      total += t.bytes * fw.role(op.role).saved_bytes_factor;
+      f(t.bytes * fw.role(op.role).saved_factor(fp32), t.quadratic, t.role);
     }
-  return total * (fp32 && fw.activation_bytes_factor_fp32 > 0 ? fw.activation_bytes_factor_fp32
-                                                              : fw.activation_bytes_factor);
+}
+
+// Bytes of distinct saved tensors under the framework's per-role factors; the global
+// activation factor (copies and casts of per-token tensors) scales the per-token ones, not the
+// [b, heads, s, s] scores and probabilities, whose copies the roles state.
+double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_quadratic,
+                             const FrameworkProfile& fw, bool fp32) {
+  double linear = 0, quadratic = 0;
+  for_each_saved(ops, include_quadratic, fw, fp32, [&](double bytes, bool q, model::TensorRole) {
+    (q ? quadratic : linear) += bytes;
+  });
+  return linear * (fp32 && fw.activation_bytes_factor_fp32 > 0 ? fw.activation_bytes_factor_fp32
+                                                               : fw.activation_bytes_factor) +
+         quadratic;
 }
 
 // Expert-parallel all-to-alls of one layer (dispatch and combine, forward and backward).
@@ -162,6 +175,98 @@ double ep_time(const std::vector<model::Op>& ops, const hw::HardwareProfile& pro
         s += collective_cost(to_collective(kind), op.comm_bytes, ep, cluster, profile).time_s;
   }
   return s;
+}
+
+// The distinct saved tensors of `ops` in order, as framework_saved_bytes counts them (scores
+// into `quadratic_out` when given); `only_layer_input`: what full recompute keeps.
+void saved_tensor_list(const std::vector<model::Op>& ops, bool include_quadratic,
+                       bool only_layer_input, const FrameworkProfile& fw, bool fp32,
+                       std::vector<double>& out, std::vector<double>* quadratic_out = nullptr) {
+  for_each_saved(ops, include_quadratic, fw, fp32,
+                 [&](double bytes, bool q, model::TensorRole role) {
+                   if (bytes <= 0 || (only_layer_input && role != model::TensorRole::layer_input))
+                     return;
+                   (q && quadratic_out != nullptr ? *quadratic_out : out).push_back(bytes);
+                 });
+}
+
+// The framework's global activation factor applied to a tensor list while keeping the op
+// list's tensor sizes (the allocator's segments depend on them): a factor above 1 adds copies
+// of `piece` bytes (one token-by-hidden tensor: casts and upcasts the op list does not hold),
+// below 1 scales every tensor.
+void apply_activation_factor(std::vector<double>& tensors, std::size_t from, double act_factor,
+                             double piece) {
+  double total = 0;
+  for (std::size_t i = from; i < tensors.size(); ++i)
+    total += tensors[i];
+  if (act_factor <= 1 || piece <= 0) {
+    for (std::size_t i = from; i < tensors.size(); ++i)
+      tensors[i] *= act_factor;
+    return;
+  }
+  for (double extra = (act_factor - 1) * total; extra > 0; extra -= piece)
+    tensors.push_back(std::min(extra, piece));
+}
+
+// Tensor-by-tensor lists for the caching-allocator model (MicroBatchAccounting::Tensors).
+void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
+                  const model::ParallelPlan& plan, const FrameworkProfile& fw, bool fp32,
+                  double act_factor) {
+  auto& t = a.tensors;
+  const model::LayerKind* common = nullptr;
+  for (const auto& k : ops.layers)
+    if (common == nullptr || k.num_layers > common->num_layers)
+      common = &k;
+  auto params = [&](const std::vector<model::Op>& l, std::vector<double>& out) {
+    for (const auto& op : l)
+      if (op.params > 0)
+        out.push_back(model::is_routed_expert(op.role) ? op.params / static_cast<double>(plan.ep)
+                                                       : op.params);
+  };
+  if (common != nullptr) {
+    const auto& l = common->ops;
+    for (const auto& op : l)
+      for (const auto& s : op.saved)
+        if (s.role == model::TensorRole::layer_input)
+          t.activation_grad_bytes = s.bytes;
+    const double piece = t.activation_grad_bytes;
+    auto list = [&](bool quadratic, bool only_input, std::vector<double>& out) {
+      std::vector<double> scores; // not scaled by the global factor (framework_saved_bytes)
+      saved_tensor_list(l, quadratic, only_input, fw, fp32, out, &scores);
+      apply_activation_factor(out, 0, act_factor, piece);
+      out.insert(out.end(), scores.begin(), scores.end());
+    };
+    list(true, false, t.layer_saved[static_cast<int>(Recompute::none)]);
+    list(false, false, t.layer_saved[static_cast<int>(Recompute::selective)]);
+    list(true, true, t.layer_saved[static_cast<int>(Recompute::full)]);
+    list(true, false, t.layer_saved_all);
+    params(l, t.layer_params);
+  }
+  saved_tensor_list(ops.embedding, true, false, fw, fp32, t.emb_saved);
+  apply_activation_factor(t.emb_saved, 0, act_factor, t.activation_grad_bytes);
+  params(ops.embedding, t.emb_params);
+  params(ops.head, t.head_params);
+  for (const auto& op : ops.head) {
+    if (op.role == model::OpRole::loss && fw.logits_peak_bytes_per_elem > 0)
+      continue; // replaced by the framework's chain at the loss, below
+    const std::size_t from = t.head_saved.size();
+    saved_tensor_list({op}, true, false, fw, fp32, t.head_saved);
+    apply_activation_factor(t.head_saved, from, act_factor, t.activation_grad_bytes);
+    if (op.role != model::OpRole::lm_head)
+      continue;
+    // The chain at the loss in pieces of at most 4 B per logit (16-bit logits, fp32 copies,
+    // log-probabilities and their gradients), or the op list's 16-bit logits.
+    const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
+    double per = fw.logits_peak_bytes_per_elem > 0 ? fw.logits_peak_bytes_per_elem
+                                                   : static_cast<double>(dtype_bytes(op.dtype));
+    for (; per > 0; per -= 4)
+      t.head_saved.push_back(logits * std::min(per, 4.0));
+  }
+  for (std::int64_t i = 0; i < ops.num_mtp_modules; ++i) {
+    const std::size_t from = t.head_saved.size();
+    saved_tensor_list(ops.mtp, true, false, fw, fp32, t.head_saved);
+    apply_activation_factor(t.head_saved, from, act_factor, t.activation_grad_bytes);
+  }
 }
 
 // The mean over a model's layers of f(kind's ops): layer kinds (dense / MoE FFN, full /
@@ -227,7 +332,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       for (const auto& t : op.saved)
         if (t.role == model::TensorRole::layer_input)
           a.layer_act[static_cast<int>(Recompute::full)] =
-              t.bytes * fw.role(op.role).saved_bytes_factor * act_factor;
+              t.bytes * fw.role(op.role).saved_factor(fp32) * act_factor;
     // Full recompute re-materialises one layer at a time: the largest kind.
     a.layer_saved_all =
         std::max(a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32));
@@ -309,6 +414,8 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   a.tied_copy_params = m.tied_embeddings ? static_cast<double>(m.vocab_size * m.hidden_size) /
                                                static_cast<double>(plan.tp)
                                          : 0;
+  if (fw.caching_allocator)
+    list_tensors(a, ops, plan, fw, fp32, act_factor);
   return a;
 }
 

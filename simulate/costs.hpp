@@ -36,6 +36,16 @@ struct MicroBatchAccounting {
   // Parameters of the layer's FP8 GEMMs (dense part, and routed experts apart): FP8 training
   // keeps FP8 copies of these weights beside the 16-bit ones.
   double layer_fp8_dense_params = 0, layer_fp8_expert_params = 0;
+  // Tensor by tensor, for frameworks that simulate their caching allocator (filled only then;
+  // sizes in bytes after the framework's factors, parameters in counts): the most common
+  // layer kind's saved tensors by recompute policy and all of them (re-made by full
+  // recompute), the embedding's and the head's (with the logits chain at the loss), each
+  // op's parameters, and the activation gradient handed from layer to layer.
+  struct Tensors {
+    std::vector<double> layer_saved[3], layer_saved_all, emb_saved, head_saved;
+    std::vector<double> layer_params, emb_params, head_params;
+    double activation_grad_bytes = 0;
+  } tensors;
 };
 
 /// Seconds of one micro-batch on one GPU.

@@ -34,7 +34,8 @@ std::string role_names() {
 bool same(const RoleCost& a, const RoleCost& b) {
   return a.fwd_kernels == b.fwd_kernels && a.bwd_kernels == b.bwd_kernels &&
          a.fwd_bytes_factor == b.fwd_bytes_factor && a.bwd_bytes_factor == b.bwd_bytes_factor &&
-         a.saved_bytes_factor == b.saved_bytes_factor;
+         a.saved_bytes_factor == b.saved_bytes_factor &&
+         a.saved_bytes_factor_fp32 == b.saved_bytes_factor_fp32;
 }
 
 } // namespace
@@ -52,7 +53,7 @@ bool FrameworkProfile::is_identity() const {
          gemm_efficiency_scale == 1 && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
          optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
          logits_peak_bytes_per_elem == 0 && allocator_overhead_fraction == 0 &&
-         allocator_round_bytes == 0 && context_bytes == 0;
+         allocator_round_bytes == 0 && context_bytes == 0 && !caching_allocator;
 }
 
 const FrameworkProfile& trainsim_framework() {
@@ -93,6 +94,11 @@ void validate(const FrameworkProfile& f, const std::string& source) {
                             std::pair{"saved_bytes_factor", r.saved_bytes_factor}})
       if (!std::isfinite(v) || v < 0 || v > 100)
         p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
+    if (r.saved_bytes_factor_fp32 != -1 &&
+        (!std::isfinite(r.saved_bytes_factor_fp32) || r.saved_bytes_factor_fp32 < 0 ||
+         r.saved_bytes_factor_fp32 > 100))
+      p.add(fmt::format("roles.{}.saved_bytes_factor_fp32 = {}: must be in [0, 100]", name,
+                        r.saved_bytes_factor_fp32));
   }
   non_negative("host_us_per_kernel", f.host_s_per_kernel * 1e6, 1e4);
   non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
@@ -114,6 +120,9 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("allocator_overhead_fraction", f.allocator_overhead_fraction, 10);
   non_negative("allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0), 1e6);
   non_negative("context_gb", f.context_bytes / 1e9, 1e3);
+  if (f.caching_allocator && (f.allocator_overhead_fraction != 0 || f.allocator_round_bytes != 0))
+    p.add("caching_allocator = true: the allocator's slack is simulated, so "
+          "allocator_overhead_fraction and allocator_round_mib must be 0");
   non_negative("fit.time_sigma_pct", f.fit.time_sigma_fraction * 100, 1e4);
   non_negative("fit.memory_sigma_pct", f.fit.memory_sigma_fraction * 100, 1e4);
   p.throw_if_any();
@@ -168,6 +177,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   }
   r.get("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param);
   r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
+  r.get("caching_allocator", f.caching_allocator);
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
   if (r.get("allocator_round_mib", mib))
@@ -198,6 +208,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
         rr.get("fwd_bytes_factor", c.fwd_bytes_factor);
         rr.get("bwd_bytes_factor", c.bwd_bytes_factor);
         rr.get("saved_bytes_factor", c.saved_bytes_factor);
+        rr.get("saved_bytes_factor_fp32", c.saved_bytes_factor_fp32);
         (void)rr.take("notes");
         rr.finish();
       }
@@ -252,6 +263,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                      {"optimizer", f.mixed_optimizer_bytes}}},
                    {"optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param},
                    {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
+                   {"caching_allocator", f.caching_allocator},
                    {"allocator_overhead_fraction", f.allocator_overhead_fraction},
                    {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
                    {"context_gb", f.context_bytes / 1e9}};
@@ -268,6 +280,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
     rj["fwd_bytes_factor"] = c.fwd_bytes_factor;
     rj["bwd_bytes_factor"] = c.bwd_bytes_factor;
     rj["saved_bytes_factor"] = c.saved_bytes_factor;
+    if (c.saved_bytes_factor_fp32 >= 0)
+      rj["saved_bytes_factor_fp32"] = c.saved_bytes_factor_fp32;
     roles[std::string(model::to_string(static_cast<model::OpRole>(i)))] = rj;
   }
   j["roles"] = roles;

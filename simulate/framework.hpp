@@ -27,6 +27,12 @@ struct RoleCost {
   double fwd_bytes_factor = 1;   // HBM bytes / the fused op's (unfused elementwise, fp32 casts)
   double bwd_bytes_factor = 1;   // likewise in backward
   double saved_bytes_factor = 1; // bytes saved for backward / the op list's saved tensors
+  // The same in fp32 training (< 0: saved_bytes_factor). Autocast saves fp32 copies beside
+  // 16-bit ones where fp32 training saves one tensor (e.g. softmax(dtype=float32).to(bf16)).
+  double saved_bytes_factor_fp32 = -1;
+  [[nodiscard]] double saved_factor(bool fp32) const {
+    return fp32 && saved_bytes_factor_fp32 >= 0 ? saved_bytes_factor_fp32 : saved_bytes_factor;
+  }
 };
 
 /// How host time and GPU time combine.
@@ -95,9 +101,12 @@ struct FrameworkProfile {
   // gradients (4 + 4 + 8); Megatron-Core keeps bf16 parameters, fp32 main gradients and fp32
   // master weights with the moments (2 + 4 + 12; its docs' "18 bytes per parameter").
   double mixed_weight_bytes = 0, mixed_grad_bytes = 0, mixed_optimizer_bytes = 0;
-  double logits_peak_bytes_per_elem = 0;  // transient bytes per logit element alive at the loss
-                                          // (fp32 copy, log-probs, their gradients); 0: the op
-                                          // list's own (fp32 softmax + 16-bit logits)
+  double logits_peak_bytes_per_elem = 0; // transient bytes per logit element alive at the loss
+                                         // (fp32 copy, log-probs, their gradients); 0: the op
+                                         // list's own (fp32 softmax + 16-bit logits)
+  // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors
+  // (simulate/allocator.hpp) instead of a fitted fraction: allocator_overhead_fraction stays 0.
+  bool caching_allocator = false;
   double allocator_overhead_fraction = 0; // peak reserved / peak allocated - 1 (fragmentation)
   double allocator_round_bytes = 0;       // caching-allocator segment rounding at the peak
   double context_bytes = 0; // CUDA context + library workspaces outside the allocator; 0: the

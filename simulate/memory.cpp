@@ -2,8 +2,10 @@
 #include "simulate/memory.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/count.hpp"
+#include "simulate/allocator.hpp"
 
 namespace trainsim::sim {
 
@@ -121,6 +123,38 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
                (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
   m.buffers = buffers + fp8_state;
   m.activations_saved = m.activations;
+  AllocatorPeaks simulated;
+  if (fw.caching_allocator && params > 0) {
+    // The step's tensors through the caching-allocator model (allocator.hpp), before the
+    // timeline below reduces the parts to those alive at the peak.
+    const auto& t = a.tensors;
+    StepTensors st;
+    if (first) {
+      st.emb_params = t.emb_params;
+      st.emb_saved = t.emb_saved;
+    }
+    if (last) {
+      st.head_params = t.head_params;
+      st.head_saved = t.head_saved;
+    }
+    st.layer_params = t.layer_params;
+    st.num_layers = num_layers;
+    st.weight_bytes_per_param = m.weights / params;
+    st.grad_bytes_per_param = m.gradients / params;
+    const double state = m.optimizer / params;
+    st.num_states = std::max<std::int64_t>(static_cast<std::int64_t>(std::lround(state / 4)), 1);
+    st.state_bytes_per_param = state / static_cast<double>(st.num_states);
+    st.transient_bytes_per_param = fw.optimizer_transient_bytes_per_param /
+                                   (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1.0);
+    st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
+    if (plan.recompute == Recompute::full)
+      st.layer_recomputed = t.layer_saved_all;
+    st.activation_grad_bytes = t.activation_grad_bytes;
+    st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
+    if (m.buffers > 0)
+      st.persistent.push_back(m.buffers);
+    simulated = simulate_step_allocator(st);
+  }
   if (fw.memory_timeline) {
     // Backward: activations freed as gradients are made (state + max of the two); optimizer
     // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
@@ -140,6 +174,10 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
   // allocated bytes): a fraction of what is allocated plus segment rounding.
   m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;
+  // Frameworks that simulate their allocator: the slack the model's allocator keeps beyond
+  // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
+  if (fw.caching_allocator && simulated.reserved_bytes > 0)
+    m.allocator = std::max(simulated.reserved_bytes - simulated.allocated_bytes, 0.0);
   m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
   m.total = m.peak_reserved() + m.overhead;
   return m;

@@ -449,7 +449,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
   o.moe_dispatch = o.expert_efficiency;
   o.activation_factor = memory;
   o.activation_factor_fp32 = fp32_memory;
-  o.allocator_overhead = memory;
+  o.allocator_overhead = memory && !base.caching_allocator; // simulated, not fitted
   return o;
 }
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Allocator traces of PyTorch training steps: every block the CUDA caching allocator hands out
+and takes back, in order, for the steps of one run of scripts/peer_framework_runs.py (same
+model code, optimizer and precision policy), with the allocator's own allocated/reserved bytes
+at each phase boundary. trainsim's caching-allocator model (simulate/allocator.hpp) replays
+these traces (`trainsim_allocator_replay`, docs/frameworks.md "The caching allocator") and its
+step-trace generator is compared with them phase by phase. PyTorch is the measuring peer here,
+never a trainsim dependency.
+
+Output, one file per run (`--out DIR/ID.trace`), text lines:
+  # {...}            the run (as peer_framework_runs.py records it) and "phases": one object per
+                     phase boundary {step, phase, allocated_bytes, reserved_bytes, max_*}
+  a SIZE ID          the allocator hands out a block of SIZE bytes (already rounded by it)
+  f ID               block ID is back in the cache (free_completed)
+  s SIZE / x SIZE    a segment of SIZE bytes is cudaMalloc'd / cudaFree'd
+  m STEP PHASE       a phase boundary (start, forward, backward, optimizer, zero_grad)
+The trace starts before the model is built, so it holds every allocation of the process.
+
+  python3 scripts/peer_allocator_trace.py --out DIR --model cs336-small --batch 4 --seq-len 512
+"""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import peer_framework_runs as peer  # noqa: E402
+
+# Phase markers: small-pool blocks of sizes no tensor of these models has (512 B x 1901..1905),
+# allocated and freed at once; they are dropped from the trace and become "m" lines.
+PHASES = ["start", "forward", "backward", "optimizer", "zero_grad"]
+MARK = {512 * (1901 + i): p for i, p in enumerate(PHASES)}
+
+
+def run(a):
+    import torch
+    torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python",
+                                             context=None)
+    model, opt, _, cfg = peer.setup(a)
+    dev = torch.device("cuda")
+    g = torch.Generator(device="cpu").manual_seed(1)
+    amp = a.precision == "bf16-mixed" and a.framework != "fsdp"
+    fwd = model if a.framework != "pytorch-compile" else torch.compile(model)
+    phases = []
+
+    def mark(step, phase):
+        size = [s for s, p in MARK.items() if p == phase][0]
+        t = torch.empty(size, dtype=torch.uint8, device=dev)
+        del t
+        torch.cuda.synchronize()
+        phases.append({"step": step, "phase": phase,
+                       "allocated_bytes": torch.cuda.memory_allocated(),
+                       "reserved_bytes": torch.cuda.memory_reserved(),
+                       "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                       "max_reserved_bytes": torch.cuda.max_memory_reserved()})
+
+    for s in range(a.steps):
+        tokens = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), generator=g).to(dev)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        mark(s, "start")
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = fwd(x, y)
+        mark(s, "forward")
+        loss.backward()
+        mark(s, "backward")
+        opt.step()
+        mark(s, "optimizer")
+        opt.zero_grad(set_to_none=True)
+        del loss, tokens, x, y
+        mark(s, "zero_grad")
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return snap, phases
+
+
+def write(a, snap, phases, path):
+    base = peer.record(a)
+    base["id"] = a.id
+    base["source"] = "scripts/peer_allocator_trace.py on the device"
+    base["versions"] = peer.versions()
+    base["phases"] = phases
+    events = snap["device_traces"][0]
+    ids, next_id, pending_mark = {}, 0, {}
+    lines = ["# " + json.dumps(base)]
+    step_of_mark = {}
+    marks_seen = 0
+    for e in events:
+        act, size, addr = e["action"], e["size"], e["addr"]
+        if act == "alloc":
+            if size in MARK:
+                pending_mark[addr] = MARK[size]
+                phase = phases[marks_seen]
+                lines.append(f"m {phase['step']} {phase['phase']}")
+                marks_seen += 1
+                continue
+            ids[addr] = next_id
+            lines.append(f"a {size} {next_id}")
+            next_id += 1
+        elif act == "free_completed":
+            if addr in pending_mark:
+                del pending_mark[addr]
+                continue
+            if addr in ids:
+                lines.append(f"f {ids.pop(addr)}")
+        elif act == "segment_alloc":
+            lines.append(f"s {size}")
+        elif act == "segment_free":
+            lines.append(f"x {size}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    dropped = len(events) >= 2_000_000
+    print(f"{a.id}: {len(lines) - 1} events, {marks_seen} phase marks"
+          + (" (history full: trace truncated)" if dropped else ""), file=sys.stderr)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    peer.add_run_options(ap)
+    ap.set_defaults(steps=3, dynamic=False)
+    a = ap.parse_args(argv)
+    if not a.id:
+        a.id = (f"{a.framework}-{a.model}-{a.precision}-{a.attention}-{a.recompute}"
+                f"-b{a.batch}-s{a.seq_len}")
+    os.makedirs(a.out, exist_ok=True)
+    snap, phases = run(a)
+    write(a, snap, phases, os.path.join(a.out, a.id + ".trace"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,324 @@
+// The caching allocator model and the step's allocation sequence (allocator.hpp).
+#include "simulate/allocator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "common/errors.hpp"
+
+namespace trainsim::sim {
+
+std::int64_t CachingAllocatorModel::round_request(std::int64_t bytes) {
+  if (bytes < kMinBlockBytes)
+    return kMinBlockBytes;
+  return (bytes + kMinBlockBytes - 1) / kMinBlockBytes * kMinBlockBytes;
+}
+
+std::int64_t CachingAllocatorModel::segment_bytes(std::int64_t rounded) {
+  if (rounded <= kSmallRequestBytes)
+    return kSmallSegmentBytes;
+  if (rounded < kMinLargeAllocBytes)
+    return kLargeSegmentBytes;
+  return (rounded + kLargeRoundingBytes - 1) / kLargeRoundingBytes * kLargeRoundingBytes;
+}
+
+void CachingAllocatorModel::insert(Pool& p, const Key& k) {
+  p.insert(std::lower_bound(p.begin(), p.end(), k), k);
+}
+
+void CachingAllocatorModel::erase(Pool& p, const Key& k) {
+  const auto it = std::lower_bound(p.begin(), p.end(), k);
+  if (it == p.end() || *it != k)
+    throw std::logic_error("CachingAllocatorModel: free block missing from its pool");
+  p.erase(it);
+}
+
+CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t bytes) {
+  const std::int64_t size = round_request(bytes);
+  const bool small = size <= kSmallRequestBytes;
+  auto& p = pool(small);
+  BlockId id;
+  auto it =
+      std::lower_bound(p.begin(), p.end(), Key{size, std::numeric_limits<std::int64_t>::min(), 0});
+  if (it != p.end()) {
+    id = (*it)[2];
+    p.erase(it);
+  } else {
+    const std::int64_t seg = segment_bytes(size);
+    id = static_cast<BlockId>(blocks_.size());
+    blocks_.push_back(Block{next_addr_, seg, -1, -1, small, false});
+    next_addr_ += seg;
+    reserved_ += seg;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+  }
+  Block& b = blocks_[static_cast<std::size_t>(id)];
+  const std::int64_t rest = b.size - size;
+  if ((small && rest >= kMinBlockBytes) || (!small && rest > kSmallRequestBytes)) {
+    const auto rid = static_cast<BlockId>(blocks_.size());
+    Block r{b.addr + size, rest, id, b.next, small, true};
+    if (b.next >= 0)
+      blocks_[static_cast<std::size_t>(b.next)].prev = rid;
+    b.next = rid;
+    b.size = size;
+    blocks_.push_back(r); // invalidates b
+    insert(p, Key{rest, r.addr, rid});
+  }
+  Block& got = blocks_[static_cast<std::size_t>(id)];
+  got.free = false;
+  allocated_ += got.size;
+  peak_allocated_ = std::max(peak_allocated_, allocated_);
+  return id;
+}
+
+void CachingAllocatorModel::release(BlockId id) {
+  if (id < 0 || static_cast<std::size_t>(id) >= blocks_.size() ||
+      blocks_[static_cast<std::size_t>(id)].free)
+    throw std::logic_error(fmt::format("CachingAllocatorModel: release of block {} not held", id));
+  Block* b = &blocks_[static_cast<std::size_t>(id)];
+  allocated_ -= b->size;
+  auto& p = pool(b->small);
+  // Merge with a free previous neighbour (which then stands for the merged block) and a free
+  // next one.
+  if (b->prev >= 0 && blocks_[static_cast<std::size_t>(b->prev)].free) {
+    const BlockId pid = b->prev;
+    Block& pb = blocks_[static_cast<std::size_t>(pid)];
+    erase(p, Key{pb.size, pb.addr, pid});
+    pb.size += b->size;
+    pb.next = b->next;
+    if (b->next >= 0)
+      blocks_[static_cast<std::size_t>(b->next)].prev = pid;
+    b->size = 0;
+    id = pid;
+    b = &pb;
+  }
+  if (b->next >= 0 && blocks_[static_cast<std::size_t>(b->next)].free) {
+    const BlockId nid = b->next;
+    Block& nb = blocks_[static_cast<std::size_t>(nid)];
+    erase(p, Key{nb.size, nb.addr, nid});
+    b->size += nb.size;
+    b->next = nb.next;
+    if (nb.next >= 0)
+      blocks_[static_cast<std::size_t>(nb.next)].prev = id;
+    nb.size = 0;
+  }
+  b->free = true;
+  insert(p, Key{b->size, b->addr, id});
+}
+
+TraceReplay replay_allocator_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw ConfigError(fmt::format("{}: cannot open allocator trace", path));
+  TraceReplay r;
+  r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
+      std::numeric_limits<double>::quiet_NaN();
+  CachingAllocatorModel model;
+  std::unordered_map<std::int64_t, CachingAllocatorModel::BlockId> live;
+  std::string line;
+  std::int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty())
+      continue;
+    auto bad = [&](const char* rule) {
+      return ConfigError(fmt::format("{}:{}: '{}': {}", path, n, line.substr(0, 60), rule));
+    };
+    if (line[0] == '#') {
+      const auto doc = nlohmann::json::parse(line.substr(1), nullptr, false);
+      if (doc.is_discarded() || !doc.is_object())
+        throw bad("header must be '# ' and a JSON object");
+      if (doc.contains("id") && doc["id"].is_string())
+        r.id = doc["id"].get<std::string>();
+      if (doc.contains("phases") && doc["phases"].is_array() && !doc["phases"].empty()) {
+        const auto& last = doc["phases"].back();
+        if (last.contains("max_allocated_bytes") && last["max_allocated_bytes"].is_number())
+          r.measured_peak_allocated_bytes = last["max_allocated_bytes"].get<double>();
+        if (last.contains("max_reserved_bytes") && last["max_reserved_bytes"].is_number())
+          r.measured_peak_reserved_bytes = last["max_reserved_bytes"].get<double>();
+      }
+      continue;
+    }
+    std::istringstream s(line);
+    char kind = 0;
+    s >> kind;
+    if (kind == 'a') {
+      std::int64_t size = -1, id = -1;
+      if (!(s >> size >> id) || size < 0 || id < 0)
+        throw bad("expected 'a SIZE ID' with SIZE, ID >= 0");
+      if (live.count(id))
+        throw bad("block ID allocated twice");
+      live[id] = model.allocate(size);
+      ++r.events;
+    } else if (kind == 'f') {
+      std::int64_t id = -1;
+      if (!(s >> id))
+        throw bad("expected 'f ID'");
+      auto it = live.find(id);
+      if (it == live.end())
+        throw bad("free of a block ID not allocated");
+      model.release(it->second);
+      live.erase(it);
+      ++r.events;
+    } else if (kind != 'm' && kind != 's' && kind != 'x') {
+      throw bad("a line is '#', 'a', 'f', 'm', 's' or 'x'");
+    }
+  }
+  r.model_peak_allocated_bytes = static_cast<double>(model.peak_allocated_bytes());
+  r.model_peak_reserved_bytes = static_cast<double>(model.peak_reserved_bytes());
+  return r;
+}
+
+namespace {
+
+// FNV-1a over every field: the plan search asks for the same tensors many times (plans that
+// differ only in what does not change one GPU's tensors).
+std::uint64_t fingerprint(const StepTensors& t) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](double v) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int i = 0; i < 8; ++i) {
+      h ^= (bits >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  auto mix_list = [&](const std::vector<double>& v) {
+    mix(static_cast<double>(v.size()));
+    for (double x : v)
+      mix(x);
+  };
+  for (const auto* v : {&t.emb_params, &t.head_params, &t.layer_params, &t.emb_saved,
+                        &t.layer_saved, &t.head_saved, &t.layer_recomputed, &t.persistent})
+    mix_list(*v);
+  for (double x :
+       {static_cast<double>(t.num_layers), t.weight_bytes_per_param, t.grad_bytes_per_param,
+        t.state_bytes_per_param, static_cast<double>(t.num_states), t.transient_bytes_per_param,
+        t.activation_grad_bytes, static_cast<double>(t.micro_batches_in_flight),
+        static_cast<double>(t.steps)})
+    mix(x);
+  return h;
+}
+
+AllocatorPeaks run_step_allocator(const StepTensors& t);
+
+} // namespace
+
+AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
+  // A per-thread cache keyed by the tensors' fingerprint (a collision would need two different
+  // tensor lists with one 64-bit FNV hash).
+  thread_local std::unordered_map<std::uint64_t, AllocatorPeaks> cache;
+  const std::uint64_t key = fingerprint(t);
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  if (cache.size() > 4096)
+    cache.clear();
+  const AllocatorPeaks p = run_step_allocator(t);
+  cache.emplace(key, p);
+  return p;
+}
+
+namespace {
+
+AllocatorPeaks run_step_allocator(const StepTensors& t) {
+  CachingAllocatorModel a;
+  using Id = CachingAllocatorModel::BlockId;
+  auto alloc = [&](double bytes) {
+    return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)));
+  };
+  auto alloc_all = [&](const std::vector<double>& sizes, double per, std::vector<Id>& into) {
+    for (double s : sizes)
+      if (s * per > 0)
+        into.push_back(alloc(s * per));
+  };
+  auto release_all = [&](std::vector<Id>& ids) {
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it)
+      a.release(*it);
+    ids.clear();
+  };
+  // Parameters in model order, then persistent buffers.
+  std::vector<Id> keep;
+  alloc_all(t.emb_params, t.weight_bytes_per_param, keep);
+  for (std::int64_t l = 0; l < t.num_layers; ++l)
+    alloc_all(t.layer_params, t.weight_bytes_per_param, keep);
+  alloc_all(t.head_params, t.weight_bytes_per_param, keep);
+  alloc_all(t.persistent, 1.0, keep);
+  bool states = false;
+  const auto layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
+  const std::int64_t in_flight = std::max<std::int64_t>(t.micro_batches_in_flight, 1);
+  for (std::int64_t step = 0; step < t.steps; ++step) {
+    // Forward of every micro-batch in flight: saved tensors stay until backward.
+    std::vector<std::vector<Id>> emb(static_cast<std::size_t>(in_flight)),
+        saved(static_cast<std::size_t>(in_flight) * layers);
+    for (std::int64_t mb = 0; mb < in_flight; ++mb) {
+      alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
+      for (std::size_t l = 0; l < layers; ++l)
+        alloc_all(t.layer_saved, 1.0, saved[static_cast<std::size_t>(mb) * layers + l]);
+    }
+    std::vector<Id> head;
+    alloc_all(t.head_saved, 1.0, head);
+    // Backward of the newest micro-batch: the head, then the layers in reverse, each freeing
+    // its tensors as its gradients appear; the gradient between layers is handed down.
+    std::vector<Id> grads;
+    alloc_all(t.head_params, t.grad_bytes_per_param, grads);
+    Id flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
+    release_all(head);
+    for (std::int64_t mb = in_flight - 1; mb >= 0; --mb) {
+      for (std::size_t l = layers; l-- > 0;) {
+        std::vector<Id> remade;
+        alloc_all(t.layer_recomputed, 1.0, remade);
+        if (mb == in_flight - 1)
+          alloc_all(t.layer_params, t.grad_bytes_per_param, grads);
+        const Id next = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
+        if (flowing >= 0)
+          a.release(flowing);
+        flowing = next;
+        release_all(remade);
+        release_all(saved[static_cast<std::size_t>(mb) * layers + l]);
+      }
+      release_all(emb[static_cast<std::size_t>(mb)]);
+    }
+    if (flowing >= 0)
+      a.release(flowing);
+    alloc_all(t.emb_params, t.grad_bytes_per_param, grads);
+    // Optimizer step: states at the first step, then the temporaries of every tensor at once.
+    auto each_param = [&](auto&& f) {
+      for (double p : t.emb_params)
+        f(p);
+      for (std::size_t l = 0; l < layers; ++l)
+        for (double p : t.layer_params)
+          f(p);
+      for (double p : t.head_params)
+        f(p);
+    };
+    if (!states) {
+      each_param([&](double p) {
+        for (std::int64_t k = 0; k < t.num_states; ++k)
+          if (p * t.state_bytes_per_param > 0)
+            keep.push_back(alloc(p * t.state_bytes_per_param));
+      });
+      states = true;
+    }
+    std::vector<Id> temps;
+    each_param([&](double p) {
+      if (p * t.transient_bytes_per_param > 0)
+        temps.push_back(alloc(p * t.transient_bytes_per_param));
+    });
+    release_all(temps);
+    release_all(grads); // zero_grad(set_to_none=True)
+  }
+  return {static_cast<double>(a.peak_allocated_bytes()),
+          static_cast<double>(a.peak_reserved_bytes())};
+}
+
+} // namespace
+
+} // namespace trainsim::sim

@@ -1,0 +1,109 @@
+// PyTorch's CUDA caching allocator as a model: how many bytes it reserves (cudaMalloc'd
+// segments) to serve a sequence of allocations and frees, and the sequence a training step makes.
+// The rules are the allocator's (PyTorch c10/cuda/CUDACachingAllocator.cpp, defaults: no
+// max_split_size, no expandable segments, no garbage-collection threshold, one stream):
+//   - a request is rounded up to a multiple of 512 B;
+//   - requests of at most 1 MiB come from the small pool, larger ones from the large pool;
+//   - a request is served by the smallest free cached block of its pool that holds it (best
+//     fit; equal sizes by address); on a miss a new segment is cudaMalloc'd: 2 MiB for the
+//     small pool, 20 MiB for requests under 10 MiB, else the request rounded up to 2 MiB;
+//   - the block is split when what is left is at least 512 B (small pool) or more than 1 MiB
+//     (large pool); otherwise the whole block is handed out (and counted as allocated);
+//   - a freed block merges with free neighbours of its segment; segments are never returned
+//     (no cap is reached, so no cache flush).
+// Checked against recorded allocator traces of PyTorch training steps
+// (scripts/peer_allocator_trace.py; docs/frameworks.md, "The caching allocator").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainsim::sim {
+
+class CachingAllocatorModel {
+ public:
+  using BlockId = std::int64_t;
+  static constexpr std::int64_t kMinBlockBytes = 512;
+  static constexpr std::int64_t kSmallRequestBytes = 1 << 20;   // 1 MiB
+  static constexpr std::int64_t kSmallSegmentBytes = 2 << 20;   // 2 MiB
+  static constexpr std::int64_t kLargeSegmentBytes = 20 << 20;  // 20 MiB
+  static constexpr std::int64_t kMinLargeAllocBytes = 10 << 20; // 10 MiB
+  static constexpr std::int64_t kLargeRoundingBytes = 2 << 20;  // 2 MiB
+
+  /// The request rounded as the allocator rounds it (>= 512 B, a multiple of 512 B).
+  [[nodiscard]] static std::int64_t round_request(std::int64_t bytes);
+  /// The segment a miss of a rounded request cudaMallocs.
+  [[nodiscard]] static std::int64_t segment_bytes(std::int64_t rounded);
+
+  /// Serves `bytes` (>= 0); returns the block's id for release().
+  BlockId allocate(std::int64_t bytes);
+  /// Returns a block to the cache. Throws std::logic_error for an unknown or freed id.
+  void release(BlockId id);
+
+  [[nodiscard]] std::int64_t allocated_bytes() const { return allocated_; }
+  [[nodiscard]] std::int64_t reserved_bytes() const { return reserved_; }
+  [[nodiscard]] std::int64_t peak_allocated_bytes() const { return peak_allocated_; }
+  [[nodiscard]] std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
+
+ private:
+  struct Block {
+    std::int64_t addr = 0, size = 0;
+    BlockId prev = -1, next = -1; // neighbours in the segment
+    bool small = false, free = false;
+  };
+  using Key = std::array<std::int64_t, 3>; // size, address, id
+  // Free blocks of each pool, sorted (a sorted vector: pools hold hundreds of blocks, where
+  // moving a few kB beats a tree's node allocations).
+  using Pool = std::vector<Key>;
+  Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
+  static void insert(Pool& p, const Key& k);
+  static void erase(Pool& p, const Key& k);
+  std::vector<Block> blocks_;
+  Pool small_pool_, large_pool_;
+  std::int64_t next_addr_ = 0;
+  std::int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+};
+
+/// What a recorded trace gives and what the model makes of it.
+struct TraceReplay {
+  std::int64_t events = 0;
+  double model_peak_allocated_bytes = 0, model_peak_reserved_bytes = 0;
+  double measured_peak_allocated_bytes = 0, measured_peak_reserved_bytes = 0; // NaN: not given
+  std::string id;
+};
+/// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID", "f ID", "m ...",
+/// "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).
+/// Throws ConfigError naming file:line for a malformed line.
+[[nodiscard]] TraceReplay replay_allocator_trace(const std::string& path);
+
+/// The tensors of a training step on one GPU, as a PyTorch training loop allocates them
+/// (docs/frameworks.md, "The caching allocator"): parameters at start; per step the forward's
+/// saved tensors layer by layer (for each micro-batch in flight), the head's tensors at the
+/// loss, the backward freeing each layer's tensors as it allocates that layer's gradients, the
+/// optimizer step (states created at the first step, temporaries per parameter tensor alive
+/// together), gradients freed by zero_grad(set_to_none=True). Bytes.
+struct StepTensors {
+  std::vector<double> emb_params, head_params; // parameters of each tensor
+  std::vector<double> layer_params;            // one layer's parameter tensors
+  std::int64_t num_layers = 0;
+  double weight_bytes_per_param = 0, grad_bytes_per_param = 0;
+  double state_bytes_per_param = 0; // each optimizer state tensor
+  std::int64_t num_states = 0;      // optimizer state tensors per parameter tensor
+  double transient_bytes_per_param = 0;
+  std::vector<double> emb_saved, layer_saved, head_saved; // kept from forward to backward
+  std::vector<double> layer_recomputed; // full recompute: re-made before the layer's backward
+  double activation_grad_bytes = 0;     // the gradient flowing from layer to layer
+  std::int64_t micro_batches_in_flight = 1;
+  std::vector<double> persistent; // buffers allocated once (buckets, gather buffers)
+  // Steps simulated: the first creates the optimizer states, the second is the steady state
+  // (in the recorded traces the third step adds under 0.2% to the reserved bytes).
+  std::int64_t steps = 2;
+};
+struct AllocatorPeaks {
+  double allocated_bytes = 0, reserved_bytes = 0;
+};
+[[nodiscard]] AllocatorPeaks simulate_step_allocator(const StepTensors& t);
+
+} // namespace trainsim::sim
