@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include <unordered_map>
 
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 
 namespace trainsim::sim {
 
@@ -54,6 +54,10 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
     p.erase(it);
   } else {
     const std::int64_t seg = segment_bytes(size);
+    if (cap_ > 0 && reserved_ + seg > cap_) {
+      release_cached_segments();
+      oom_ = oom_ || reserved_ + seg > cap_;
+    }
     id = static_cast<BlockId>(blocks_.size());
     blocks_.push_back(Block{next_addr_, seg, -1, -1, small, false});
     next_addr_ += seg;
@@ -77,6 +81,19 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   allocated_ += got.size;
   peak_allocated_ = std::max(peak_allocated_, allocated_);
   return id;
+}
+
+void CachingAllocatorModel::release_cached_segments() {
+  for (Pool* p : {&small_pool_, &large_pool_}) {
+    auto keep = std::remove_if(p->begin(), p->end(), [&](const Key& k) {
+      const Block& b = blocks_[static_cast<std::size_t>(k[2])];
+      if (b.prev >= 0 || b.next >= 0)
+        return false; // part of a segment that is partly in use
+      reserved_ -= b.size;
+      return true;
+    });
+    p->erase(keep, p->end());
+  }
 }
 
 void CachingAllocatorModel::release(BlockId id) {
@@ -115,9 +132,11 @@ void CachingAllocatorModel::release(BlockId id) {
 }
 
 TraceReplay replay_allocator_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw ConfigError(fmt::format("{}: cannot open allocator trace", path));
+  return replay_allocator_trace_text(read_input_file(path), path);
+}
+
+TraceReplay replay_allocator_trace_text(std::string_view text, const std::string& path) {
+  std::istringstream in{std::string(text)};
   TraceReplay r;
   r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
       std::numeric_limits<double>::quiet_NaN();
@@ -152,8 +171,8 @@ TraceReplay replay_allocator_trace(const std::string& path) {
     s >> kind;
     if (kind == 'a') {
       std::int64_t size = -1, id = -1;
-      if (!(s >> size >> id) || size < 0 || id < 0)
-        throw bad("expected 'a SIZE ID' with SIZE, ID >= 0");
+      if (!(s >> size >> id) || size < 0 || id < 0 || size > kMaxTraceBlockBytes)
+        throw bad("expected 'a SIZE ID' with 0 <= SIZE <= 2^50 (1 PiB) and ID >= 0");
       if (live.count(id))
         throw bad("block ID allocated twice");
       live[id] = model.allocate(size);
@@ -203,7 +222,7 @@ std::uint64_t fingerprint(const StepTensors& t) {
        {static_cast<double>(t.num_layers), t.weight_bytes_per_param, t.grad_bytes_per_param,
         t.state_bytes_per_param, static_cast<double>(t.num_states), t.transient_bytes_per_param,
         t.activation_grad_bytes, static_cast<double>(t.micro_batches_in_flight),
-        static_cast<double>(t.steps)})
+        static_cast<double>(t.steps), t.cap_bytes})
     mix(x);
   return h;
 }
@@ -229,7 +248,7 @@ AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
 namespace {
 
 AllocatorPeaks run_step_allocator(const StepTensors& t) {
-  CachingAllocatorModel a;
+  CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)));
   using Id = CachingAllocatorModel::BlockId;
   auto alloc = [&](double bytes) {
     return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)));
@@ -316,7 +335,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
     release_all(grads); // zero_grad(set_to_none=True)
   }
   return {static_cast<double>(a.peak_allocated_bytes()),
-          static_cast<double>(a.peak_reserved_bytes())};
+          static_cast<double>(a.peak_reserved_bytes()), a.out_of_memory()};
 }
 
 } // namespace

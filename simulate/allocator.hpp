@@ -9,8 +9,11 @@
 //     small pool, 20 MiB for requests under 10 MiB, else the request rounded up to 2 MiB;
 //   - the block is split when what is left is at least 512 B (small pool) or more than 1 MiB
 //     (large pool); otherwise the whole block is handed out (and counted as allocated);
-//   - a freed block merges with free neighbours of its segment; segments are never returned
-//     (no cap is reached, so no cache flush).
+//   - a freed block merges with free neighbours of its segment;
+//   - under a cap (the device's memory, or torch.cuda.set_per_process_memory_fraction), a miss
+//     that would reserve beyond it first returns every cached segment that is wholly free
+//     (release_cached_blocks) and retries; if the segment still does not fit, the step is out
+//     of memory. Without a cap no segment is ever returned.
 // Checked against recorded allocator traces of PyTorch training steps
 // (scripts/peer_allocator_trace.py; docs/frameworks.md, "The caching allocator").
 #pragma once
@@ -18,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainsim::sim {
@@ -37,7 +41,12 @@ class CachingAllocatorModel {
   /// The segment a miss of a rounded request cudaMallocs.
   [[nodiscard]] static std::int64_t segment_bytes(std::int64_t rounded);
 
-  /// Serves `bytes` (>= 0); returns the block's id for release().
+  /// cap_bytes: what the allocator may reserve (0: no cap).
+  explicit CachingAllocatorModel(std::int64_t cap_bytes = 0) : cap_(cap_bytes) {}
+
+  /// Serves `bytes` (>= 0); returns the block's id for release(). A request the cap cannot
+  /// hold even after the cache is released sets out_of_memory() and is served beyond the cap
+  /// (the rest of the sequence still runs, its figures then say how far beyond).
   BlockId allocate(std::int64_t bytes);
   /// Returns a block to the cache. Throws std::logic_error for an unknown or freed id.
   void release(BlockId id);
@@ -46,6 +55,7 @@ class CachingAllocatorModel {
   [[nodiscard]] std::int64_t reserved_bytes() const { return reserved_; }
   [[nodiscard]] std::int64_t peak_allocated_bytes() const { return peak_allocated_; }
   [[nodiscard]] std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
+  [[nodiscard]] bool out_of_memory() const { return oom_; }
 
  private:
   struct Block {
@@ -60,8 +70,11 @@ class CachingAllocatorModel {
   Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
   static void insert(Pool& p, const Key& k);
   static void erase(Pool& p, const Key& k);
+  void release_cached_segments();
   std::vector<Block> blocks_;
   Pool small_pool_, large_pool_;
+  std::int64_t cap_ = 0;
+  bool oom_ = false;
   std::int64_t next_addr_ = 0;
   std::int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
 };
@@ -75,8 +88,13 @@ struct TraceReplay {
 };
 /// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID", "f ID", "m ...",
 /// "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).
-/// Throws ConfigError naming file:line for a malformed line.
+/// Throws ConfigError naming file:line for a malformed line (a block above 1 PiB, a free of a
+/// block not held, ...) and for a file the input rules refuse (common/json_io.hpp).
 [[nodiscard]] TraceReplay replay_allocator_trace(const std::string& path);
+/// The same for trace text already read; `path` names it in errors.
+[[nodiscard]] TraceReplay replay_allocator_trace_text(std::string_view text,
+                                                      const std::string& path);
+inline constexpr std::int64_t kMaxTraceBlockBytes = std::int64_t{1} << 50;
 
 /// The tensors of a training step on one GPU, as a PyTorch training loop allocates them
 /// (docs/frameworks.md, "The caching allocator"): parameters at start; per step the forward's
@@ -97,12 +115,14 @@ struct StepTensors {
   double activation_grad_bytes = 0;     // the gradient flowing from layer to layer
   std::int64_t micro_batches_in_flight = 1;
   std::vector<double> persistent; // buffers allocated once (buckets, gather buffers)
+  double cap_bytes = 0;           // what the allocator may reserve (0: no cap)
   // Steps simulated: the first creates the optimizer states, the second is the steady state
   // (in the recorded traces the third step adds under 0.2% to the reserved bytes).
   std::int64_t steps = 2;
 };
 struct AllocatorPeaks {
   double allocated_bytes = 0, reserved_bytes = 0;
+  bool out_of_memory = false; // the cap could not hold the step, even with the cache released
 };
 [[nodiscard]] AllocatorPeaks simulate_step_allocator(const StepTensors& t);
 

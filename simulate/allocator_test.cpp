@@ -124,3 +124,38 @@ TEST_CASE("a step through the allocator: freed activations cannot hold larger te
   CHECK(simulate_step_allocator(t).allocated_bytes == 80.0 * MiB);
   CHECK(simulate_step_allocator(t).reserved_bytes == 94.0 * MiB);
 }
+
+TEST_CASE("caching allocator under a cap: wholly free segments are released, then out of memory") {
+  CachingAllocatorModel a(40 * MiB);
+  const auto w = a.allocate(14 * MiB);
+  const auto x = a.allocate(12 * MiB);
+  CHECK(a.reserved_bytes() == 26 * MiB);
+  a.release(x);               // a whole free segment, cached
+  (void)a.allocate(20 * MiB); // 26 + 20 > 40: the cached 12 MiB segment goes back, then fits
+  CHECK(a.reserved_bytes() == 34 * MiB);
+  CHECK_FALSE(a.out_of_memory());
+  (void)a.allocate(10 * MiB); // nothing cached to release: out of memory
+  CHECK(a.out_of_memory());
+  a.release(w);
+  // The trace reader bounds a block's size (no overflow in the rounding).
+  CHECK_THROWS_WITH_AS((void)replay_allocator_trace_text("a 9223372036854775000 0\n", "big.trace"),
+                       doctest::Contains("big.trace:1"), ConfigError);
+}
+
+TEST_CASE("a step under a cap: the cache is released before the step is out of memory") {
+  // The step of the test above reserves 82 MiB uncapped with a 70 MiB peak of live blocks.
+  StepTensors t;
+  t.layer_params = {3.5 * MiB};
+  t.num_layers = 1;
+  t.weight_bytes_per_param = t.grad_bytes_per_param = t.state_bytes_per_param = 4;
+  t.num_states = 2;
+  t.transient_bytes_per_param = 4;
+  t.layer_saved = {12.0 * MiB};
+  t.cap_bytes = 72.0 * MiB; // the freed 12 MiB activation segment is returned: fits
+  AllocatorPeaks p = simulate_step_allocator(t);
+  CHECK_FALSE(p.out_of_memory);
+  CHECK(p.reserved_bytes <= 72.0 * MiB);
+  t.cap_bytes = 68.0 * MiB; // below the live peak: out of memory
+  p = simulate_step_allocator(t);
+  CHECK(p.out_of_memory);
+}

@@ -344,9 +344,9 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       continue;
     const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
     if (fw.logits_peak_bytes_per_elem > 0) {
-      // The framework's own chain at the loss (e.g. eager: 16-bit logits, an fp32 copy, fp32
-      // log-probs and the gradients of both alive at the start of backward) replaces the op
-      // list's fused fp32 softmax.
+      // The framework's own chain at the loss (e.g. eager: the fp32 log-probabilities
+      // log_softmax keeps, with the incoming gradient and the one it makes, at the start of
+      // backward) replaces the op list's fused fp32 softmax.
       for (const auto& l : ops.head)
         if (l.role == model::OpRole::loss)
           a.head_act -= framework_saved_bytes({l}, true, fw, fp32);

@@ -101,12 +101,13 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     in_flight *=
         1.0 + static_cast<double>(plan.pp - 1) / static_cast<double>(plan.pp * plan.interleave);
   double act = in_flight * layers * a.layer_act[static_cast<int>(plan.recompute)];
-  if (plan.recompute == Recompute::full)
-    act += a.layer_saved_all; // one layer re-materialised
   if (first)
     act += in_flight * a.emb_act;
-  if (last)
-    act += a.head_act;
+  // Full recompute re-materialises one layer at a time, during that layer's backward; the
+  // head's tensors (the loss chain) are freed by then, having been used first: the two are
+  // never alive together.
+  const double remade = plan.recompute == Recompute::full ? a.layer_saved_all : 0.0;
+  act += last ? std::max(remade, a.head_act) : remade;
   m.activations = act;
   m.in_flight_micro_batches = in_flight;
 
@@ -153,6 +154,11 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
+    const double overhead =
+        fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
+    st.cap_bytes = options.allocator_cap_bytes > 0 ? options.allocator_cap_bytes
+                   : options.device_bytes > 0      ? std::max(options.device_bytes - overhead, 1.0)
+                                                   : 0.0;
     simulated = simulate_step_allocator(st);
   }
   if (fw.memory_timeline) {
@@ -176,8 +182,12 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;
   // Frameworks that simulate their allocator: the slack the model's allocator keeps beyond
   // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
+  // Out of memory under the cap: the step cannot run, and reserved is what it would have
+  // needed (beyond the cap), however the timeline's allocated bytes compare.
   if (fw.caching_allocator && simulated.reserved_bytes > 0)
-    m.allocator = std::max(simulated.reserved_bytes - simulated.allocated_bytes, 0.0);
+    m.allocator =
+        std::max(simulated.reserved_bytes - simulated.allocated_bytes,
+                 simulated.out_of_memory ? simulated.reserved_bytes - m.peak_allocated() : 0.0);
   m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
   m.total = m.peak_reserved() + m.overhead;
   return m;
@@ -220,10 +230,13 @@ MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::Para
 std::int64_t max_micro_batch(const model::ModelSpec& model, const model::ParallelPlan& plan,
                              model::TrainingSetup setup, const hw::HardwareProfile& profile,
                              double memory_bytes, const MemoryOptions& options) {
+  MemoryOptions o = options;
+  if (o.allocator_cap_bytes <= 0)
+    o.device_bytes = memory_bytes; // the allocator's cap is this memory (less the overhead)
   auto fits = [&](std::int64_t b) {
     setup.micro_batch_size = b;
     setup.global_batch_size = 0; // the batch constraint is the caller's business
-    return estimate_memory(model, plan, setup, profile, options).total <= memory_bytes;
+    return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
   };
   if (!fits(1))
     return 0;

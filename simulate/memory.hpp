@@ -55,7 +55,13 @@ struct MemoryOptions {
   // ZeRO-Offload / ZeRO-Infinity (simulate/deepspeed.hpp): optimizer states, fp32 master weights
   // and fp32 gradients live off the GPU (16-bit gradients stream out through the buckets);
   // offloaded parameters (ZeRO-3) are fetched layer by layer into the gather buffers.
-  bool offload_optimizer = false, offload_params = false; // null: our own trainer (no allocator slack)
+  bool offload_optimizer = false,
+       offload_params = false; // null: our own trainer (no allocator slack)
+  // What the caching allocator may reserve, for frameworks that simulate it: an explicit cap
+  // (torch.cuda.set_per_process_memory_fraction), else the device's bytes less the overhead
+  // (CUDA context, library workspaces), else (both 0) no cap.
+  double allocator_cap_bytes = 0;
+  double device_bytes = 0;
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.

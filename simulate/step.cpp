@@ -125,7 +125,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.memory = memory
                    ? *memory
                    : compose_memory_fullest(a, m, plan, setup, profile,
-                                            MemoryOptions{options.bucket_bytes, options.framework});
+                                            MemoryOptions{options.bucket_bytes, options.framework,
+                                                          false, false, 0, gpu.memory_bytes});
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   const double grad_bytes = stage_params * per_param.gradients;

@@ -389,6 +389,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     // The allocator cap applies to reserved bytes (torch.cuda.set_per_process_memory_fraction).
     MemoryOptions mo;
     mo.framework = so.framework;
+    mo.allocator_cap_bytes = run.memory_cap_bytes; // the allocator frees its cache to stay under
     model::ParallelPlan plan = run.plan;
     model::TrainingSetup s = run.setup;
     std::int64_t best = 0;

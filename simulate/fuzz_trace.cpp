@@ -1,0 +1,21 @@
+// libFuzzer target for the allocator-trace reader (simulate/allocator.hpp): any input must
+// replay or throw ConfigError; a crash, another exception, a sanitizer report or a replay whose
+// reserved bytes fall below its allocated bytes is a bug. Built with -DTRAINSIM_FUZZ=ON (clang);
+// docs/model.md, "Fuzzing the input parsers".
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/errors.hpp"
+#include "simulate/allocator.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    const auto r = trainsim::sim::replay_allocator_trace_text(text, "fuzz.trace");
+    if (r.model_peak_reserved_bytes < r.model_peak_allocated_bytes)
+      __builtin_trap();
+  } catch (const trainsim::ConfigError&) {
+  }
+  return 0;
+}
