@@ -222,7 +222,7 @@ std::uint64_t fingerprint(const StepTensors& t) {
        {static_cast<double>(t.num_layers), t.weight_bytes_per_param, t.grad_bytes_per_param,
         t.state_bytes_per_param, static_cast<double>(t.num_states), t.transient_bytes_per_param,
         t.activation_grad_bytes, static_cast<double>(t.micro_batches_in_flight),
-        static_cast<double>(t.steps), t.cap_bytes})
+        static_cast<double>(t.steps), t.cap_bytes, t.layer_bwd_transient})
     mix(x);
   return h;
 }
@@ -296,6 +296,8 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         alloc_all(t.layer_recomputed, 1.0, remade);
         if (mb == in_flight - 1)
           alloc_all(t.layer_params, t.grad_bytes_per_param, grads);
+        if (t.layer_bwd_transient > 0)
+          a.release(alloc(t.layer_bwd_transient));
         const Id next = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
         if (flowing >= 0)
           a.release(flowing);

@@ -113,6 +113,7 @@ struct StepTensors {
   std::vector<double> emb_saved, layer_saved, head_saved; // kept from forward to backward
   std::vector<double> layer_recomputed; // full recompute: re-made before the layer's backward
   double activation_grad_bytes = 0;     // the gradient flowing from layer to layer
+  double layer_bwd_transient = 0;       // alive only inside one layer's backward
   std::int64_t micro_batches_in_flight = 1;
   std::vector<double> persistent; // buffers allocated once (buckets, gather buffers)
   double cap_bytes = 0;           // what the allocator may reserve (0: no cap)

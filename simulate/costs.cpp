@@ -336,6 +336,17 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
     // Full recompute re-materialises one layer at a time: the largest kind.
     a.layer_saved_all =
         std::max(a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32));
+    // The gradients of the attention probabilities while a layer's backward runs through the
+    // softmax (framework: bytes per score), one layer at a time: the largest kind.
+    const double per_score =
+        fp32 ? fw.score_bwd_transient_bytes_fp32 : fw.score_bwd_transient_bytes;
+    if (per_score > 0)
+      for (const auto& op : kind.ops)
+        if (op.role == model::OpRole::attention_softmax)
+          for (const auto& t : op.saved)
+            if (t.quadratic)
+              a.layer_bwd_transient =
+                  std::max(a.layer_bwd_transient, t.bytes / (fp32 ? 4.0 : 2.0) * per_score);
   }
   a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
   a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);
@@ -414,8 +425,10 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   a.tied_copy_params = m.tied_embeddings ? static_cast<double>(m.vocab_size * m.hidden_size) /
                                                static_cast<double>(plan.tp)
                                          : 0;
-  if (fw.caching_allocator)
+  if (fw.caching_allocator) {
     list_tensors(a, ops, plan, fw, fp32, act_factor);
+    a.tensors.layer_bwd_transient = a.layer_bwd_transient;
+  }
   return a;
 }
 

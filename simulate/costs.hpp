@@ -25,6 +25,7 @@ namespace trainsim::sim {
 struct MicroBatchAccounting {
   double layer_act[3] = {0, 0, 0}; // saved bytes per layer, by model::Recompute
   double layer_saved_all = 0;      // everything a layer saves (re-materialised by full recompute)
+  double layer_bwd_transient = 0;  // alive only during one layer's backward (framework's scores)
   double emb_act = 0;              // embedding saved bytes
   double head_act = 0;             // head saved bytes + the transient 16-bit logits
   double pp_send_bytes = 0;        // activation crossing a stage boundary (scattered over tp)
@@ -45,6 +46,7 @@ struct MicroBatchAccounting {
     std::vector<double> layer_saved[3], layer_saved_all, emb_saved, head_saved;
     std::vector<double> layer_params, emb_params, head_params;
     double activation_grad_bytes = 0;
+    double layer_bwd_transient = 0;
   } tensors;
 };
 

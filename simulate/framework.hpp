@@ -102,8 +102,13 @@ struct FrameworkProfile {
   // master weights with the moments (2 + 4 + 12; its docs' "18 bytes per parameter").
   double mixed_weight_bytes = 0, mixed_grad_bytes = 0, mixed_optimizer_bytes = 0;
   double logits_peak_bytes_per_elem = 0; // transient bytes per logit element alive at the loss
-                                         // (fp32 copy, log-probs, their gradients); 0: the op
-                                         // list's own (fp32 softmax + 16-bit logits)
+  // Bytes per attention score alive only while one layer's backward runs through naive
+  // attention's softmax (the probabilities' gradients; 16-bit and fp32 training), beside what
+  // is saved: eager PyTorch holds the fp32 gradient from the cast's backward and the 16-bit
+  // one the softmax's backward makes (4 + 2), in fp32 training the two fp32 ones (4 + 4).
+  double score_bwd_transient_bytes = 0, score_bwd_transient_bytes_fp32 = 0;
+  // (fp32 copy, log-probs, their gradients); 0: the op
+  // list's own (fp32 softmax + 16-bit logits)
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors
   // (simulate/allocator.hpp) instead of a fitted fraction: allocator_overhead_fraction stays 0.
   bool caching_allocator = false;

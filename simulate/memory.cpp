@@ -103,10 +103,11 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   double act = in_flight * layers * a.layer_act[static_cast<int>(plan.recompute)];
   if (first)
     act += in_flight * a.emb_act;
-  // Full recompute re-materialises one layer at a time, during that layer's backward; the
-  // head's tensors (the loss chain) are freed by then, having been used first: the two are
-  // never alive together.
-  const double remade = plan.recompute == Recompute::full ? a.layer_saved_all : 0.0;
+  // Full recompute re-materialises one layer at a time, during that layer's backward, where
+  // the framework's backward transients of that layer appear too; the head's tensors (the
+  // loss chain) are freed by then, having been used first: the two are never alive together.
+  const double remade =
+      (plan.recompute == Recompute::full ? a.layer_saved_all : 0.0) + a.layer_bwd_transient;
   act += last ? std::max(remade, a.head_act) : remade;
   m.activations = act;
   m.in_flight_micro_batches = in_flight;
@@ -150,6 +151,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
     if (plan.recompute == Recompute::full)
       st.layer_recomputed = t.layer_saved_all;
+    st.layer_bwd_transient = t.layer_bwd_transient;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     if (m.buffers > 0)
