@@ -17,8 +17,8 @@ namespace {
 struct Tally {
   std::int64_t n = 0, in1 = 0, in2 = 0;
   double sum_abs = 0, worst = 0;
-  std::int64_t mem_n = 0;
-  double mem_sum_abs = 0, mem_worst = 0;
+  std::int64_t mem_n = 0, alloc_n = 0;
+  double mem_sum_abs = 0, mem_worst = 0, alloc_sum_abs = 0, alloc_worst = 0;
   std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
   void time(double e, double sigma) {
     ++n;
@@ -33,6 +33,11 @@ struct Tally {
     mem_sum_abs += std::abs(e);
     mem_worst = std::max(mem_worst, std::abs(e));
   }
+  void allocated(double e) {
+    ++alloc_n;
+    alloc_sum_abs += std::abs(e);
+    alloc_worst = std::max(alloc_worst, std::abs(e));
+  }
   [[nodiscard]] nlohmann::json json() const {
     nlohmann::json j{{"runs", n}};
     if (n > 0) {
@@ -40,6 +45,11 @@ struct Tally {
       j["time_worst_abs_error_pct"] = 100 * worst;
       j["inside_1_sigma_fraction"] = static_cast<double>(in1) / static_cast<double>(n);
       j["inside_2_sigma_fraction"] = static_cast<double>(in2) / static_cast<double>(n);
+    }
+    if (alloc_n > 0) {
+      j["allocated_runs"] = alloc_n;
+      j["allocated_mean_abs_error_pct"] = 100 * alloc_sum_abs / static_cast<double>(alloc_n);
+      j["allocated_worst_abs_error_pct"] = 100 * alloc_worst;
     }
     if (mem_n > 0) {
       j["memory_runs"] = mem_n;
@@ -146,6 +156,11 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       row["peak_reserved_bytes_predicted"] = p.peak_reserved_bytes;
       row["peak_allocated_bytes_predicted"] = p.peak_allocated_bytes;
     }
+    if (r.peak_allocated_bytes > 0) {
+      const double ae = p.peak_allocated_bytes / r.peak_allocated_bytes - 1;
+      k.allocated(ae);
+      row["allocated_error_pct"] = 100 * ae;
+    }
     rows.push_back(row);
     const std::string meas = by_step ? fmt::format("{:.2f} ms", r.step_time_s * 1e3)
                                      : fmt::format("{:.0f} tok/s/GPU", r.tokens_per_s_per_gpu);
@@ -189,6 +204,10 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       line += fmt::format("{}memory mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
                           k.n > 0 ? "; " : "", 100 * k.mem_sum_abs / static_cast<double>(k.mem_n),
                           100 * k.mem_worst, k.mem_n);
+    if (k.alloc_n > 0)
+      line += fmt::format("; peak allocated mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
+                          100 * k.alloc_sum_abs / static_cast<double>(k.alloc_n),
+                          100 * k.alloc_worst, k.alloc_n);
     if (k.oom_n > 0)
       line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}",
                           k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,
