@@ -386,6 +386,16 @@ trainsim_cli_test(framework_runs_oom "OOM boundary: max micro-batch"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom.jsonl)
 trainsim_cli_error(framework_runs_needs_framework "--framework: required"
   calibrate --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --out fw.json)
+# The caching-allocator model against PyTorch's own traces: the worst reserved error is the
+# guard (exit 3 above 3%); a malformed trace names file:line.
+set(ALLOC_TRACES ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces)
+trainsim_cli_test(allocator_traces "reserved: mean \\|error\\| [0-9.]+%, worst [0-2]\\.[0-9]% \\(3 traces\\)"
+  compare --allocator-traces ${ALLOC_TRACES}/pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace
+  ${ALLOC_TRACES}/pytorch-cs336-small-bf16-mixed-naive-none-b4-s512.trace
+  ${ALLOC_TRACES}/pytorch-llama3.2-1b-bf16-mixed-flash-selective-b4-s4096.trace
+  --max-reserved-error-pct 3)
+trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
 add_test(NAME cli.framework_presets_are_the_fit
          COMMAND bash -c "out=$(mktemp -d) && ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out && for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f) || exit 1; done; rm -rf $out")
 trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
