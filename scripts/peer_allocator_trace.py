@@ -81,15 +81,14 @@ def write(a, snap, phases, path):
     base["versions"] = peer.versions()
     base["phases"] = phases
     events = snap["device_traces"][0]
-    ids, next_id, pending_mark = {}, 0, {}
+    ids, next_id, pending_mark = {}, 0, set()
     lines = ["# " + json.dumps(base)]
-    step_of_mark = {}
     marks_seen = 0
     for e in events:
         act, size, addr = e["action"], e["size"], e["addr"]
         if act == "alloc":
             if size in MARK:
-                pending_mark[addr] = MARK[size]
+                pending_mark.add(addr)
                 phase = phases[marks_seen]
                 lines.append(f"m {phase['step']} {phase['phase']}")
                 marks_seen += 1
@@ -99,7 +98,7 @@ def write(a, snap, phases, path):
             next_id += 1
         elif act == "free_completed":
             if addr in pending_mark:
-                del pending_mark[addr]
+                pending_mark.discard(addr)
                 continue
             if addr in ids:
                 lines.append(f"f {ids.pop(addr)}")

@@ -227,26 +227,6 @@ std::uint64_t fingerprint(const StepTensors& t) {
   return h;
 }
 
-AllocatorPeaks run_step_allocator(const StepTensors& t);
-
-} // namespace
-
-AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
-  // A per-thread cache keyed by the tensors' fingerprint (a collision would need two different
-  // tensor lists with one 64-bit FNV hash).
-  thread_local std::unordered_map<std::uint64_t, AllocatorPeaks> cache;
-  const std::uint64_t key = fingerprint(t);
-  if (auto it = cache.find(key); it != cache.end())
-    return it->second;
-  if (cache.size() > 4096)
-    cache.clear();
-  const AllocatorPeaks p = run_step_allocator(t);
-  cache.emplace(key, p);
-  return p;
-}
-
-namespace {
-
 AllocatorPeaks run_step_allocator(const StepTensors& t) {
   CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)));
   using Id = CachingAllocatorModel::BlockId;
@@ -341,5 +321,19 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
 }
 
 } // namespace
+
+AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
+  // A per-thread cache keyed by the tensors' fingerprint (a collision would need two different
+  // tensor lists with one 64-bit FNV hash).
+  thread_local std::unordered_map<std::uint64_t, AllocatorPeaks> cache;
+  const std::uint64_t key = fingerprint(t);
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  if (cache.size() > 4096)
+    cache.clear();
+  const AllocatorPeaks p = run_step_allocator(t);
+  cache.emplace(key, p);
+  return p;
+}
 
 } // namespace trainsim::sim

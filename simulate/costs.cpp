@@ -425,10 +425,8 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   a.tied_copy_params = m.tied_embeddings ? static_cast<double>(m.vocab_size * m.hidden_size) /
                                                static_cast<double>(plan.tp)
                                          : 0;
-  if (fw.caching_allocator) {
+  if (fw.caching_allocator)
     list_tensors(a, ops, plan, fw, fp32, act_factor);
-    a.tensors.layer_bwd_transient = a.layer_bwd_transient;
-  }
   return a;
 }
 

@@ -46,7 +46,6 @@ struct MicroBatchAccounting {
     std::vector<double> layer_saved[3], layer_saved_all, emb_saved, head_saved;
     std::vector<double> layer_params, emb_params, head_params;
     double activation_grad_bytes = 0;
-    double layer_bwd_transient = 0;
   } tensors;
 };
 

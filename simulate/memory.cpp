@@ -125,6 +125,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
                (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
   m.buffers = buffers + fp8_state;
   m.activations_saved = m.activations;
+  m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
   AllocatorPeaks simulated;
   if (fw.caching_allocator && params > 0) {
     // The step's tensors through the caching-allocator model (allocator.hpp), before the
@@ -151,16 +152,14 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
     if (plan.recompute == Recompute::full)
       st.layer_recomputed = t.layer_saved_all;
-    st.layer_bwd_transient = t.layer_bwd_transient;
+    st.layer_bwd_transient = a.layer_bwd_transient;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
-    const double overhead =
-        fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
     st.cap_bytes = options.allocator_cap_bytes > 0 ? options.allocator_cap_bytes
-                   : options.device_bytes > 0      ? std::max(options.device_bytes - overhead, 1.0)
-                                                   : 0.0;
+                   : options.device_bytes > 0 ? std::max(options.device_bytes - m.overhead, 1.0)
+                                              : 0.0;
     simulated = simulate_step_allocator(st);
   }
   if (fw.memory_timeline) {
@@ -190,7 +189,6 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     m.allocator =
         std::max(simulated.reserved_bytes - simulated.allocated_bytes,
                  simulated.out_of_memory ? simulated.reserved_bytes - m.peak_allocated() : 0.0);
-  m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
   m.total = m.peak_reserved() + m.overhead;
   return m;
 }

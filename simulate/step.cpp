@@ -122,11 +122,11 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
 
   // ---- data parallel gradient reduction + ZeRO traffic ----
-  est.memory = memory
-                   ? *memory
-                   : compose_memory_fullest(a, m, plan, setup, profile,
-                                            MemoryOptions{options.bucket_bytes, options.framework,
-                                                          false, false, 0, gpu.memory_bytes});
+  MemoryOptions mo;
+  mo.bucket_bytes = options.bucket_bytes;
+  mo.framework = options.framework;
+  mo.device_bytes = gpu.memory_bytes; // the caching allocator's cap (less the overhead)
+  est.memory = memory ? *memory : compose_memory_fullest(a, m, plan, setup, profile, mo);
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   const double grad_bytes = stage_params * per_param.gradients;
