@@ -18,7 +18,6 @@ The trace starts before the model is built, so it holds every allocation of the 
 
   python3 scripts/peer_allocator_trace.py --out DIR --model cs336-small --batch 4 --seq-len 512
 """
-import argparse
 import json
 import os
 import sys
@@ -114,15 +113,7 @@ def write(a, snap, phases, path):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    peer.add_run_options(ap)
-    ap.set_defaults(steps=3, dynamic=False)
-    a = ap.parse_args(argv)
-    if not a.id:
-        a.id = (f"{a.framework}-{a.model}-{a.precision}-{a.attention}-{a.recompute}"
-                f"-b{a.batch}-s{a.seq_len}")
-    os.makedirs(a.out, exist_ok=True)
+    a = peer.parse_peer_args(argv, __doc__)
     snap, phases = run(a)
     write(a, snap, phases, os.path.join(a.out, a.id + ".trace"))
     return 0

@@ -379,6 +379,23 @@ def one(a):
     return [base]
 
 
+def parse_peer_args(argv, doc, extra=None):
+    """Options of a peer script that records one run into --out (allocator traces, kernel
+    profiles): the run options, 3 steps, and an id from the configuration unless given."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    add_run_options(ap)
+    if extra:
+        extra(ap)
+    ap.set_defaults(steps=3, dynamic=False)
+    a = ap.parse_args(argv)
+    if not a.id:
+        a.id = (f"{a.framework}-{a.model}-{a.precision}-{a.attention}-{a.recompute}"
+                f"-b{a.batch}-s{a.seq_len}")
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
 def add_run_options(ap):
     """The options that describe one run (shared with scripts/peer_allocator_trace.py)."""
     ap.add_argument("--id", default="")

@@ -208,10 +208,40 @@ void apply_activation_factor(std::vector<double>& tensors, std::size_t from, dou
     tensors.push_back(std::min(extra, piece));
 }
 
+// The 16-bit copies of a layer's linear weights that autocast over fp32 weights saves for
+// backward (FrameworkProfile::autocast_fp32_weights), one entry per weight, in bytes.
+std::vector<double> autocast_weight_copies(const std::vector<model::Op>& l, std::int64_t ep) {
+  std::vector<double> out;
+  for (const auto& op : l)
+    if (op.kind == model::OpKind::gemm && op.params > 0)
+      out.push_back(2.0 * (model::is_routed_expert(op.role)
+                               ? op.params / static_cast<double>(std::max<std::int64_t>(ep, 1))
+                               : op.params));
+  return out;
+}
+
+double sum_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v)
+    s += x;
+  return s;
+}
+
+// Activation gradients of [tokens, ffn] shape alive beside the saved tensors during one
+// layer's feed-forward backward (FrameworkProfile::ffn_bwd_transient_tensors), in bytes: the
+// down projection's input is [tokens, ffn].
+double ffn_bwd_transient(const std::vector<model::Op>& l, const FrameworkProfile& fw, bool fp32) {
+  double elems = 0;
+  for (const auto& op : l)
+    if (op.role == model::OpRole::ffn_down)
+      elems = std::max(elems, static_cast<double>(op.m) * static_cast<double>(op.k) * op.count);
+  return fw.ffn_bwd_transient_tensors * elems * (fp32 ? 4.0 : 2.0);
+}
+
 // Tensor-by-tensor lists for the caching-allocator model (MicroBatchAccounting::Tensors).
 void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
                   const model::ParallelPlan& plan, const FrameworkProfile& fw, bool fp32,
-                  double act_factor) {
+                  double act_factor, bool autocast) {
   auto& t = a.tensors;
   const model::LayerKind* common = nullptr;
   for (const auto& k : ops.layers)
@@ -238,8 +268,19 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
     };
     list(true, false, t.layer_saved[static_cast<int>(Recompute::none)]);
     list(false, false, t.layer_saved[static_cast<int>(Recompute::selective)]);
-    list(true, true, t.layer_saved[static_cast<int>(Recompute::full)]);
     list(true, false, t.layer_saved_all);
+    auto& full = t.layer_saved[static_cast<int>(Recompute::full)];
+    if (autocast) {
+      // The weights' 16-bit copies, kept by every layer until its backward (re-made with the
+      // layer under full recompute); the checkpointed input is the fp32 residual stream.
+      const auto copies = autocast_weight_copies(l, plan.ep);
+      for (auto* v : {&t.layer_saved[static_cast<int>(Recompute::none)],
+                      &t.layer_saved[static_cast<int>(Recompute::selective)], &t.layer_saved_all})
+        v->insert(v->end(), copies.begin(), copies.end());
+      full.push_back(2 * piece);
+    } else {
+      list(true, true, full);
+    }
     params(l, t.layer_params);
   }
   saved_tensor_list(ops.embedding, true, false, fw, fp32, t.emb_saved);
@@ -254,6 +295,10 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
     apply_activation_factor(t.head_saved, from, act_factor, t.activation_grad_bytes);
     if (op.role != model::OpRole::lm_head)
       continue;
+    if (autocast) {
+      const auto copy = autocast_weight_copies({op}, plan.ep);
+      t.head_saved.insert(t.head_saved.end(), copy.begin(), copy.end());
+    }
     // The chain at the loss in pieces of at most 4 B per logit (16-bit logits, fp32 copies,
     // log-probabilities and their gradients), or the op list's 16-bit logits.
     const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
@@ -267,6 +312,8 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
     saved_tensor_list(ops.mtp, true, false, fw, fp32, t.head_saved);
     apply_activation_factor(t.head_saved, from, act_factor, t.activation_grad_bytes);
   }
+  if (autocast)
+    t.activation_grad_bytes *= 2; // the gradient of the fp32 residual stream is fp32
 }
 
 // The mean over a model's layers of f(kind's ops): layer kinds (dense / MoE FFN, full /
@@ -327,15 +374,26 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, true, fw, fp32); });
   a.layer_act[static_cast<int>(Recompute::selective)] =
       layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, false, fw, fp32); });
+  // Autocast over fp32 weights (framework.hpp): 16-bit weight copies saved per layer, and a
+  // fp32 residual stream (what a checkpointed layer keeps).
+  const bool autocast =
+      fw.autocast_fp32_weights && (setup.precision == model::Precision::bf16_mixed ||
+                                   setup.precision == model::Precision::fp16_mixed);
+  const auto copies = [&](const std::vector<model::Op>& l) {
+    return autocast ? sum_of(autocast_weight_copies(l, plan.ep)) : 0.0;
+  };
+  for (auto r : {Recompute::none, Recompute::selective})
+    a.layer_act[static_cast<int>(r)] += layer_mean(ops, copies);
   for (const auto& kind : ops.layers) {
     for (const auto& op : kind.ops)
       for (const auto& t : op.saved)
         if (t.role == model::TensorRole::layer_input)
           a.layer_act[static_cast<int>(Recompute::full)] =
-              t.bytes * fw.role(op.role).saved_factor(fp32) * act_factor;
+              autocast ? 2 * t.bytes : t.bytes * fw.role(op.role).saved_factor(fp32) * act_factor;
     // Full recompute re-materialises one layer at a time: the largest kind.
-    a.layer_saved_all =
-        std::max(a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32));
+    a.layer_saved_all = std::max(
+        a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32) + copies(kind.ops));
+    a.layer_bwd_transient = std::max(a.layer_bwd_transient, ffn_bwd_transient(kind.ops, fw, fp32));
     // The gradients of the attention probabilities while a layer's backward runs through the
     // softmax (framework: bytes per score), one layer at a time: the largest kind.
     const double per_score =
@@ -353,6 +411,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   for (const auto& op : ops.head) {
     if (op.role != model::OpRole::lm_head)
       continue;
+    a.head_act += copies({op});
     const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
     if (fw.logits_peak_bytes_per_elem > 0) {
       // The framework's own chain at the loss (e.g. eager: the fp32 log-probabilities
@@ -426,7 +485,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
                                                static_cast<double>(plan.tp)
                                          : 0;
   if (fw.caching_allocator)
-    list_tensors(a, ops, plan, fw, fp32, act_factor);
+    list_tensors(a, ops, plan, fw, fp32, act_factor, autocast);
   return a;
 }
 

@@ -53,8 +53,9 @@ bool FrameworkProfile::is_identity() const {
          gemm_efficiency_scale == 1 && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
          optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
          logits_peak_bytes_per_elem == 0 && score_bwd_transient_bytes == 0 &&
-         score_bwd_transient_bytes_fp32 == 0 && allocator_overhead_fraction == 0 &&
-         allocator_round_bytes == 0 && context_bytes == 0 && !caching_allocator;
+         score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
+         !autocast_fp32_weights && allocator_overhead_fraction == 0 && allocator_round_bytes == 0 &&
+         context_bytes == 0 && !caching_allocator;
 }
 
 const FrameworkProfile& trainsim_framework() {
@@ -120,6 +121,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem, 1000);
   non_negative("score_bwd_transient_bytes", f.score_bwd_transient_bytes, 100);
   non_negative("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32, 100);
+  non_negative("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors, 16);
   non_negative("allocator_overhead_fraction", f.allocator_overhead_fraction, 10);
   non_negative("allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0), 1e6);
   non_negative("context_gb", f.context_bytes / 1e9, 1e3);
@@ -182,6 +184,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
   r.get("score_bwd_transient_bytes", f.score_bwd_transient_bytes);
   r.get("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32);
+  r.get("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors);
+  r.get("autocast_fp32_weights", f.autocast_fp32_weights);
   r.get("caching_allocator", f.caching_allocator);
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
@@ -270,6 +274,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
                    {"score_bwd_transient_bytes", f.score_bwd_transient_bytes},
                    {"score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32},
+                   {"ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors},
+                   {"autocast_fp32_weights", f.autocast_fp32_weights},
                    {"caching_allocator", f.caching_allocator},
                    {"allocator_overhead_fraction", f.allocator_overhead_fraction},
                    {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},

@@ -107,6 +107,18 @@ struct FrameworkProfile {
   // is saved: eager PyTorch holds the fp32 gradient from the cast's backward and the 16-bit
   // one the softmax's backward makes (4 + 2), in fp32 training the two fp32 ones (4 + 4).
   double score_bwd_transient_bytes = 0, score_bwd_transient_bytes_fp32 = 0;
+  // Activation gradients of [tokens, ffn] shape alive beside the saved tensors while one
+  // layer's feed-forward backward runs (eager autograd: the gated product's backward holds the
+  // gradients of both of its inputs while the down projection's input gradient is alive too;
+  // the saved tensors they replace are freed only after each node has run). In the activation
+  // dtype (16-bit under mixed precision, 4 B in fp32 training). 0: none counted.
+  double ffn_bwd_transient_tensors = 0;
+  // Autocast over fp32 weights (torch.autocast with fp32 parameters): every linear layer's
+  // 16-bit copy of its weight is saved for its backward (2 B/param, alive from the layer's
+  // forward to its backward, re-made with the layer under full recompute), and the residual
+  // stream stays fp32 (the fp32 embedding output plus 16-bit branch outputs promotes to
+  // fp32), so a checkpointed layer keeps a 4-byte input.
+  bool autocast_fp32_weights = false;
   // (fp32 copy, log-probs, their gradients); 0: the op
   // list's own (fp32 softmax + 16-bit logits)
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors

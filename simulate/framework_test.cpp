@@ -11,6 +11,8 @@
 #include "hardware/load.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
+#include "model/ops.hpp"
+#include "simulate/costs.hpp"
 #include "simulate/framework.hpp"
 #include "simulate/memory.hpp"
 #include "simulate/step.hpp"
@@ -84,6 +86,10 @@ TEST_CASE("bad framework profiles name the field and the rule") {
   CHECK_THROWS_WITH_AS(
       framework_from_json(with("roles", {{"norm", {{"fwd_kernels", 1e9}}}}), "f.json"),
       doctest::Contains("roles.norm.fwd_kernels"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("ffn_bwd_transient_tensors", -2), "f.json"),
+                       doctest::Contains("ffn_bwd_transient_tensors = -2"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("autocast_fp32_weights", 3), "f.json"),
+                       doctest::Contains("autocast_fp32_weights"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("colour", "red"), "f.json"),
                        doctest::Contains("colour"), ConfigError);
   CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);
@@ -172,4 +178,42 @@ TEST_CASE("FP8 training: FP8 GEMMs in the linear layers and their weight copies 
   }
   CHECK(fp8_gemms == 4); // qkv, out, fc1, fc2; attention and the LM head stay 16-bit
   CHECK(quantize == 2);  // before the out projection and fc2 (the others fuse into norms)
+}
+
+TEST_CASE("autocast over fp32 weights: 16-bit weight copies per layer, a fp32 checkpointed input, "
+          "the FFN backward's gradients") {
+  // cs336-small: 12 layers of h = 768, ffn 3072 (SwiGLU: gate, up, down); attention 4 h^2.
+  Setup a;
+  a.s.precision = model::Precision::bf16_mixed;
+  const auto ops = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  FrameworkProfile fw = load_framework("trainsim");
+  fw.name = "plain";
+  const MicroBatchAccounting plain = account_micro_batch(a.m, ops, a.plan, a.s, fw);
+  fw.name = "autocast";
+  fw.autocast_fp32_weights = true;
+  fw.ffn_bwd_transient_tensors = 2;
+  const MicroBatchAccounting ac = account_micro_batch(a.m, ops, a.plan, a.s, fw);
+  const double h = 768, ffn = 3072, tokens = 4 * 512;
+  const double layer_weights = 4 * h * h + 3 * h * ffn; // no biases in the CS336 model
+  using model::Recompute;
+  for (auto r : {Recompute::none, Recompute::selective})
+    CHECK(ac.layer_act[static_cast<int>(r)] - plain.layer_act[static_cast<int>(r)] ==
+          doctest::Approx(2 * layer_weights));
+  CHECK(ac.layer_saved_all - plain.layer_saved_all == doctest::Approx(2 * layer_weights));
+  // Full recompute keeps the layer's input from the fp32 residual stream: 4 B per element.
+  CHECK(ac.layer_act[static_cast<int>(Recompute::full)] == doctest::Approx(4 * tokens * h));
+  // Two [tokens, ffn] 16-bit gradients during one layer's FFN backward.
+  CHECK(plain.layer_bwd_transient == 0);
+  CHECK(ac.layer_bwd_transient == doctest::Approx(2 * 2 * tokens * ffn));
+  // The LM head's 16-bit weight copy (vocabulary 10,000, untied).
+  CHECK(ac.head_act - plain.head_act == doctest::Approx(2 * 10000 * h));
+  // fp32 training: no autocast, no copies; the FFN gradients are 4-byte.
+  a.s.precision = model::Precision::fp32;
+  const auto ops32 = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  const MicroBatchAccounting f32 = account_micro_batch(a.m, ops32, a.plan, a.s, fw);
+  fw.autocast_fp32_weights = false;
+  fw.ffn_bwd_transient_tensors = 0;
+  const MicroBatchAccounting f32_plain = account_micro_batch(a.m, ops32, a.plan, a.s, fw);
+  CHECK(f32.layer_act[0] == doctest::Approx(f32_plain.layer_act[0]));
+  CHECK(f32.layer_bwd_transient == doctest::Approx(2 * 4 * tokens * ffn));
 }
