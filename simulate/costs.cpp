@@ -345,9 +345,9 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
                             : model::is_routed_expert(op.role)
                                 ? fw.gemm_efficiency_scale * fw.expert_gemm_efficiency_scale
                                 : fw.gemm_efficiency_scale;
-  const double compute = c.compute_s / gemm_scale;
-  const double memory =
-      c.memory_s * (bwd ? rc.bwd_bytes_factor : rc.fwd_bytes_factor) / fw.memory_bw_scale;
+  const bool fp32 = op.dtype == Dtype::fp32;
+  const double compute = c.compute_s / gemm_scale * rc.compute_factor(bwd, fp32);
+  const double memory = c.memory_s * rc.bytes_factor(bwd, fp32) / fw.memory_bw_scale;
   const double body = std::max(compute, memory);
   if (fw.host_model == HostModel::per_op) {
     const double host =

@@ -35,7 +35,13 @@ bool same(const RoleCost& a, const RoleCost& b) {
   return a.fwd_kernels == b.fwd_kernels && a.bwd_kernels == b.bwd_kernels &&
          a.fwd_bytes_factor == b.fwd_bytes_factor && a.bwd_bytes_factor == b.bwd_bytes_factor &&
          a.saved_bytes_factor == b.saved_bytes_factor &&
-         a.saved_bytes_factor_fp32 == b.saved_bytes_factor_fp32;
+         a.saved_bytes_factor_fp32 == b.saved_bytes_factor_fp32 &&
+         a.fwd_bytes_factor_fp32 == b.fwd_bytes_factor_fp32 &&
+         a.bwd_bytes_factor_fp32 == b.bwd_bytes_factor_fp32 &&
+         a.fwd_compute_factor == b.fwd_compute_factor &&
+         a.bwd_compute_factor == b.bwd_compute_factor &&
+         a.fwd_compute_factor_fp32 == b.fwd_compute_factor_fp32 &&
+         a.bwd_compute_factor_fp32 == b.bwd_compute_factor_fp32;
 }
 
 } // namespace
@@ -96,11 +102,19 @@ void validate(const FrameworkProfile& f, const std::string& source) {
                             std::pair{"saved_bytes_factor", r.saved_bytes_factor}})
       if (!std::isfinite(v) || v < 0 || v > 100)
         p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
-    if (r.saved_bytes_factor_fp32 != -1 &&
-        (!std::isfinite(r.saved_bytes_factor_fp32) || r.saved_bytes_factor_fp32 < 0 ||
-         r.saved_bytes_factor_fp32 > 100))
-      p.add(fmt::format("roles.{}.saved_bytes_factor_fp32 = {}: must be in [0, 100]", name,
-                        r.saved_bytes_factor_fp32));
+    for (auto [field, v] : {std::pair{"fwd_compute_factor", r.fwd_compute_factor},
+                            std::pair{"bwd_compute_factor", r.bwd_compute_factor}})
+      if (!std::isfinite(v) || v <= 0 || v > 100)
+        p.add(fmt::format("roles.{}.{} = {}: must be in (0, 100]", name, field, v));
+    for (auto [field, v] : {std::pair{"fwd_compute_factor_fp32", r.fwd_compute_factor_fp32},
+                            std::pair{"bwd_compute_factor_fp32", r.bwd_compute_factor_fp32}})
+      if (v != -1 && (!std::isfinite(v) || v <= 0 || v > 100))
+        p.add(fmt::format("roles.{}.{} = {}: must be in (0, 100]", name, field, v));
+    for (auto [field, v] : {std::pair{"saved_bytes_factor_fp32", r.saved_bytes_factor_fp32},
+                            std::pair{"fwd_bytes_factor_fp32", r.fwd_bytes_factor_fp32},
+                            std::pair{"bwd_bytes_factor_fp32", r.bwd_bytes_factor_fp32}})
+      if (v != -1 && (!std::isfinite(v) || v < 0 || v > 100))
+        p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
   }
   non_negative("host_us_per_kernel", f.host_s_per_kernel * 1e6, 1e4);
   non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
@@ -218,6 +232,12 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
         rr.get("bwd_bytes_factor", c.bwd_bytes_factor);
         rr.get("saved_bytes_factor", c.saved_bytes_factor);
         rr.get("saved_bytes_factor_fp32", c.saved_bytes_factor_fp32);
+        rr.get("fwd_bytes_factor_fp32", c.fwd_bytes_factor_fp32);
+        rr.get("bwd_bytes_factor_fp32", c.bwd_bytes_factor_fp32);
+        rr.get("fwd_compute_factor", c.fwd_compute_factor);
+        rr.get("bwd_compute_factor", c.bwd_compute_factor);
+        rr.get("fwd_compute_factor_fp32", c.fwd_compute_factor_fp32);
+        rr.get("bwd_compute_factor_fp32", c.bwd_compute_factor_fp32);
         (void)rr.take("notes");
         rr.finish();
       }
@@ -295,6 +315,18 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
     rj["saved_bytes_factor"] = c.saved_bytes_factor;
     if (c.saved_bytes_factor_fp32 >= 0)
       rj["saved_bytes_factor_fp32"] = c.saved_bytes_factor_fp32;
+    if (c.fwd_bytes_factor_fp32 >= 0)
+      rj["fwd_bytes_factor_fp32"] = c.fwd_bytes_factor_fp32;
+    if (c.bwd_bytes_factor_fp32 >= 0)
+      rj["bwd_bytes_factor_fp32"] = c.bwd_bytes_factor_fp32;
+    if (c.fwd_compute_factor != 1 || c.bwd_compute_factor != 1) {
+      rj["fwd_compute_factor"] = c.fwd_compute_factor;
+      rj["bwd_compute_factor"] = c.bwd_compute_factor;
+    }
+    if (c.fwd_compute_factor_fp32 >= 0)
+      rj["fwd_compute_factor_fp32"] = c.fwd_compute_factor_fp32;
+    if (c.bwd_compute_factor_fp32 >= 0)
+      rj["bwd_compute_factor_fp32"] = c.bwd_compute_factor_fp32;
     roles[std::string(model::to_string(static_cast<model::OpRole>(i)))] = rj;
   }
   j["roles"] = roles;

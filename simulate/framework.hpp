@@ -30,8 +30,24 @@ struct RoleCost {
   // The same in fp32 training (< 0: saved_bytes_factor). Autocast saves fp32 copies beside
   // 16-bit ones where fp32 training saves one tensor (e.g. softmax(dtype=float32).to(bf16)).
   double saved_bytes_factor_fp32 = -1;
+  // The bytes factors in fp32 training (< 0: as above): autocast's casts between 16-bit and
+  // fp32 (e.g. around an fp32 softmax) are passes fp32 training does not make.
+  double fwd_bytes_factor_fp32 = -1, bwd_bytes_factor_fp32 = -1;
+  // Compute time / the op cost model's (a framework's own kernel for the role, e.g. PyTorch's
+  // fp32 SDPA is the memory-efficient kernel, not FlashAttention), and in fp32 training
+  // (< 0: as the 16-bit one).
+  double fwd_compute_factor = 1, bwd_compute_factor = 1;
+  double fwd_compute_factor_fp32 = -1, bwd_compute_factor_fp32 = -1;
   [[nodiscard]] double saved_factor(bool fp32) const {
     return fp32 && saved_bytes_factor_fp32 >= 0 ? saved_bytes_factor_fp32 : saved_bytes_factor;
+  }
+  [[nodiscard]] double compute_factor(bool backward, bool fp32) const {
+    const double f32 = backward ? bwd_compute_factor_fp32 : fwd_compute_factor_fp32;
+    return fp32 && f32 >= 0 ? f32 : backward ? bwd_compute_factor : fwd_compute_factor;
+  }
+  [[nodiscard]] double bytes_factor(bool backward, bool fp32) const {
+    const double f32 = backward ? bwd_bytes_factor_fp32 : fwd_bytes_factor_fp32;
+    return fp32 && f32 >= 0 ? f32 : backward ? bwd_bytes_factor : fwd_bytes_factor;
   }
 };
 

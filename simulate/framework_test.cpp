@@ -90,6 +90,14 @@ TEST_CASE("bad framework profiles name the field and the rule") {
                        doctest::Contains("ffn_bwd_transient_tensors = -2"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("autocast_fp32_weights", 3), "f.json"),
                        doctest::Contains("autocast_fp32_weights"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("roles", {{"attention_core", {{"fwd_compute_factor_fp32", 0}}}}),
+                          "f.json"),
+      doctest::Contains("roles.attention_core.fwd_compute_factor_fp32 = 0: must be in (0, 100]"),
+      ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("roles", {{"norm", {{"bwd_bytes_factor_fp32", -3}}}}), "f.json"),
+      doctest::Contains("roles.norm.bwd_bytes_factor_fp32 = -3"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("colour", "red"), "f.json"),
                        doctest::Contains("colour"), ConfigError);
   CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);
@@ -216,4 +224,47 @@ TEST_CASE("autocast over fp32 weights: 16-bit weight copies per layer, a fp32 ch
   const MicroBatchAccounting f32_plain = account_micro_batch(a.m, ops32, a.plan, a.s, fw);
   CHECK(f32.layer_act[0] == doctest::Approx(f32_plain.layer_act[0]));
   CHECK(f32.layer_bwd_transient == doctest::Approx(2 * 4 * tokens * ffn));
+}
+
+TEST_CASE("per-role factors in fp32 training: bytes and compute apart from the 16-bit ones") {
+  // A naive softmax (memory-bound) and an attention core (compute-bound), bf16 and fp32.
+  Setup a;
+  a.s.seq_len = 2048;
+  auto op_of = [&](model::Precision p, model::AttentionImpl attn, model::OpRole role) {
+    a.s.precision = p;
+    a.s.attention = attn;
+    const auto ops = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+    for (const auto& op : ops.layers.front().ops)
+      if (op.role == role)
+        return op;
+    FAIL("no op of that role");
+    return model::Op{};
+  };
+  FrameworkProfile base = load_framework("trainsim");
+  base.name = "base";
+  base.host_model = HostModel::queue; // GPU time = body + kernels x launch gap
+  FrameworkProfile fw = base;
+  fw.name = "factors";
+  RoleCost& sm = fw.roles[static_cast<std::size_t>(model::OpRole::attention_softmax)];
+  sm.fwd_bytes_factor = 4;
+  sm.fwd_bytes_factor_fp32 = 1.5;
+  RoleCost& core = fw.roles[static_cast<std::size_t>(model::OpRole::attention_core)];
+  core.bwd_compute_factor_fp32 = 0.5;
+  auto body = [&](const model::Op& op, Pass pass, const FrameworkProfile& f) {
+    const auto t = framework_op_time(op, pass, a.gpu, a.prof, f);
+    return t.gpu_s - t.kernels * a.prof.gpu_launch_gap_s;
+  };
+  using model::AttentionImpl;
+  using model::OpRole;
+  using model::Precision;
+  const auto sm16 = op_of(Precision::bf16_mixed, AttentionImpl::naive, OpRole::attention_softmax);
+  const auto sm32 = op_of(Precision::fp32, AttentionImpl::naive, OpRole::attention_softmax);
+  CHECK(body(sm16, Pass::forward, fw) == doctest::Approx(4 * body(sm16, Pass::forward, base)));
+  CHECK(body(sm32, Pass::forward, fw) == doctest::Approx(1.5 * body(sm32, Pass::forward, base)));
+  CHECK(body(sm32, Pass::backward, fw) == doctest::Approx(body(sm32, Pass::backward, base)));
+  const auto c16 = op_of(Precision::bf16_mixed, AttentionImpl::flash, OpRole::attention_core);
+  const auto c32 = op_of(Precision::fp32, AttentionImpl::flash, OpRole::attention_core);
+  CHECK(body(c16, Pass::backward, fw) == doctest::Approx(body(c16, Pass::backward, base)));
+  CHECK(body(c32, Pass::backward, fw) == doctest::Approx(0.5 * body(c32, Pass::backward, base)));
+  CHECK(body(c32, Pass::forward, fw) == doctest::Approx(body(c32, Pass::forward, base)));
 }
