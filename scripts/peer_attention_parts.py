@@ -17,23 +17,15 @@ per (precision, shape): {"precision", "batch", "heads", "seq_len", "head_dim", "
 import argparse
 import json
 import math
-import statistics
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def timed(fn, warmup, iters):
-    import torch
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1e-3)
-    return statistics.median(times)
+    from peer_sdpa import time_cuda  # noqa: E402 (CUDA-event median, as the SDPA peer times)
+    return time_cuda(fn, warmup, iters)["median_s"]
 
 
 def measure(precision, b, h, s, d, warmup, iters):

@@ -306,27 +306,26 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
     if (same(c, RoleCost{}))
       continue;
     nlohmann::json rj = nlohmann::json::object();
-    if (c.fwd_kernels >= 0)
-      rj["fwd_kernels"] = c.fwd_kernels;
-    if (c.bwd_kernels >= 0)
-      rj["bwd_kernels"] = c.bwd_kernels;
+    // Kernel counts and fp32 variants only when set (< 0: the default); compute factors only
+    // when not 1.
+    for (auto [field, v] :
+         {std::pair{"fwd_kernels", c.fwd_kernels}, std::pair{"bwd_kernels", c.bwd_kernels}})
+      if (v >= 0)
+        rj[field] = v;
     rj["fwd_bytes_factor"] = c.fwd_bytes_factor;
     rj["bwd_bytes_factor"] = c.bwd_bytes_factor;
     rj["saved_bytes_factor"] = c.saved_bytes_factor;
-    if (c.saved_bytes_factor_fp32 >= 0)
-      rj["saved_bytes_factor_fp32"] = c.saved_bytes_factor_fp32;
-    if (c.fwd_bytes_factor_fp32 >= 0)
-      rj["fwd_bytes_factor_fp32"] = c.fwd_bytes_factor_fp32;
-    if (c.bwd_bytes_factor_fp32 >= 0)
-      rj["bwd_bytes_factor_fp32"] = c.bwd_bytes_factor_fp32;
     if (c.fwd_compute_factor != 1 || c.bwd_compute_factor != 1) {
       rj["fwd_compute_factor"] = c.fwd_compute_factor;
       rj["bwd_compute_factor"] = c.bwd_compute_factor;
     }
-    if (c.fwd_compute_factor_fp32 >= 0)
-      rj["fwd_compute_factor_fp32"] = c.fwd_compute_factor_fp32;
-    if (c.bwd_compute_factor_fp32 >= 0)
-      rj["bwd_compute_factor_fp32"] = c.bwd_compute_factor_fp32;
+    for (auto [field, v] : {std::pair{"saved_bytes_factor_fp32", c.saved_bytes_factor_fp32},
+                            std::pair{"fwd_bytes_factor_fp32", c.fwd_bytes_factor_fp32},
+                            std::pair{"bwd_bytes_factor_fp32", c.bwd_bytes_factor_fp32},
+                            std::pair{"fwd_compute_factor_fp32", c.fwd_compute_factor_fp32},
+                            std::pair{"bwd_compute_factor_fp32", c.bwd_compute_factor_fp32}})
+      if (v >= 0)
+        rj[field] = v;
     roles[std::string(model::to_string(static_cast<model::OpRole>(i)))] = rj;
   }
   j["roles"] = roles;
