@@ -254,6 +254,14 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
         f.fit.time_sigma_fraction = pct / 100;
       if (fr.get("time_bias_pct", pct))
         f.fit.time_bias_fraction = pct / 100;
+      std::string method;
+      if (fr.get("time_sigma_method", method)) {
+        if (method != "leave-one-out" && method != "in-sample")
+          p.add(fmt::format("fit.time_sigma_method = \"{}\": expected \"leave-one-out\" or "
+                            "\"in-sample\"",
+                            method));
+        f.fit.time_sigma_leave_one_out = method == "leave-one-out";
+      }
       fr.get("memory_runs", f.fit.memory_runs);
       if (fr.get("memory_sigma_pct", pct))
         f.fit.memory_sigma_fraction = pct / 100;
@@ -331,6 +339,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
   j["roles"] = roles;
   j["fit"] = {{"time_runs", f.fit.time_runs},
               {"time_sigma_pct", f.fit.time_sigma_fraction * 100},
+              {"time_sigma_method", f.fit.time_sigma_leave_one_out ? "leave-one-out" : "in-sample"},
               {"time_bias_pct", f.fit.time_bias_fraction * 100},
               {"memory_runs", f.fit.memory_runs},
               {"memory_sigma_pct", f.fit.memory_sigma_fraction * 100},

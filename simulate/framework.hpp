@@ -63,7 +63,11 @@ enum class HostModel { per_op, queue };
 struct FitResiduals {
   std::int64_t time_runs = 0;
   double time_sigma_fraction = 0; // RMS of (predicted - measured) / measured
-  double time_bias_fraction = 0;  // mean of the same (0 after a fit with a free scale)
+  // How that RMS was taken: each fit row predicted by a fit on the other rows (leave-one-out,
+  // what `trainsim calibrate` writes when it fits time parameters on 3 rows or more), or
+  // in-sample residuals.
+  bool time_sigma_leave_one_out = false;
+  double time_bias_fraction = 0; // mean of the same (0 after a fit with a free scale)
   std::int64_t memory_runs = 0;
   double memory_sigma_fraction = 0; // on peak reserved bytes (peak allocated when not reserved)
   std::string fitted_on;            // files and rule (docs/frameworks.md)

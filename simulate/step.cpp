@@ -234,6 +234,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.step_time_s = b.total();
   est.band_sigma_fraction = options.fw().fit.time_sigma_fraction;
   est.band_runs = options.fw().fit.time_runs;
+  est.band_leave_one_out = options.fw().fit.time_sigma_leave_one_out;
 
   // ---- rates ----
   const double n = static_cast<double>(plan.num_gpus());

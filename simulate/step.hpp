@@ -92,6 +92,7 @@ struct StepEstimate {
   // Error band from the framework profile's fit residuals (1 sigma; 0 runs: no band known).
   double band_sigma_fraction = 0;
   std::int64_t band_runs = 0;
+  bool band_leave_one_out = false; // the sigma is out of sample (FitResiduals)
   std::string framework; // the framework profile's name (estimate_step; not the plan search)
   std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
                                            // plan search's work per plan; guarded by a test)

@@ -470,47 +470,55 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   FitResult result;
   FrameworkProfile fw = base;
 
-  // Time: minimise the squared log error over the chosen parameters.
-  std::vector<double*> params;
-  if (options.host_per_kernel)
-    params.push_back(&fw.host_s_per_kernel);
-  if (options.host_per_layer)
-    params.push_back(&fw.host_s_per_layer);
-  if (options.host_per_checkpoint) {
-    fw.host_s_per_checkpoint = std::max(fw.host_s_per_checkpoint, 1e-4);
-    params.push_back(&fw.host_s_per_checkpoint);
-  }
-  if (options.gemm_efficiency)
-    params.push_back(&fw.gemm_efficiency_scale);
-  if (options.expert_efficiency)
-    params.push_back(&fw.expert_gemm_efficiency_scale);
-  if (options.moe_dispatch) {
-    fw.moe_dispatch_s_per_layer = std::max(fw.moe_dispatch_s_per_layer, 1e-4);
-    params.push_back(&fw.moe_dispatch_s_per_layer);
-  }
-  if (!params.empty()) {
-    if (time_rows.empty())
-      throw ConfigError(fmt::format("--framework-runs: no fit row of framework '{}' has a "
-                                    "measured step time or throughput",
-                                    base.name));
+  // Time: the chosen parameters of a profile, and a fit of them minimising the squared log
+  // error over `rows`.
+  auto time_params = [&options](FrameworkProfile& f) {
+    std::vector<double*> params;
+    if (options.host_per_kernel)
+      params.push_back(&f.host_s_per_kernel);
+    if (options.host_per_layer)
+      params.push_back(&f.host_s_per_layer);
+    if (options.host_per_checkpoint) {
+      f.host_s_per_checkpoint = std::max(f.host_s_per_checkpoint, 1e-4);
+      params.push_back(&f.host_s_per_checkpoint);
+    }
+    if (options.gemm_efficiency)
+      params.push_back(&f.gemm_efficiency_scale);
+    if (options.expert_efficiency)
+      params.push_back(&f.expert_gemm_efficiency_scale);
+    if (options.moe_dispatch) {
+      f.moe_dispatch_s_per_layer = std::max(f.moe_dispatch_s_per_layer, 1e-4);
+      params.push_back(&f.moe_dispatch_s_per_layer);
+    }
+    return params;
+  };
+  auto fit_time = [&](FrameworkProfile& f, const std::vector<const FrameworkRun*>& rows) {
+    const std::vector<double*> params = time_params(f);
     std::vector<double> x0;
     for (double* p : params)
       x0.push_back(std::log(std::max(*p, 1e-9)));
     auto objective = [&](const std::vector<double>& x) {
       for (std::size_t i = 0; i < params.size(); ++i)
         *params[i] = std::exp(x[i]);
-      if (fw.gemm_efficiency_scale > 2 || fw.expert_gemm_efficiency_scale > 2)
+      if (f.gemm_efficiency_scale > 2 || f.expert_gemm_efficiency_scale > 2)
         return 1e9;
       double sum = 0;
-      for (const FrameworkRun* r : time_rows) {
-        const double e = time_error(*r, predict_run(*r, fw));
+      for (const FrameworkRun* r : rows) {
+        const double e = time_error(*r, predict_run(*r, f));
         sum += std::log1p(e) * std::log1p(e);
       }
       return sum;
     };
     const auto x = minimise(objective, x0);
     (void)objective(x);
-  }
+  };
+  const bool time_fitted = !time_params(fw).empty();
+  if (time_fitted && time_rows.empty())
+    throw ConfigError(fmt::format("--framework-runs: no fit row of framework '{}' has a "
+                                  "measured step time or throughput",
+                                  base.name));
+  if (time_fitted)
+    fit_time(fw, time_rows);
   // Memory: activation factor and allocator slack, fitted in turn (allocated first).
   if (options.activation_factor || options.allocator_overhead) {
     if (memory_rows.empty())
@@ -565,6 +573,25 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   const auto nm = static_cast<double>(memory_rows.size());
   fw.fit.time_runs = static_cast<std::int64_t>(time_rows.size());
   fw.fit.time_sigma_fraction = nt > 0 ? std::sqrt(t2 / nt) : 0;
+  fw.fit.time_sigma_leave_one_out = false;
+  if (time_fitted && time_rows.size() >= 3) {
+    // The band's sigma out of sample: each fit row predicted by the time parameters refitted
+    // on the other fit rows (leave-one-out). In-sample residuals understate the error on a run
+    // the fit has not seen, the more so the fewer rows per fitted parameter.
+    double loo2 = 0;
+    for (std::size_t i = 0; i < time_rows.size(); ++i) {
+      std::vector<const FrameworkRun*> others;
+      for (std::size_t j = 0; j < time_rows.size(); ++j)
+        if (j != i)
+          others.push_back(time_rows[j]);
+      FrameworkProfile held = fw;
+      fit_time(held, others);
+      const double e = time_error(*time_rows[i], predict_run(*time_rows[i], held));
+      loo2 += e * e;
+    }
+    fw.fit.time_sigma_fraction = std::sqrt(loo2 / nt);
+    fw.fit.time_sigma_leave_one_out = true;
+  }
   fw.fit.time_bias_fraction = nt > 0 ? tb / nt : 0;
   fw.fit.memory_runs = static_cast<std::int64_t>(memory_rows.size());
   fw.fit.memory_sigma_fraction = nm > 0 ? std::sqrt(m2 / nm) : 0;

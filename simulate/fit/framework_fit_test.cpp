@@ -2,6 +2,7 @@
 // bad lines name file:line and the field, and the fit recovers a known parameter.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -81,4 +82,23 @@ TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
   CHECK(fit.profile.host_s_per_kernel == doctest::Approx(31e-6).epsilon(1e-3));
   CHECK(fit.profile.fit.time_sigma_fraction < 1e-3);
   CHECK(fit.profile.fit.time_runs == 6);
+  CHECK(fit.profile.fit.time_sigma_leave_one_out);
+
+  // The band's sigma is out of sample: one run 20% slower than the model says. In sample the
+  // fit spreads that over all six; left out, the other five fit the truth exactly and the
+  // outlier's own residual is -1/6 of its measurement, so the leave-one-out RMS is at least
+  // (1/6)/sqrt(6), and more than the in-sample RMS.
+  runs[3].step_time_s *= 1.2;
+  const auto noisy = fit_framework(start, runs, o, "synthetic");
+  CHECK(noisy.profile.fit.time_sigma_fraction >= (0.2 / 1.2) / std::sqrt(6.0) * 0.999);
+  double in2 = 0;
+  for (const auto& r : runs) {
+    const double e = time_error(r, predict_run(r, noisy.profile));
+    in2 += e * e;
+  }
+  CHECK(std::sqrt(in2 / 6) < noisy.profile.fit.time_sigma_fraction);
+  // A profile file says which sigma it holds.
+  const auto j = framework_to_json(noisy.profile);
+  CHECK(j["fit"]["time_sigma_method"] == "leave-one-out");
+  CHECK(framework_from_json(j, "x.json").fit.time_sigma_leave_one_out);
 }
