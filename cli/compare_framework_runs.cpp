@@ -271,6 +271,9 @@ void calibrate_framework(const std::vector<std::string>& files, const std::strin
     sink.write(fmt::format("host_us_per_checkpoint = {:.4g}\n", p.host_s_per_checkpoint * 1e6));
   if (options.gemm_efficiency)
     sink.write(fmt::format("gemm_efficiency_scale = {:.4f}\n", p.gemm_efficiency_scale));
+  for (const auto& [gpu, v] : p.gpu_gemm_efficiency_scale)
+    sink.write(fmt::format("gpu_gemm_efficiency_scale.{} = {:.4f} (on top of the shared scale)\n",
+                           gpu, v));
   if (options.expert_efficiency)
     sink.write(
         fmt::format("expert_gemm_efficiency_scale = {:.4f}\n", p.expert_gemm_efficiency_scale));

@@ -343,8 +343,8 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
   }
   const double gemm_scale = op.kind != model::OpKind::gemm ? 1.0
                             : model::is_routed_expert(op.role)
-                                ? fw.gemm_efficiency_scale * fw.expert_gemm_efficiency_scale
-                                : fw.gemm_efficiency_scale;
+                                ? fw.gemm_scale_on(gpu.name) * fw.expert_gemm_efficiency_scale
+                                : fw.gemm_scale_on(gpu.name);
   const bool fp32 = op.dtype == Dtype::fp32;
   const double compute = c.compute_s / gemm_scale * rc.compute_factor(bwd, fp32);
   const double memory = c.memory_s * rc.bytes_factor(bwd, fp32) / fw.memory_bw_scale;

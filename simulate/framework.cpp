@@ -56,12 +56,13 @@ bool FrameworkProfile::is_identity() const {
       return false;
   return host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
          host_s_per_checkpoint == 0 && moe_dispatch_s_per_layer == 0 &&
-         gemm_efficiency_scale == 1 && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
-         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
-         logits_peak_bytes_per_elem == 0 && score_bwd_transient_bytes == 0 &&
-         score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
-         !autocast_fp32_weights && allocator_overhead_fraction == 0 && allocator_round_bytes == 0 &&
-         context_bytes == 0 && !caching_allocator;
+         gemm_efficiency_scale == 1 && gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 &&
+         optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
+         activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
+         score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
+         ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights &&
+         allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
+         !caching_allocator;
 }
 
 const FrameworkProfile& trainsim_framework() {
@@ -123,6 +124,8 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6, 1e6);
   positive("gemm_efficiency_scale", f.gemm_efficiency_scale, 2);
   positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
+  for (const auto& [gpu, v] : f.gpu_gemm_efficiency_scale)
+    positive(fmt::format("gpu_gemm_efficiency_scale.{}", gpu).c_str(), v, 2);
   positive("memory_bw_scale", f.memory_bw_scale, 2);
   positive("optimizer_bytes_factor", f.optimizer_bytes_factor, 100);
   non_negative("optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6, 1e4);
@@ -180,6 +183,18 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
     f.moe_dispatch_s_per_layer = us * 1e-6;
   r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
   r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
+  if (const auto* g = r.take("gpu_gemm_efficiency_scale")) {
+    if (!g->is_object()) {
+      p.add("gpu_gemm_efficiency_scale: expected an object keyed by GPU preset");
+    } else {
+      for (const auto& [gpu, v] : g->items()) {
+        if (!v.is_number())
+          p.add(fmt::format("gpu_gemm_efficiency_scale.{}: expected a number", gpu));
+        else
+          f.gpu_gemm_efficiency_scale[gpu] = v.get<double>();
+      }
+    }
+  }
   r.get("memory_bw_scale", f.memory_bw_scale);
   r.get("optimizer_bytes_factor", f.optimizer_bytes_factor);
   if (r.get("optimizer_host_us_per_tensor", us))
@@ -288,6 +303,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
                    {"gemm_efficiency_scale", f.gemm_efficiency_scale},
                    {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
+                   {"gpu_gemm_efficiency_scale", f.gpu_gemm_efficiency_scale},
                    {"memory_bw_scale", f.memory_bw_scale},
                    {"optimizer_bytes_factor", f.optimizer_bytes_factor},
                    {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,15 @@ struct FrameworkProfile {
   double gemm_efficiency_scale = 1; // achieved GEMM rate / the hardware profile's model
   double expert_gemm_efficiency_scale = 1; // routed experts' grouped GEMMs, on top of the above
                                            // (many small GEMMs, permutation, uneven loads)
-  double memory_bw_scale = 1;              // achieved rate of memory-bound kernels / the profile's
+  // A further GEMM scale per GPU preset (absent: 1), on top of gemm_efficiency_scale: the
+  // hardware profiles of GPUs with no local measurement are datasheet defaults, and the
+  // framework's achieved rate relative to them differs by GPU generation.
+  std::map<std::string, double> gpu_gemm_efficiency_scale;
+  [[nodiscard]] double gemm_scale_on(const std::string& gpu) const {
+    const auto it = gpu_gemm_efficiency_scale.find(gpu);
+    return gemm_efficiency_scale * (it == gpu_gemm_efficiency_scale.end() ? 1.0 : it->second);
+  }
+  double memory_bw_scale = 1; // achieved rate of memory-bound kernels / the profile's
   // Fixed time per MoE layer and micro-batch (forward + backward), exposed: the token
   // dispatcher copies the per-expert token counts to the host before its all-to-all (a
   // device-to-host synchronisation in every MoE layer, Megatron-Core's

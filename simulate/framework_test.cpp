@@ -98,6 +98,11 @@ TEST_CASE("bad framework profiles name the field and the rule") {
   CHECK_THROWS_WITH_AS(
       framework_from_json(with("roles", {{"norm", {{"bwd_bytes_factor_fp32", -3}}}}), "f.json"),
       doctest::Contains("roles.norm.bwd_bytes_factor_fp32 = -3"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("gpu_gemm_efficiency_scale", {{"b200", 3}}), "f.json"),
+      doctest::Contains("gpu_gemm_efficiency_scale.b200 = 3: must be in (0, 2]"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("gpu_gemm_efficiency_scale", 1), "f.json"),
+                       doctest::Contains("expected an object keyed by GPU preset"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("colour", "red"), "f.json"),
                        doctest::Contains("colour"), ConfigError);
   CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);

@@ -446,6 +446,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
     o.host_per_checkpoint = recompute;
   }
   o.gemm_efficiency = published || (base.host_model == HostModel::per_op && step_runs);
+  o.gemm_efficiency_per_gpu = published;
   o.expert_efficiency = o.gemm_efficiency && moe;
   o.moe_dispatch = o.expert_efficiency;
   o.activation_factor = memory;
@@ -470,9 +471,24 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   FitResult result;
   FrameworkProfile fw = base;
 
+  // GPUs with a GEMM scale of their own: all but the one with most fit rows, each with at
+  // least 3 fit rows.
+  std::vector<std::string> own_scale;
+  if (options.gemm_efficiency && options.gemm_efficiency_per_gpu) {
+    std::map<std::string, int> rows_per_gpu;
+    for (const FrameworkRun* r : time_rows)
+      ++rows_per_gpu[r->gpu.name];
+    std::string most;
+    for (const auto& [gpu, n] : rows_per_gpu)
+      if (most.empty() || n > rows_per_gpu[most])
+        most = gpu;
+    for (const auto& [gpu, n] : rows_per_gpu)
+      if (gpu != most && n >= 3)
+        own_scale.push_back(gpu);
+  }
   // Time: the chosen parameters of a profile, and a fit of them minimising the squared log
   // error over `rows`.
-  auto time_params = [&options](FrameworkProfile& f) {
+  auto time_params = [&options, &own_scale](FrameworkProfile& f) {
     std::vector<double*> params;
     if (options.host_per_kernel)
       params.push_back(&f.host_s_per_kernel);
@@ -484,6 +500,8 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     }
     if (options.gemm_efficiency)
       params.push_back(&f.gemm_efficiency_scale);
+    for (const auto& gpu : own_scale)
+      params.push_back(&f.gpu_gemm_efficiency_scale.emplace(gpu, 1.0).first->second);
     if (options.expert_efficiency)
       params.push_back(&f.expert_gemm_efficiency_scale);
     if (options.moe_dispatch) {
@@ -502,6 +520,9 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
         *params[i] = std::exp(x[i]);
       if (f.gemm_efficiency_scale > 2 || f.expert_gemm_efficiency_scale > 2)
         return 1e9;
+      for (const auto& [gpu, v] : f.gpu_gemm_efficiency_scale)
+        if (v > 2)
+          return 1e9;
       double sum = 0;
       for (const FrameworkRun* r : rows) {
         const double e = time_error(*r, predict_run(*r, f));

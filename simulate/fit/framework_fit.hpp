@@ -71,6 +71,9 @@ struct RunPrediction {
 struct FitOptions {
   bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
   bool gemm_efficiency = false, expert_efficiency = false, moe_dispatch = false;
+  // A GEMM scale per GPU preset beside the shared one, for every GPU but the one with most
+  // fit rows that has at least 3 fit rows of its own (gpu_gemm_efficiency_scale).
+  bool gemm_efficiency_per_gpu = false;
   bool activation_factor = false, activation_factor_fp32 = false, allocator_overhead = false;
 };
 /// The default choice per framework: queue-model profiles fit their host costs (and fsdp its

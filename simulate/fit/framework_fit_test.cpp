@@ -102,3 +102,45 @@ TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
   CHECK(j["fit"]["time_sigma_method"] == "leave-one-out");
   CHECK(framework_from_json(j, "x.json").fit.time_sigma_leave_one_out);
 }
+
+TEST_CASE("a GEMM scale per GPU: runs of two GPUs whose rates differ get one scale each") {
+  // Runs made by the model with GEMMs 20% slower on the B200 than on the H100: the shared
+  // scale must come out at the H100's (the GPU with most rows) and the B200's own at 0.8.
+  FrameworkProfile truth = load_framework("megatron");
+  truth.gemm_efficiency_scale = 0.9;
+  truth.gpu_gemm_efficiency_scale = {{"b200", 0.8}};
+  std::vector<FrameworkRun> runs;
+  auto add = [&](const char* gpu, const char* m, std::int64_t b) {
+    FrameworkRun r;
+    r.id = std::string(gpu) + m;
+    r.framework = "megatron";
+    r.model = model::load_model(m);
+    r.gpu = hw::load_gpu(gpu);
+    r.cluster = hw::single_node_cluster(r.gpu, 1);
+    r.profile = hw::default_profile(gpu);
+    r.setup.micro_batch_size = b;
+    r.setup.global_batch_size = b;
+    r.setup.seq_len = 2048;
+    r.step_time_s = predict_run(r, truth).step_time_s;
+    runs.push_back(r);
+  };
+  for (const char* m : {"cs336-large", "cs336-xl", "cs336-2.7b", "llama3.2-1b"})
+    add("h100-sxm", m, 8);
+  for (const char* m : {"cs336-large", "cs336-xl", "cs336-2.7b"})
+    add("b200", m, 8);
+  FrameworkProfile start = truth;
+  start.gemm_efficiency_scale = 0.7;
+  start.gpu_gemm_efficiency_scale.clear();
+  FitOptions o;
+  o.gemm_efficiency = true;
+  o.gemm_efficiency_per_gpu = true;
+  const auto fit = fit_framework(start, runs, o, "synthetic");
+  CHECK(fit.profile.gemm_efficiency_scale == doctest::Approx(0.9).epsilon(0.01));
+  REQUIRE(fit.profile.gpu_gemm_efficiency_scale.count("b200") == 1);
+  CHECK(fit.profile.gpu_gemm_efficiency_scale.at("b200") == doctest::Approx(0.8).epsilon(0.01));
+  CHECK(fit.profile.gpu_gemm_efficiency_scale.count("h100-sxm") == 0);
+  // With fewer than 3 rows of its own a GPU shares the scale.
+  runs.pop_back();
+  const auto few = fit_framework(start, runs, o, "synthetic");
+  CHECK(few.profile.gpu_gemm_efficiency_scale.empty());
+}
