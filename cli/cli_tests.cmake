@@ -382,6 +382,9 @@ trainsim_cli_error(framework_unknown "unknown framework preset"
   estimate --model gpt2 --gpu h100-sxm --seq-len 1024 --framework megatorn)
 trainsim_cli_test(framework_runs_compare "pytorch/test: 15 runs"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --only pytorch)
+trainsim_cli_test(framework_runs_published_by_precision "megatron/test fp8: [0-9]+ runs, time mean"
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/nvidia-megatron-bridge.jsonl
+  --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/nvidia-nemo.jsonl)
 trainsim_cli_test(framework_runs_oom "OOM boundary: max micro-batch"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom.jsonl)
 trainsim_cli_error(framework_runs_needs_framework "--framework: required"

@@ -142,8 +142,18 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const double e = fitting::time_error(r, p);
     const double me = fitting::memory_error(r, p);
     const bool by_step = r.step_time_s > 0;
-    if (std::isfinite(e))
+    if (std::isfinite(e)) {
       k.time(e, sigma);
+      // Published throughput: BF16 and FP8 (FP8 recipes and MXFP8) also apart.
+      if (!by_step) {
+        const auto prec = r.setup.precision;
+        const char* cls = model::is_fp8(prec)                    ? " fp8"
+                          : prec == model::Precision::fp16_mixed ? " fp16"
+                          : prec == model::Precision::fp32       ? " fp32"
+                                                                 : " bf16";
+        tally[fw_name + "/" + half(r.split) + cls].time(e, sigma);
+      }
+    }
     if (std::isfinite(me))
       k.memory(me);
     row["measured"] = by_step ? r.step_time_s : r.tokens_per_s_per_gpu;
