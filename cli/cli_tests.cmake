@@ -397,6 +397,11 @@ trainsim_cli_test(allocator_traces "reserved: mean \\|error\\| [0-9.]+%, worst [
   ${ALLOC_TRACES}/pytorch-cs336-small-bf16-mixed-naive-none-b4-s512.trace
   ${ALLOC_TRACES}/pytorch-llama3.2-1b-bf16-mixed-flash-selective-b4-s4096.trace
   --max-reserved-error-pct 3)
+trainsim_cli_test(kernel_profiles "GPU time: mean \\|error\\| [0-9.]+%, worst [0-9.]+% \\(2 profiles\\)"
+  compare --kernel-profiles ${PROJECT_SOURCE_DIR}/validate/results/kernel-profiles-2026-12-02/pytorch-cs336-small-bf16-mixed-flash-none-b32-s512.json
+  ${PROJECT_SOURCE_DIR}/validate/results/kernel-profiles-2026-12-02/fsdp-cs336-xl-bf16-mixed-flash-none-b2-s1024.json)
+trainsim_cli_error(kernel_profile_not_one "gpu_busy_s: missing or not a positive number"
+  compare --kernel-profiles ${PROJECT_SOURCE_DIR}/presets/frameworks/pytorch.json)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
 add_test(NAME cli.framework_presets_are_the_fit

@@ -20,6 +20,8 @@
 #include "simulate/allocator.hpp"
 #include "simulate/collectives.hpp"
 #include "simulate/fit/collective_fit.hpp"
+#include "simulate/fit/framework_fit.hpp"
+#include "simulate/framework.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -40,6 +42,7 @@ struct CompareOptions {
   double max_error_above_1mib_pct = 0; // 0 = report only
   FrameworkRunsOptions framework_runs;
   std::vector<std::string> allocator_traces;
+  std::vector<std::string> kernel_profiles;
   double max_reserved_error_pct = 0; // --allocator-traces: 0 = report only
   OutputOptions out;
 };
@@ -96,6 +99,62 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
     throw CheckFailed(fmt::format("allocator traces: worst reserved |error| {:.1f}% > {:.1f}% "
                                   "(--max-reserved-error-pct)",
                                   worst, o.max_reserved_error_pct));
+}
+
+// Kernel profiles of framework steps (scripts/peer_kernel_profile.py): the GPU's work per step
+// (the summed kernel time), against the GPU part of trainsim's step under the run's framework
+// profile (forward, backward, recompute, optimizer, communication; not the host's issue
+// time), so the GPU side of a framework profile is checked apart from its host model.
+void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
+  Table t({"profile", "framework", "GPU busy measured", "GPU predicted", "error", "step predicted"},
+          {"profile", "framework", "measured_gpu_busy_s", "predicted_gpu_s", "error_pct",
+           "predicted_step_s"});
+  nlohmann::json rows = nlohmann::json::array();
+  double sum = 0, worst = 0;
+  for (const auto& file : o.kernel_profiles) {
+    nlohmann::json j = load_json_file(file);
+    if (!j.is_object() || !j.contains("gpu_busy_s") || !j["gpu_busy_s"].is_number() ||
+        j["gpu_busy_s"].get<double>() <= 0)
+      throw ConfigError(fmt::format("{}: gpu_busy_s: missing or not a positive number (a kernel "
+                                    "profile from scripts/peer_kernel_profile.py)",
+                                    file));
+    const double busy = j["gpu_busy_s"].get<double>();
+    j["measured"] = {{"step_time_s", j.value("step_wall_s", 0.0)}};
+    const fitting::FrameworkRun run = fitting::parse_framework_run(j, file);
+    if (!run.skip_reason.empty())
+      throw ConfigError(fmt::format("{}: {}", file, run.skip_reason));
+    const sim::FrameworkProfile fw = sim::load_framework(
+        o.framework_runs.framework.empty() ? run.framework : o.framework_runs.framework);
+    const auto p = fitting::predict_run(run, fw);
+    const auto& b = p.step.breakdown_s;
+    const double gpu = b.total() - b.host;
+    const double err = (gpu / busy - 1) * 100;
+    sum += std::abs(err);
+    worst = std::max(worst, std::abs(err));
+    const std::string id = run.id.empty() ? file : run.id;
+    t.add_row({id, fw.name, fmt::format("{:.2f} ms", busy * 1e3),
+               fmt::format("{:.2f} ms", gpu * 1e3), fmt::format("{:+.1f}%", err),
+               fmt::format("{:.2f} ms", p.step_time_s * 1e3)},
+              {id, fw.name, fmt::format("{}", busy), fmt::format("{}", gpu), fmt::format("{}", err),
+               fmt::format("{}", p.step_time_s)});
+    rows.push_back({{"profile", id},
+                    {"framework", fw.name},
+                    {"measured_gpu_busy_s", busy},
+                    {"predicted_gpu_s", gpu},
+                    {"error_pct", err},
+                    {"predicted_step_s", p.step_time_s}});
+  }
+  const double mean = sum / static_cast<double>(o.kernel_profiles.size());
+  if (sink.format() == Format::json) {
+    sink.json({{"kernel_profiles", rows},
+               {"gpu_mean_abs_error_pct", mean},
+               {"gpu_max_abs_error_pct", worst}});
+    return;
+  }
+  t.print(sink);
+  if (sink.format() == Format::table)
+    sink.write(fmt::format("GPU time: mean |error| {:.1f}%, worst {:.1f}% ({} profiles)\n", mean,
+                           worst, o.kernel_profiles.size()));
 }
 
 std::string with_suffix(const std::string& file, const std::string& suffix) {
@@ -290,6 +349,11 @@ int run_compare(const CompareOptions& o) {
     compare_allocator_traces(o, sink);
     return 0;
   }
+  if (!o.kernel_profiles.empty()) {
+    Sink sink(o.out);
+    compare_kernel_profiles(o, sink);
+    return 0;
+  }
   if (!o.framework_runs.files.empty()) {
     Sink sink(o.out);
     nlohmann::json out;
@@ -443,6 +507,11 @@ void add_compare(CLI::App& app) {
                   "Allocator traces of PyTorch steps (scripts/peer_allocator_trace.py; "
                   "repeatable): each replayed through trainsim's caching-allocator model, peak "
                   "allocated and reserved against PyTorch's")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--kernel-profiles", o->kernel_profiles,
+                  "Kernel profiles of framework steps (scripts/peer_kernel_profile.py; "
+                  "repeatable): the GPU's summed kernel time per step against the GPU part of "
+                  "trainsim's step (no host time), under the run's framework or --framework")
       ->check(CLI::ExistingFile);
   cmd->add_option("--max-reserved-error-pct", o->max_reserved_error_pct,
                   "With --allocator-traces: exit 3 when a trace's reserved |error| exceeds "

@@ -368,6 +368,10 @@ std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& fi
   return out;
 }
 
+FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& where) {
+  return parse_run(j, where, NameMap{});
+}
+
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
 #include "model/spec.hpp"
@@ -49,6 +51,10 @@ struct FrameworkRun {
 /// (their caps together). Malformed lines throw ConfigError naming file:line and the field;
 /// runs trainsim cannot model are kept with skip_reason set.
 [[nodiscard]] std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files);
+
+/// One run from a JSON object in that format (split: fit), e.g. the configuration a kernel
+/// profile records with its measured figures; `where` names it in errors.
+[[nodiscard]] FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& where);
 
 /// Predicted figures of one run under a framework profile.
 struct RunPrediction {
