@@ -348,7 +348,17 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
   const bool fp32 = op.dtype == Dtype::fp32;
   const double compute = c.compute_s / gemm_scale * rc.compute_factor(bwd, fp32);
   const double memory = c.memory_s * rc.bytes_factor(bwd, fp32) / fw.memory_bw_scale;
-  const double body = std::max(compute, memory);
+  double body = std::max(compute, memory);
+  if (fw.autocast_cast_passes && op.kind == model::OpKind::gemm && op.params > 0 &&
+      (op.dtype == Dtype::bf16 || op.dtype == Dtype::fp16)) {
+    // Autocast's casts around the GEMM, in series with it (framework.hpp).
+    const double params = op.params; // the weights this op multiplies by
+    const double input = static_cast<double>(op.m) * static_cast<double>(op.k) * op.count;
+    const double casts = rc.autocast_input_casts;
+    const double bytes =
+        6 * params + 6 * casts * input + (bwd ? 12 * std::max(casts - 1, 0.0) * input : 0.0);
+    body += bytes / (gpu.hbm_bandwidth_bytes_per_s * profile.elementwise_bw_fraction);
+  }
   if (fw.host_model == HostModel::per_op) {
     const double host =
         op.kind == model::OpKind::gemm ? profile.host_gemm_launch_s : profile.host_launch_s;

@@ -41,7 +41,8 @@ bool same(const RoleCost& a, const RoleCost& b) {
          a.fwd_compute_factor == b.fwd_compute_factor &&
          a.bwd_compute_factor == b.bwd_compute_factor &&
          a.fwd_compute_factor_fp32 == b.fwd_compute_factor_fp32 &&
-         a.bwd_compute_factor_fp32 == b.bwd_compute_factor_fp32;
+         a.bwd_compute_factor_fp32 == b.bwd_compute_factor_fp32 &&
+         a.autocast_input_casts == b.autocast_input_casts;
 }
 
 } // namespace
@@ -103,6 +104,10 @@ void validate(const FrameworkProfile& f, const std::string& source) {
                             std::pair{"saved_bytes_factor", r.saved_bytes_factor}})
       if (!std::isfinite(v) || v < 0 || v > 100)
         p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
+    if (!std::isfinite(r.autocast_input_casts) || r.autocast_input_casts < 0 ||
+        r.autocast_input_casts > 16)
+      p.add(fmt::format("roles.{}.autocast_input_casts = {}: must be in [0, 16]", name,
+                        r.autocast_input_casts));
     for (auto [field, v] : {std::pair{"fwd_compute_factor", r.fwd_compute_factor},
                             std::pair{"bwd_compute_factor", r.bwd_compute_factor}})
       if (!std::isfinite(v) || v <= 0 || v > 100)
@@ -215,6 +220,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32);
   r.get("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors);
   r.get("autocast_fp32_weights", f.autocast_fp32_weights);
+  r.get("autocast_cast_passes", f.autocast_cast_passes);
   r.get("caching_allocator", f.caching_allocator);
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
@@ -249,6 +255,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
         rr.get("saved_bytes_factor_fp32", c.saved_bytes_factor_fp32);
         rr.get("fwd_bytes_factor_fp32", c.fwd_bytes_factor_fp32);
         rr.get("bwd_bytes_factor_fp32", c.bwd_bytes_factor_fp32);
+        rr.get("autocast_input_casts", c.autocast_input_casts);
         rr.get("fwd_compute_factor", c.fwd_compute_factor);
         rr.get("bwd_compute_factor", c.bwd_compute_factor);
         rr.get("fwd_compute_factor_fp32", c.fwd_compute_factor_fp32);
@@ -320,6 +327,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32},
                    {"ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors},
                    {"autocast_fp32_weights", f.autocast_fp32_weights},
+                   {"autocast_cast_passes", f.autocast_cast_passes},
                    {"caching_allocator", f.caching_allocator},
                    {"allocator_overhead_fraction", f.allocator_overhead_fraction},
                    {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
@@ -339,6 +347,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
     rj["fwd_bytes_factor"] = c.fwd_bytes_factor;
     rj["bwd_bytes_factor"] = c.bwd_bytes_factor;
     rj["saved_bytes_factor"] = c.saved_bytes_factor;
+    if (c.autocast_input_casts != 0)
+      rj["autocast_input_casts"] = c.autocast_input_casts;
     if (c.fwd_compute_factor != 1 || c.bwd_compute_factor != 1) {
       rj["fwd_compute_factor"] = c.fwd_compute_factor;
       rj["bwd_compute_factor"] = c.bwd_compute_factor;

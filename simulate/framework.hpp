@@ -39,6 +39,10 @@ struct RoleCost {
   // (< 0: as the 16-bit one).
   double fwd_compute_factor = 1, bwd_compute_factor = 1;
   double fwd_compute_factor_fp32 = -1, bwd_compute_factor_fp32 = -1;
+  // Separate casts of a GEMM's fp32 input to 16-bit in forward under autocast (eager: one per
+  // projection reading the same fp32 tensor, e.g. 3 for separate q/k/v projections), with
+  // FrameworkProfile::autocast_cast_passes; 0: the input is already 16-bit.
+  double autocast_input_casts = 0;
   [[nodiscard]] double saved_factor(bool fp32) const {
     return fp32 && saved_bytes_factor_fp32 >= 0 ? saved_bytes_factor_fp32 : saved_bytes_factor;
   }
@@ -148,6 +152,12 @@ struct FrameworkProfile {
   // stream stays fp32 (the fp32 embedding output plus 16-bit branch outputs promotes to
   // fp32), so a checkpointed layer keeps a 4-byte input.
   bool autocast_fp32_weights = false;
+  // Autocast's casts around GEMMs run as passes of their own, in series with the GEMM (eager):
+  // forward, each 16-bit GEMM's weight cast from fp32 (6 B/param: read 4, write 2) and its
+  // input cast RoleCost::autocast_input_casts times (6 B/element); backward, the weight's
+  // gradient cast back to fp32 (6 B/param), each input gradient cast back (6 B/element) and
+  // the fp32 input gradients of the separate projections summed (12 B/element per sum).
+  bool autocast_cast_passes = false;
   // (fp32 copy, log-probs, their gradients); 0: the op
   // list's own (fp32 softmax + 16-bit logits)
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors

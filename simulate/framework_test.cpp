@@ -103,6 +103,10 @@ TEST_CASE("bad framework profiles name the field and the rule") {
       doctest::Contains("gpu_gemm_efficiency_scale.b200 = 3: must be in (0, 2]"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("gpu_gemm_efficiency_scale", 1), "f.json"),
                        doctest::Contains("expected an object keyed by GPU preset"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("roles", {{"qkv_proj", {{"autocast_input_casts", 40}}}}), "f.json"),
+      doctest::Contains("roles.qkv_proj.autocast_input_casts = 40: must be in [0, 16]"),
+      ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("colour", "red"), "f.json"),
                        doctest::Contains("colour"), ConfigError);
   CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);
@@ -272,4 +276,41 @@ TEST_CASE("per-role factors in fp32 training: bytes and compute apart from the 1
   CHECK(body(c16, Pass::backward, fw) == doctest::Approx(body(c16, Pass::backward, base)));
   CHECK(body(c32, Pass::backward, fw) == doctest::Approx(0.5 * body(c32, Pass::backward, base)));
   CHECK(body(c32, Pass::forward, fw) == doctest::Approx(body(c32, Pass::forward, base)));
+}
+
+TEST_CASE("autocast's casts around a GEMM run in series with it (eager)") {
+  Setup a;
+  a.s.precision = model::Precision::bf16_mixed;
+  const auto ops = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  model::Op qkv;
+  for (const auto& op : ops.layers.front().ops)
+    if (op.role == model::OpRole::qkv_proj)
+      qkv = op;
+  REQUIRE(qkv.params > 0);
+  FrameworkProfile base = load_framework("trainsim");
+  base.name = "base";
+  base.host_model = HostModel::queue;
+  FrameworkProfile fw = base;
+  fw.name = "casts";
+  fw.autocast_cast_passes = true;
+  fw.roles[static_cast<std::size_t>(model::OpRole::qkv_proj)].autocast_input_casts = 3;
+  // cs336-small: h = 768, 4 x 512 tokens; q, k, v weights 3 h^2.
+  const double tokens = 4 * 512, h = 768, weights = 3 * h * h;
+  const double bw = a.gpu.hbm_bandwidth_bytes_per_s * a.prof.elementwise_bw_fraction;
+  auto gpu = [&](Pass pass, const FrameworkProfile& f) {
+    return framework_op_time(qkv, pass, a.gpu, a.prof, f).gpu_s;
+  };
+  // Forward: the weight cast (6 B/param) and three casts of the fp32 input (6 B/element).
+  CHECK(gpu(Pass::forward, fw) - gpu(Pass::forward, base) ==
+        doctest::Approx((6 * weights + 3 * 6 * tokens * h) / bw));
+  // Backward: the weight gradient and three input gradients cast back, two fp32 sums.
+  CHECK(gpu(Pass::backward, fw) - gpu(Pass::backward, base) ==
+        doctest::Approx((6 * weights + 3 * 6 * tokens * h + 2 * 12 * tokens * h) / bw));
+  // fp32 training has no casts.
+  a.s.precision = model::Precision::fp32;
+  const auto ops32 = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  for (const auto& op : ops32.layers.front().ops)
+    if (op.role == model::OpRole::qkv_proj)
+      CHECK(framework_op_time(op, Pass::forward, a.gpu, a.prof, fw).gpu_s ==
+            doctest::Approx(framework_op_time(op, Pass::forward, a.gpu, a.prof, base).gpu_s));
 }
