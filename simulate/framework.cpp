@@ -221,6 +221,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors);
   r.get("autocast_fp32_weights", f.autocast_fp32_weights);
   r.get("autocast_cast_passes", f.autocast_cast_passes);
+  r.get("fsdp2_copies", f.fsdp2_copies);
   r.get("caching_allocator", f.caching_allocator);
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
@@ -328,6 +329,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors},
                    {"autocast_fp32_weights", f.autocast_fp32_weights},
                    {"autocast_cast_passes", f.autocast_cast_passes},
+                   {"fsdp2_copies", f.fsdp2_copies},
                    {"caching_allocator", f.caching_allocator},
                    {"allocator_overhead_fraction", f.allocator_overhead_fraction},
                    {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},

@@ -158,6 +158,11 @@ struct FrameworkProfile {
   // gradient cast back to fp32 (6 B/param), each input gradient cast back (6 B/element) and
   // the fp32 input gradients of the separate projections summed (12 B/element per sum).
   bool autocast_cast_passes = false;
+  // FSDP2's own GPU copies per micro-batch (torch.distributed.fsdp.fully_shard): before each
+  // forward and each backward the fp32 shards are cast into the all-gather buffer, after
+  // backward the gradients are copied into the fp32 reduce-scatter buffer (chunk_cat); at world
+  // size 1 the all-gather and reduce-scatter are local copies too.
+  bool fsdp2_copies = false;
   // (fp32 copy, log-probs, their gradients); 0: the op
   // list's own (fp32 softmax + 16-bit logits)
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors

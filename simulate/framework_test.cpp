@@ -42,6 +42,15 @@ struct Setup {
   }
 };
 
+// The identity profile with the queue host model: an op's GPU time is its body plus its
+// kernels' launch gaps, so factors can be read off differences.
+FrameworkProfile queue_base() {
+  FrameworkProfile base = load_framework("trainsim");
+  base.name = "base";
+  base.host_model = HostModel::queue;
+  return base;
+}
+
 } // namespace
 
 TEST_CASE("the trainsim profile is the identity: results equal those without a framework") {
@@ -249,9 +258,7 @@ TEST_CASE("per-role factors in fp32 training: bytes and compute apart from the 1
     FAIL("no op of that role");
     return model::Op{};
   };
-  FrameworkProfile base = load_framework("trainsim");
-  base.name = "base";
-  base.host_model = HostModel::queue; // GPU time = body + kernels x launch gap
+  const FrameworkProfile base = queue_base(); // GPU time = body + kernels x launch gap
   FrameworkProfile fw = base;
   fw.name = "factors";
   RoleCost& sm = fw.roles[static_cast<std::size_t>(model::OpRole::attention_softmax)];
@@ -287,9 +294,7 @@ TEST_CASE("autocast's casts around a GEMM run in series with it (eager)") {
     if (op.role == model::OpRole::qkv_proj)
       qkv = op;
   REQUIRE(qkv.params > 0);
-  FrameworkProfile base = load_framework("trainsim");
-  base.name = "base";
-  base.host_model = HostModel::queue;
+  const FrameworkProfile base = queue_base();
   FrameworkProfile fw = base;
   fw.name = "casts";
   fw.autocast_cast_passes = true;
@@ -313,4 +318,24 @@ TEST_CASE("autocast's casts around a GEMM run in series with it (eager)") {
     if (op.role == model::OpRole::qkv_proj)
       CHECK(framework_op_time(op, Pass::forward, a.gpu, a.prof, fw).gpu_s ==
             doctest::Approx(framework_op_time(op, Pass::forward, a.gpu, a.prof, base).gpu_s));
+}
+
+TEST_CASE("FSDP2's own copies: 34 bytes per parameter per micro-batch on one GPU (bf16)") {
+  Setup a;
+  a.s.precision = model::Precision::bf16_mixed;
+  const FrameworkProfile base = queue_base();
+  FrameworkProfile fw = base;
+  fw.name = "fsdp2";
+  fw.fsdp2_copies = true;
+  const auto without = a.run(&base);
+  const auto with = a.run(&fw);
+  const double params = model::count_params(a.m).total;
+  const double bw = a.gpu.hbm_bandwidth_bytes_per_s * a.prof.elementwise_bw_fraction;
+  // Forward: the shard cast into the gather buffer (4 + 2) and the local gather (2 + 2).
+  CHECK(with.breakdown_s.forward - without.breakdown_s.forward ==
+        doctest::Approx(10 * params / bw));
+  // Backward: the same gather, the gradients into the fp32 buffer (2 + 4), the local
+  // reduce-scatter (4 + 4).
+  CHECK(with.breakdown_s.backward - without.breakdown_s.backward ==
+        doctest::Approx(24 * params / bw));
 }

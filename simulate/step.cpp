@@ -190,6 +190,23 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     }
   }
 
+  // ---- FSDP2's own copies of parameters and gradients (framework.hpp: fsdp2_copies) ----
+  if (options.fw().fsdp2_copies) {
+    const bool mixed = setup.precision != model::Precision::fp32;
+    const double w = mixed ? 2.0 : 4.0, r = 4.0; // unsharded parameter, reduce dtype bytes
+    const double n = plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1.0;
+    const bool alone = plan.dp == 1; // the collectives are local copies at world size 1
+    // Each all-gather (before forward and again before backward): the fp32 shard cast into
+    // the gather buffer (4 + w per local parameter), and at world size 1 the gather itself.
+    const double gather = stage_params * ((4 + w) / n + (alone ? 2 * w : 0.0));
+    // After backward: the unsharded gradients copied into the fp32 reduce-scatter buffer
+    // (w + r per parameter), and at world size 1 the reduce-scatter itself.
+    const double reduce = stage_params * ((w + r) + (alone ? 2 * r : 0.0));
+    const double bw = gpu.hbm_bandwidth_bytes_per_s * profile.elementwise_bw_fraction;
+    b.forward += mb * gather / bw;
+    b.backward += mb * (gather + reduce) / bw;
+  }
+
   // ---- optimizer: memory-bound update of this GPU's (ZeRO-sharded) parameters ----
   double optimizer_host = 0;
   {
