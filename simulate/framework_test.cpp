@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 #include "common/presets.hpp"
 #include "hardware/load.hpp"
 #include "model/count.hpp"
@@ -338,4 +340,67 @@ TEST_CASE("FSDP2's own copies: 34 bytes per parameter per micro-batch on one GPU
   // reduce-scatter (4 + 4).
   CHECK(with.breakdown_s.backward - without.breakdown_s.backward ==
         doctest::Approx(24 * params / bw));
+}
+
+TEST_CASE("fuzz: mutated framework profiles load into a valid profile or name the field") {
+  // Every framework preset, mutated at the top level and inside "roles" and "fit": a profile
+  // that loads must validate and give a finite step; anything else is a ConfigError.
+  std::mt19937_64 rng(20261202);
+  auto random_value = [&]() -> nlohmann::json {
+    switch (rng() % 8) {
+    case 0: return -static_cast<std::int64_t>(rng() % 1000);
+    case 1: return static_cast<double>(rng() % 100000) / 7.0;
+    case 2: return std::ldexp(1.0, static_cast<int>(rng() % 200) - 100);
+    case 3: return "x";
+    case 4: return nullptr;
+    case 5: return nlohmann::json::array({1, 2});
+    case 6: return nlohmann::json::object({{"a", 1}});
+    default: return rng() % 2 == 0;
+    }
+  };
+  auto mutate_object = [&](nlohmann::json& j) {
+    if (!j.is_object() || j.empty())
+      return;
+    auto it = j.begin();
+    std::advance(it, static_cast<long>(rng() % j.size()));
+    switch (rng() % 3) {
+    case 0: j.erase(it.key()); break;
+    case 1: j[it.key()] = random_value(); break;
+    default: j["unknown_" + std::to_string(rng() % 3)] = random_value(); break;
+    }
+  };
+  Setup a;
+  int loaded = 0, refused = 0;
+  for (const auto& name : list_presets("frameworks")) {
+    const auto base = load_json_file(resolve_preset("frameworks", name, "corpus"));
+    for (int i = 0; i < 60; ++i) {
+      nlohmann::json doc = base;
+      for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) {
+        const auto where = rng() % 4;
+        if (where == 0 && doc.contains("roles") && doc["roles"].is_object() &&
+            !doc["roles"].empty()) {
+          auto it = doc["roles"].begin();
+          std::advance(it, static_cast<long>(rng() % doc["roles"].size()));
+          mutate_object(*it);
+        } else if (where == 1 && doc.contains("fit")) {
+          mutate_object(doc["fit"]);
+        } else {
+          mutate_object(doc);
+        }
+      }
+      try {
+        const FrameworkProfile fw = framework_from_json(doc, "fuzz.json");
+        validate(fw, "fuzz.json");
+        const auto e = a.run(&fw);
+        CHECK(std::isfinite(e.step_time_s));
+        CHECK(e.step_time_s > 0);
+        ++loaded;
+      } catch (const ConfigError& e) {
+        CHECK(std::string(e.what()).find("fuzz.json") != std::string::npos);
+        ++refused;
+      }
+    }
+  }
+  CHECK(loaded > 0);
+  CHECK(refused > 0);
 }
