@@ -52,18 +52,22 @@ double default_kernels(model::OpKind kind, bool backward) {
 }
 
 bool FrameworkProfile::is_identity() const {
+  // The scalars first: a fitted profile differs in one of them, so the per-op callers on the
+  // plan search's hot path return early without comparing every role.
+  if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
+        host_s_per_checkpoint == 0 && moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
+        gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
+        optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
+        logits_peak_bytes_per_elem == 0 && score_bwd_transient_bytes == 0 &&
+        score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
+        !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies &&
+        allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
+        !caching_allocator))
+    return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
       return false;
-  return host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
-         host_s_per_checkpoint == 0 && moe_dispatch_s_per_layer == 0 &&
-         gemm_efficiency_scale == 1 && gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 &&
-         optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
-         activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
-         score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
-         ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights &&
-         allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
-         !caching_allocator;
+  return true;
 }
 
 const FrameworkProfile& trainsim_framework() {

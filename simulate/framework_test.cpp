@@ -63,6 +63,20 @@ TEST_CASE("the trainsim profile is the identity: results equal those without a f
   CHECK(none.step_time_s == same.step_time_s);
   CHECK(none.memory.total == same.memory.total);
   CHECK(same.breakdown_s.host == 0);
+  // Any one field set makes a profile that is not the identity (the per-op path would
+  // otherwise skip it), the newer ones included.
+  for (auto set :
+       {+[](FrameworkProfile& f) { f.autocast_cast_passes = true; },
+        +[](FrameworkProfile& f) { f.fsdp2_copies = true; },
+        +[](FrameworkProfile& f) { f.autocast_fp32_weights = true; },
+        +[](FrameworkProfile& f) { f.gpu_gemm_efficiency_scale["b200"] = 0.8; },
+        +[](FrameworkProfile& f) {
+          f.roles[static_cast<std::size_t>(model::OpRole::qkv_proj)].autocast_input_casts = 3;
+        }}) {
+    FrameworkProfile g = fw;
+    set(g);
+    CHECK_FALSE(g.is_identity());
+  }
 }
 
 TEST_CASE("every framework preset loads and validates; parts still sum to the total") {
