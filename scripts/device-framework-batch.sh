@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session-5 framework measurements on the lent GPU (one call per part; the device tool returns
+# few files, so each part packs its results into one tarball under $OUT).
+# Usage: scripts/device-framework-batch.sh traces|runs|oom
+#   traces: allocator traces of fit-row configurations (FSDP2 and torch.compile) and kernel
+#           profiles of two FSDP fit rows
+#   runs:   scripts/framework-runs-b.json -> runs-d.jsonl (FSDP2 and torch.compile step times)
+#   oom:    scripts/framework-oom-runs-b.json -> oom-b.jsonl (largest micro-batch under caps)
+# The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${1:?traces, runs or oom}
+OUT=${OUT:-out/framework-batch}
+w="$OUT/$part"
+mkdir -p "$w"
+export PYTHONUNBUFFERED=1
+{
+  nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
+  nproc
+} >"$w/gpu.txt" 2>&1
+box() { local limit=$1; shift; echo "# $(date -u +%T) $*" >>"$w/log.txt"; timeout "$limit" "$@" >>"$w/log.txt" 2>&1 || echo "# exit $? : $*" >>"$w/log.txt"; }
+case "$part" in
+  traces)
+    box 120 python3 scripts/peer_allocator_trace.py --out "$w" --framework fsdp --model llama3.2-1b --batch 4 --seq-len 2048
+    box 90 python3 scripts/peer_allocator_trace.py --out "$w" --framework fsdp --model cs336-medium --batch 4 --seq-len 512
+    box 180 python3 scripts/peer_allocator_trace.py --out "$w" --framework pytorch-compile --model cs336-medium --attention naive --batch 4 --seq-len 1024
+    box 90 python3 scripts/peer_kernel_profile.py --out "$w" --framework fsdp --model cs336-medium --batch 4 --seq-len 512
+    box 90 python3 scripts/peer_kernel_profile.py --out "$w" --framework fsdp --model cs336-small --precision fp32 --batch 4 --seq-len 512
+    ;;
+  runs)
+    box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-b.json --output "$w/runs-d.jsonl" --limit-s 150
+    ;;
+  oom)
+    box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-b.json --output "$w/oom-b.jsonl" --limit-s 300
+    ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
+nvidia-smi --query-gpu=name,power.draw,temperature.gpu,clocks.sm --format=csv >>"$w/gpu.txt" 2>&1
+tar -C "$OUT" -czf "$OUT/$part.tar.gz" "$part"
+tail -30 "$w/log.txt"
