@@ -443,16 +443,20 @@ def run_plan(a):
             else:
                 args += [flag, str(v)]
         t0 = time.time()
+        # A failed run keeps its plan entry (framework, model, oom_search, ...): trainsim's
+        # reader counts it on its fit/test side, so the runs after it keep theirs.
+        failed = {k: item[k] for k in ("id", "framework", "model", "seq_len", "precision",
+                                       "attention", "recompute", "oom_search") if k in item}
         try:
             p = subprocess.run([sys.executable, __file__] + args, capture_output=True, text=True,
                                timeout=item.get("limit_s", a.limit_s))
             lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
             if p.returncode != 0 or not lines:
                 err = (p.stderr or "").strip().splitlines()[-3:]
-                lines = [json.dumps({"id": item.get("id"), "error": " | ".join(err),
+                lines = [json.dumps({**failed, "error": " | ".join(err),
                                      "returncode": p.returncode})]
         except subprocess.TimeoutExpired:
-            lines = [json.dumps({"id": item.get("id"), "error": "timeout"})]
+            lines = [json.dumps({**failed, "error": "timeout"})]
         with (open(a.output, "a") if a.output else sys.stdout) as out:
             for l in lines:
                 out.write(l + "\n")

@@ -62,7 +62,7 @@ TEST_CASE("caching allocator: splits, reuse, merges and what cannot be reused") 
 TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's reserved bytes") {
   const std::filesystem::path dir =
       std::filesystem::path(TRAINSIM_SOURCE_DIR) / "validate/results/fixtures/allocator-traces";
-  int n = 0;
+  int n = 0, multi_stream = 0;
   double worst = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".trace")
@@ -76,12 +76,22 @@ TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's r
     CHECK(r.model_peak_allocated_bytes ==
           doctest::Approx(r.measured_peak_allocated_bytes).epsilon(0.002));
     const double err = r.model_peak_reserved_bytes / r.measured_peak_reserved_bytes - 1;
+    if (r.id.starts_with("fsdp-")) {
+      // FSDP2 allocates on its all-gather and reduce-scatter streams too; PyTorch keeps free
+      // blocks per stream and the trace does not say which, so the one-stream replay reuses
+      // blocks PyTorch could not: it may only fall short, by at most the measured 12%.
+      CHECK(err <= 0.005);
+      CHECK(err > -0.15);
+      ++multi_stream;
+      continue;
+    }
     worst = std::max(worst, std::abs(err));
     CHECK(std::abs(err) < 0.03);
     ++n;
   }
   CHECK(n >= 8);
-  MESSAGE("worst reserved error over " << n << " traces: " << worst * 100 << "%");
+  CHECK(multi_stream >= 1);
+  MESSAGE("worst reserved error over " << n << " one-stream traces: " << worst * 100 << "%");
 }
 
 TEST_CASE("caching allocator: a malformed trace names file:line") {

@@ -58,11 +58,11 @@ bool FrameworkProfile::is_identity() const {
         host_s_per_checkpoint == 0 && moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
         gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
-        logits_peak_bytes_per_elem == 0 && score_bwd_transient_bytes == 0 &&
-        score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
-        !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies &&
-        allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
-        !caching_allocator))
+        logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
+        score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
+        ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights && !autocast_cast_passes &&
+        !fsdp2_copies && allocator_overhead_fraction == 0 && allocator_round_bytes == 0 &&
+        context_bytes == 0 && !caching_allocator))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -145,6 +145,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("mixed_state_bytes_per_param.gradients", f.mixed_grad_bytes, 64);
   non_negative("mixed_state_bytes_per_param.optimizer", f.mixed_optimizer_bytes, 64);
   non_negative("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem, 1000);
+  non_negative("logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32, 1000);
   non_negative("score_bwd_transient_bytes", f.score_bwd_transient_bytes, 100);
   non_negative("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32, 100);
   non_negative("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors, 16);
@@ -220,6 +221,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   }
   r.get("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param);
   r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
+  r.get("logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32);
   r.get("score_bwd_transient_bytes", f.score_bwd_transient_bytes);
   r.get("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32);
   r.get("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors);
@@ -328,6 +330,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                      {"optimizer", f.mixed_optimizer_bytes}}},
                    {"optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param},
                    {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
+                   {"logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32},
                    {"score_bwd_transient_bytes", f.score_bwd_transient_bytes},
                    {"score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32},
                    {"ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors},

@@ -135,6 +135,13 @@ struct FrameworkProfile {
   // master weights with the moments (2 + 4 + 12; its docs' "18 bytes per parameter").
   double mixed_weight_bytes = 0, mixed_grad_bytes = 0, mixed_optimizer_bytes = 0;
   double logits_peak_bytes_per_elem = 0; // transient bytes per logit element alive at the loss
+  // The same in fp32 training (0 = as in mixed precision): torch.compile keeps one logits
+  // tensor in the compute dtype and writes its gradient in place (2 B in bf16, 4 B in fp32).
+  double logits_peak_bytes_per_elem_fp32 = 0;
+  [[nodiscard]] double logits_peak_bytes(bool fp32) const {
+    return fp32 && logits_peak_bytes_per_elem_fp32 > 0 ? logits_peak_bytes_per_elem_fp32
+                                                       : logits_peak_bytes_per_elem;
+  }
   // Bytes per attention score alive only while one layer's backward runs through naive
   // attention's softmax (the probabilities' gradients; 16-bit and fp32 training), beside what
   // is saved: eager PyTorch holds the fp32 gradient from the cast's backward and the 16-bit

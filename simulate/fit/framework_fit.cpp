@@ -348,9 +348,14 @@ std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& fi
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue;
       const std::string where = fmt::format("{}:{}", file, n);
-      FrameworkRun run = parse_run(parse_json_text(line, where), where, names);
+      const nlohmann::json j = parse_json_text(line, where);
+      FrameworkRun run = parse_run(j, where, names);
       run.file = file;
-      if (run.is_oom_search()) {
+      // A failed OOM search (no measured figures) still takes its configuration's side.
+      const bool oom_config =
+          run.is_oom_search() || (j.is_object() && j.contains("oom_search") &&
+                                  j["oom_search"].is_boolean() && j["oom_search"].get<bool>());
+      if (oom_config) {
         // The caps of one configuration share its id up to "-cap".
         const std::string config = run.id.substr(0, run.id.rfind("-cap"));
         auto it = oom_side.find(config);

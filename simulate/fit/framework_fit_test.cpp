@@ -40,6 +40,35 @@ TEST_CASE("framework runs: the declared split alternates per framework in file o
     CHECK(r.skip_reason.empty());
 }
 
+TEST_CASE("framework runs: a failed OOM search keeps its configuration's side") {
+  const std::string path = "framework_runs_oom_split_test.jsonl";
+  auto pair = [](const std::string& config, int cap, int max_batch) {
+    return R"({"id": ")" + config + "-cap" + std::to_string(cap) +
+           R"(", "framework": "fsdp", "model": "cs336-small", "gpu": "h200", "num_gpus": 1,)" +
+           R"( "precision": "bf16-mixed", "seq_len": 512, "micro_batch": 4,)" +
+           R"( "memory_cap_bytes": )" + std::to_string(cap) + "e9," +
+           R"( "measured": {"max_micro_batch": )" + std::to_string(max_batch) +
+           R"(, "peak_allocated_bytes": 1e9, "peak_reserved_bytes": 1e9}})" + "\n";
+  };
+  {
+    std::ofstream f(path);
+    f << pair("oom-a", 24, 4) << pair("oom-a", 40, 8)
+      << R"({"id": "oom-b", "framework": "fsdp", "model": "cs336-small", "oom_search": true,)"
+      << R"( "error": "timeout"})"
+      << "\n"
+      << pair("oom-c", 24, 4) << pair("oom-d", 24, 4);
+  }
+  const auto runs = read_framework_runs({path});
+  std::remove(path.c_str());
+  REQUIRE(runs.size() == 5);
+  CHECK(runs[0].split == Split::fit);
+  CHECK(runs[1].split == Split::fit);
+  CHECK(runs[2].split == Split::test); // the failed configuration
+  CHECK_FALSE(runs[2].skip_reason.empty());
+  CHECK(runs[3].split == Split::fit); // without the failed row counted this would be test
+  CHECK(runs[4].split == Split::test);
+}
+
 TEST_CASE("framework runs: bad lines name file:line and the field") {
   const std::string path = "framework_runs_bad_test.jsonl";
   {
