@@ -19,7 +19,10 @@ P V); full = checkpoint around each decoder layer.
 One run per process (clean allocator statistics); `--plan FILE` runs a list of runs, each in a
 subprocess with a time limit, appending one JSON line per run to --output. `--oom-search` finds,
 for each allocator cap (torch.cuda.set_per_process_memory_fraction), the largest micro-batch that
-trains three steps, and records peak allocated/reserved at that batch and the failing one.
+trains three steps, and records peak allocated/reserved at that batch and the failing one; in
+plan mode each answer is then run once more in a fresh process (scripts/peer_oom_leak_check.py)
+and its peaks are recorded beside the search's (`fresh_peak_*`), since a probe that ran out of
+memory can leave state behind for the next.
 
   python3 scripts/peer_framework_runs.py --plan scripts/framework-runs.json --output runs.jsonl
   python3 scripts/peer_framework_runs.py --framework pytorch --model cs336-small --batch 4 \
@@ -425,6 +428,34 @@ def parse(argv):
     return ap.parse_args(argv)
 
 
+def fresh_peaks(line, item):
+    """An OOM search probes in one process, and a probe that ran out of memory can leave state
+    behind (FSDP2: a peak 4.7 GB above a fresh process's at the next cap, 2026-12-02,
+    validate/results/runs-2026-12-02/oom-checks/). The largest micro-batch that ran is run once
+    more in a fresh process under the same cap; its peaks are recorded beside the search's
+    (`fresh_peak_allocated_bytes`, `fresh_peak_reserved_bytes`, and `fresh_ok`)."""
+    d = json.loads(line)
+    m = d.get("measured", {})
+    if m.get("max_micro_batch", 0) <= 0 or not d.get("memory_cap_bytes"):
+        return line
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "peer_oom_leak_check.py"),
+           "--framework", item["framework"], "--model", item["model"],
+           "--seq-len", str(item["seq_len"]), "--precision", item.get("precision", "bf16-mixed"),
+           "--attention", item.get("attention", "flash"),
+           "--recompute", item.get("recompute", "none"),
+           "--ok-batch", str(m["max_micro_batch"]), "--cap-gb", str(d["memory_cap_bytes"] / 1e9)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=item.get("limit_s", 300))
+        probe = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][0])["probes"][0]
+        m["fresh_ok"] = probe["ok"]
+        m["fresh_peak_allocated_bytes"] = probe["peak_allocated_bytes"]
+        m["fresh_peak_reserved_bytes"] = probe["peak_reserved_bytes"]
+    except (subprocess.TimeoutExpired, IndexError, KeyError, ValueError) as e:
+        m["fresh_error"] = repr(e)
+    return json.dumps(d)
+
+
 def run_plan(a):
     with open(a.plan) as f:
         plan = json.load(f)
@@ -457,6 +488,8 @@ def run_plan(a):
                                      "returncode": p.returncode})]
         except subprocess.TimeoutExpired:
             lines = [json.dumps({**failed, "error": "timeout"})]
+        if item.get("oom_search") and item.get("fresh_peaks", True):
+            lines = [fresh_peaks(l, item) for l in lines]
         with (open(a.output, "a") if a.output else sys.stdout) as out:
             for l in lines:
                 out.write(l + "\n")

@@ -134,8 +134,12 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   const nlohmann::json& m = *mit;
   run.step_time_s = number_or(m, "step_time_s", 0);
   run.tokens_per_s_per_gpu = number_or(m, "tokens_per_s_per_gpu", 0);
-  run.peak_allocated_bytes = number_or(m, "peak_allocated_bytes", 0);
-  run.peak_reserved_bytes = number_or(m, "peak_reserved_bytes", 0);
+  // An OOM search's peaks re-measured in a fresh process (scripts/peer_framework_runs.py:
+  // a probe that ran out of memory can leave state behind for the next) take precedence.
+  run.peak_allocated_bytes =
+      number_or(m, "fresh_peak_allocated_bytes", number_or(m, "peak_allocated_bytes", 0));
+  run.peak_reserved_bytes =
+      number_or(m, "fresh_peak_reserved_bytes", number_or(m, "peak_reserved_bytes", 0));
   run.memory_cap_bytes = number_or(j, "memory_cap_bytes", 0);
   if (m.contains("max_micro_batch"))
     run.max_micro_batch = int_or(m, "max_micro_batch", -1);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/errors.hpp"
@@ -67,6 +68,20 @@ TEST_CASE("framework runs: a failed OOM search keeps its configuration's side") 
   CHECK_FALSE(runs[2].skip_reason.empty());
   CHECK(runs[3].split == Split::fit); // without the failed row counted this would be test
   CHECK(runs[4].split == Split::test);
+}
+
+TEST_CASE("framework runs: an OOM pair's peaks re-measured in a fresh process take precedence") {
+  const auto run = parse_framework_run(
+      nlohmann::json::parse(
+          R"({"id": "oom-x-cap80", "framework": "fsdp", "model": "cs336-small", "gpu": "h200",)"
+          R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 512, "micro_batch": 8,)"
+          R"( "memory_cap_bytes": 80e9, "measured": {"max_micro_batch": 8,)"
+          R"( "peak_allocated_bytes": 75e9, "peak_reserved_bytes": 76e9,)"
+          R"( "fresh_peak_allocated_bytes": 71e9, "fresh_peak_reserved_bytes": 79e9}})"),
+      "test");
+  CHECK(run.peak_allocated_bytes == doctest::Approx(71e9));
+  CHECK(run.peak_reserved_bytes == doctest::Approx(79e9));
+  CHECK(run.max_micro_batch == 8);
 }
 
 TEST_CASE("framework runs: bad lines name file:line and the field") {
