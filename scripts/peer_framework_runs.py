@@ -259,6 +259,33 @@ def timed_run(a):
     }
 
 
+def probe_under_cap(opt, step, steps, batch, cap_bytes, total):
+    """`steps` training steps at `batch` under an allocator cap (set_per_process_memory_fraction),
+    after freeing what the previous probe left: whether they ran, the bytes allocated before,
+    the peaks, and the bytes allocated after."""
+    import gc
+    import torch
+    torch.cuda.set_per_process_memory_fraction(min(cap_bytes / total, 1.0))
+    opt.zero_grad(set_to_none=True)
+    gc.collect()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    ok = True
+    try:
+        for _ in range(steps):
+            step(batch)
+        torch.cuda.synchronize()
+    except torch.OutOfMemoryError:
+        ok = False
+    opt.zero_grad(set_to_none=True)
+    gc.collect()
+    return {"batch": batch, "cap_bytes": cap_bytes, "ok": ok, "allocated_before_bytes": before,
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+            "allocated_after_bytes": torch.cuda.memory_allocated()}
+
+
 def oom_search(a):
     """Largest micro-batch that trains `a.steps` steps under each cap (GB = 1e9 bytes).
 
@@ -267,26 +294,13 @@ def oom_search(a):
     until it brackets the boundary, then bisects: every answer is a pair (runs at b, fails at
     b + 1) that was run, the guess only saves probes. Caps are visited in increasing order and a
     batch that ran under a lower cap is taken to run under a higher one."""
-    import gc
     import torch
     total = torch.cuda.get_device_properties(0).total_memory
     model, opt, step, cfg = setup(a)
 
     def runs(batch, cap_bytes):
-        torch.cuda.set_per_process_memory_fraction(min(cap_bytes / total, 1.0))
-        opt.zero_grad(set_to_none=True)
-        gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-        ok = True
-        try:
-            for _ in range(a.steps):
-                step(batch)
-            torch.cuda.synchronize()
-        except torch.OutOfMemoryError:
-            ok = False
-        opt.zero_grad(set_to_none=True)
-        return ok, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+        r = probe_under_cap(opt, step, a.steps, batch, cap_bytes, total)
+        return r["ok"], r["peak_allocated_bytes"], r["peak_reserved_bytes"]
 
     b0 = max(a.batch, 1)
     free = {}

@@ -12,7 +12,6 @@ the failure left nothing behind. PyTorch is the measuring peer, never a trainsim
       --ok-batch 8 --fail-batch 11 --cap-gb 80
 """
 import argparse
-import gc
 import json
 import os
 import sys
@@ -36,26 +35,7 @@ def main(argv):
     model, opt, step, cfg = peer.setup(a)
 
     def probe(batch, cap_bytes):
-        torch.cuda.set_per_process_memory_fraction(min(cap_bytes / total, 1.0))
-        opt.zero_grad(set_to_none=True)
-        gc.collect()
-        torch.cuda.empty_cache()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        ok = True
-        try:
-            for _ in range(a.steps):
-                step(batch)
-            torch.cuda.synchronize()
-        except torch.OutOfMemoryError:
-            ok = False
-        opt.zero_grad(set_to_none=True)
-        gc.collect()
-        after = torch.cuda.memory_allocated()
-        return {"batch": batch, "cap_bytes": cap_bytes, "ok": ok, "allocated_before_bytes": before,
-                "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-                "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-                "allocated_after_bytes": after}
+        return peer.probe_under_cap(opt, step, a.steps, batch, cap_bytes, total)
 
     cap = a.cap_gb * 1e9
     rows = [probe(a.ok_batch, cap)] if a.fail_batch == 0 else [
