@@ -176,9 +176,10 @@ Op flash_attention_op(std::string name, Dtype dtype, const AttentionShape& a) {
   // Backward reads Q, K, V, O, dO and lse, writes dQ, dK, dV.
   core.bwd_bytes_written = q_bytes + k_bytes + v_bytes;
   core.bwd_bytes = q_bytes + k_bytes + v_bytes + 2 * o_bytes + lse_bytes + core.bwd_bytes_written;
+  const double group = a.kv_heads > 0 ? a.heads / a.kv_heads : 1.0;
   core.saved = {{"attn.q", q_bytes, false},
-                {"attn.k", k_bytes, false, TensorRole::attention_k},
-                {"attn.v", v_bytes, false, TensorRole::attention_v},
+                {"attn.k", k_bytes, false, TensorRole::attention_k, group},
+                {"attn.v", v_bytes, false, TensorRole::attention_v, group},
                 {"attn.o", o_bytes, false},
                 {"attn.lse", lse_bytes, false}};
   return core;
@@ -488,8 +489,9 @@ void Builder::attention_core(std::vector<Op>& L, const std::string& p, double wi
                         bh, 0, d_.e);
     scores.fwd_flops = 2 * bh * d_.s * qk_dim * model_keys;
     scores.bwd_flops = 2 * scores.fwd_flops;
+    const double group = kv_heads > 0 ? heads / kv_heads : 1.0;
     scores.saved = {{p + "attn.q", q_bytes, false},
-                    {p + "attn.k", k_bytes, false, TensorRole::attention_k}};
+                    {p + "attn.k", k_bytes, false, TensorRole::attention_k, group}};
     L.push_back(scores);
     const double sq = bh * d_.s * full_seq_;
     if (m_.attention_softcap) {
@@ -517,7 +519,7 @@ void Builder::attention_core(std::vector<Op>& L, const std::string& p, double wi
     pv.fwd_flops = 2 * bh * d_.s * v_dim * model_keys;
     pv.bwd_flops = 2 * pv.fwd_flops;
     pv.saved = {{probs_id, sq * d_.e, true},
-                {p + "attn.v", v_bytes, false, TensorRole::attention_v}};
+                {p + "attn.v", v_bytes, false, TensorRole::attention_v, group}};
     L.push_back(pv);
   }
   const double o_n = heads * v_dim;

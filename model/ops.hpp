@@ -107,6 +107,10 @@ struct SavedTensor {
   double bytes = 0;
   bool quadratic = false; // [b, heads, s, s]-sized (dropped by selective recompute)
   TensorRole role = TensorRole::other;
+  // Keys and values: query heads per key/value head. Code that repeats K and V for every
+  // query head before attention (Hugging Face's repeat_kv) keeps them this many times wider
+  // (FrameworkProfile::expand_kv_heads).
+  double kv_group = 1;
 };
 
 struct Op {

@@ -145,7 +145,10 @@ void for_each_saved(const std::vector<model::Op>& ops, bool include_quadratic,
       if (dup)
         continue;
       seen.push_back(&t.id);
-      f(t.bytes * fw.role(op.role).saved_factor(fp32), t.quadratic, t.role);
+      const bool kv =
+          t.role == model::TensorRole::attention_k || t.role == model::TensorRole::attention_v;
+      const double expand = fw.expand_kv_heads && kv ? t.kv_group : 1.0;
+      f(t.bytes * expand * fw.role(op.role).saved_factor(fp32), t.quadratic, t.role);
     }
 }
 

@@ -61,8 +61,8 @@ bool FrameworkProfile::is_identity() const {
         logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
         score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
         ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights && !autocast_cast_passes &&
-        !fsdp2_copies && allocator_overhead_fraction == 0 && allocator_round_bytes == 0 &&
-        context_bytes == 0 && !caching_allocator))
+        !fsdp2_copies && !expand_kv_heads && allocator_overhead_fraction == 0 &&
+        allocator_round_bytes == 0 && context_bytes == 0 && !caching_allocator))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -222,6 +222,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param);
   r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
   r.get("logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32);
+  r.get("expand_kv_heads", f.expand_kv_heads);
   r.get("score_bwd_transient_bytes", f.score_bwd_transient_bytes);
   r.get("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32);
   r.get("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors);
@@ -337,6 +338,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"autocast_fp32_weights", f.autocast_fp32_weights},
                    {"autocast_cast_passes", f.autocast_cast_passes},
                    {"fsdp2_copies", f.fsdp2_copies},
+                   {"expand_kv_heads", f.expand_kv_heads},
                    {"caching_allocator", f.caching_allocator},
                    {"allocator_overhead_fraction", f.allocator_overhead_fraction},
                    {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},

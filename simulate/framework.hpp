@@ -134,6 +134,9 @@ struct FrameworkProfile {
   // gradients (4 + 4 + 8); Megatron-Core keeps bf16 parameters, fp32 main gradients and fp32
   // master weights with the moments (2 + 4 + 12; its docs' "18 bytes per parameter").
   double mixed_weight_bytes = 0, mixed_grad_bytes = 0, mixed_optimizer_bytes = 0;
+  // Keys and values saved at every query head's width (the reference code's repeat_kv before
+  // attention), not at their grouped width (model::SavedTensor::kv_group).
+  bool expand_kv_heads = false;
   double logits_peak_bytes_per_elem = 0; // transient bytes per logit element alive at the loss
   // The same in fp32 training (0 = as in mixed precision): torch.compile keeps one logits
   // tensor in the compute dtype and writes its gradient in place (2 B in bf16, 4 B in fp32).

@@ -68,6 +68,8 @@ TEST_CASE("the trainsim profile is the identity: results equal those without a f
   for (auto set :
        {+[](FrameworkProfile& f) { f.autocast_cast_passes = true; },
         +[](FrameworkProfile& f) { f.fsdp2_copies = true; },
+        +[](FrameworkProfile& f) { f.expand_kv_heads = true; },
+        +[](FrameworkProfile& f) { f.logits_peak_bytes_per_elem_fp32 = 4; },
         +[](FrameworkProfile& f) { f.autocast_fp32_weights = true; },
         +[](FrameworkProfile& f) { f.gpu_gemm_efficiency_scale["b200"] = 0.8; },
         +[](FrameworkProfile& f) {
@@ -354,6 +356,24 @@ TEST_CASE("FSDP2's own copies: 34 bytes per parameter per micro-batch on one GPU
   // reduce-scatter (4 + 4).
   CHECK(with.breakdown_s.backward - without.breakdown_s.backward ==
         doctest::Approx(24 * params / bw));
+}
+
+TEST_CASE("repeat_kv: keys and values saved at every query head's width, grouped models only") {
+  Setup a;
+  a.s.precision = model::Precision::bf16_mixed;
+  const FrameworkProfile base = queue_base();
+  FrameworkProfile fw = base;
+  fw.name = "repeat-kv";
+  fw.expand_kv_heads = true;
+  // cs336-small has as many key/value heads as query heads: nothing changes.
+  CHECK(a.run(&fw).memory.activations == doctest::Approx(a.run(&base).memory.activations));
+  // llama3.2-1b: 32 query heads, 8 key/value heads; K and V of 8 x 64 become 32 x 64 wide in
+  // each of its 16 layers (flash attention: the attention core saves them).
+  a.m = model::load_model("llama3.2-1b");
+  const double tokens = 4.0 * 512, layers = 16, kv_width = 8 * 64;
+  const double extra = layers * 2 * tokens * kv_width * 3 * 2; // (4 - 1) x, bf16
+  CHECK(a.run(&fw).memory.activations - a.run(&base).memory.activations ==
+        doctest::Approx(extra).epsilon(1e-6));
 }
 
 TEST_CASE("fuzz: mutated framework profiles load into a valid profile or name the field") {
