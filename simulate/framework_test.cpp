@@ -53,6 +53,14 @@ FrameworkProfile queue_base() {
   return base;
 }
 
+// queue_base() with one feature switched on.
+FrameworkProfile with_feature(const char* name, void (*set)(FrameworkProfile&)) {
+  FrameworkProfile f = queue_base();
+  f.name = name;
+  set(f);
+  return f;
+}
+
 } // namespace
 
 TEST_CASE("the trainsim profile is the identity: results equal those without a framework") {
@@ -342,9 +350,8 @@ TEST_CASE("FSDP2's own copies: 34 bytes per parameter per micro-batch on one GPU
   Setup a;
   a.s.precision = model::Precision::bf16_mixed;
   const FrameworkProfile base = queue_base();
-  FrameworkProfile fw = base;
-  fw.name = "fsdp2";
-  fw.fsdp2_copies = true;
+  const FrameworkProfile fw = with_feature(
+      "fsdp2", +[](FrameworkProfile& f) { f.fsdp2_copies = true; });
   const auto without = a.run(&base);
   const auto with = a.run(&fw);
   const double params = model::count_params(a.m).total;
@@ -362,9 +369,8 @@ TEST_CASE("repeat_kv: keys and values saved at every query head's width, grouped
   Setup a;
   a.s.precision = model::Precision::bf16_mixed;
   const FrameworkProfile base = queue_base();
-  FrameworkProfile fw = base;
-  fw.name = "repeat-kv";
-  fw.expand_kv_heads = true;
+  const FrameworkProfile fw = with_feature(
+      "repeat-kv", +[](FrameworkProfile& f) { f.expand_kv_heads = true; });
   // cs336-small has as many key/value heads as query heads: nothing changes.
   CHECK(a.run(&fw).memory.activations == doctest::Approx(a.run(&base).memory.activations));
   // llama3.2-1b: 32 query heads, 8 key/value heads; K and V of 8 x 64 become 32 x 64 wide in
