@@ -72,8 +72,20 @@ profiles_for(const std::vector<fitting::FrameworkRun>& runs, const std::string& 
   std::map<std::string, sim::FrameworkProfile> p;
   for (const auto& r : runs) {
     const std::string name = fixed.empty() ? r.framework : fixed;
-    if (!p.contains(name))
+    if (p.contains(name))
+      continue;
+    try {
       p.emplace(name, sim::load_framework(name));
+    } catch (const ConfigError& e) {
+      if (!fixed.empty())
+        throw;
+      // The row's own framework: name the row, and the way to use a profile of one's own.
+      throw ConfigError(
+          fmt::format("{}: run '{}': framework '{}' is no framework preset (`trainsim "
+                      "presets list frameworks`); --framework FILE.json predicts "
+                      "every run with a profile of your own",
+                      r.file, r.id, name));
+    }
   }
   return p;
 }

@@ -108,6 +108,43 @@ std::optional<model::Recompute> map_recompute(const std::string& r) {
   return std::nullopt;
 }
 
+// A field the reader knows, present with the wrong JSON type, is an error (null: absent), so a
+// typo'd value is never read as a missing one.
+void check_field_types(const nlohmann::json& j, Problems& problems) {
+  auto check = [&](const nlohmann::json& o, const std::string& prefix,
+                   std::initializer_list<const char*> keys, const char* what, auto ok) {
+    if (!o.is_object())
+      return;
+    for (const char* k : keys) {
+      const auto it = o.find(k);
+      if (it != o.end() && !it->is_null() && !ok(*it))
+        problems.add(fmt::format("{}{}: expected {}, got {}", prefix, k, what, it->dump()));
+    }
+  };
+  auto is_number = [](const nlohmann::json& v) { return v.is_number(); };
+  auto is_integer = [](const nlohmann::json& v) { return v.is_number_integer(); };
+  auto is_string = [](const nlohmann::json& v) { return v.is_string(); };
+  check(
+      j, "",
+      {"id", "source", "framework", "model", "error", "precision", "attention", "recompute", "gpu"},
+      "a string", is_string);
+  check(j, "",
+        {"seq_len", "num_gpus", "tp", "pp", "cp", "zero_stage", "micro_batch", "global_batch"},
+        "an integer", is_integer);
+  check(j, "", {"memory_cap_bytes"}, "a number", is_number);
+  check(j, "", {"oom_search"}, "true or false",
+        [](const nlohmann::json& v) { return v.is_boolean(); });
+  if (const auto m = j.find("measured"); m != j.end()) {
+    check(*m, "measured.",
+          {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_bytes", "peak_reserved_bytes",
+           "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes"},
+          "a number", is_number);
+    check(*m, "measured.", {"max_micro_batch"}, "an integer", is_integer);
+  }
+  if (const auto o = j.find("other"); o != j.end())
+    check(*o, "other.", {"local_batch_size"}, "an integer", is_integer);
+}
+
 FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const NameMap& names) {
   FrameworkRun run;
   Problems problems(where);
@@ -115,6 +152,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     problems.add("expected a JSON object");
     problems.throw_if_any();
   }
+  check_field_types(j, problems);
+  problems.throw_if_any();
   run.id = string_or(j, "id", "");
   run.source = string_or(j, "source", "");
   run.framework = string_or(j, "framework", "");

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
@@ -95,6 +97,21 @@ TEST_CASE("framework runs: bad lines name file:line and the field") {
                        doctest::Contains("framework_runs_bad_test.jsonl:1: measured: missing"),
                        ConfigError);
   std::remove(path.c_str());
+  // A known field of the wrong type is named, never read as absent.
+  for (const auto& [line, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"id": "a", "framework": "fsdp", "model": "cs336-small", "seq_len": "512",)"
+            R"( "measured": {"step_time_s": 0.1}})",
+            "seq_len: expected an integer, got \"512\""},
+           {R"({"id": "a", "framework": "fsdp", "model": "cs336-small", "seq_len": 512,)"
+            R"( "measured": {"peak_allocated_bytes": "abc"}})",
+            "measured.peak_allocated_bytes: expected a number"},
+           {R"({"id": "a", "framework": "fsdp", "model": "cs336-small", "oom_search": "yes",)"
+            R"( "error": "timeout"})",
+            "oom_search: expected true or false"}}) {
+    CAPTURE(line);
+    CHECK_THROWS_WITH_AS((void)parse_framework_run(nlohmann::json::parse(line), "row"),
+                         doctest::Contains(message.c_str()), ConfigError);
+  }
 }
 
 TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
@@ -187,4 +204,71 @@ TEST_CASE("a GEMM scale per GPU: runs of two GPUs whose rates differ get one sca
   runs.pop_back();
   const auto few = fit_framework(start, runs, o, "synthetic");
   CHECK(few.profile.gpu_gemm_efficiency_scale.empty());
+}
+
+TEST_CASE("fuzz: mutated run records are read, or refused naming the file and line") {
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/";
+  std::vector<std::string> lines;
+  for (const char* f :
+       {"results/runs-2026-12-02/runs-d.jsonl", "results/runs-2026-12-02/oom-b.jsonl",
+        "published/data/nvidia-nemo.jsonl"}) {
+    std::ifstream in(dir + f);
+    REQUIRE(in);
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty())
+        lines.push_back(l);
+  }
+  REQUIRE(lines.size() >= 20);
+  std::mt19937_64 rng(2026);
+  const std::vector<nlohmann::json> values = {nullptr, "x",  -1,   0,  1,   2.5,
+                                              1e9,     true, "7b", {}, {1}, -0.0};
+  const std::string path = "framework_runs_fuzz_test.jsonl";
+  int read = 0, refused = 0;
+  for (const auto& line : lines) {
+    for (int i = 0; i < 20; ++i) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      nlohmann::json* target = &j;
+      if (j.contains("measured") && j["measured"].is_object() && rng() % 2 == 0)
+        target = &j["measured"];
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : target->items())
+        keys.push_back(k);
+      if (keys.empty())
+        continue;
+      const std::string key = keys[rng() % keys.size()];
+      if (rng() % 5 == 0)
+        target->erase(key);
+      else
+        (*target)[key] = values[rng() % values.size()];
+      {
+        std::ofstream f(path);
+        f << j.dump() << "\n";
+      }
+      CAPTURE(j.dump());
+      try {
+        for (const auto& run : read_framework_runs({path})) {
+          if (!run.skip_reason.empty())
+            continue;
+          sim::FrameworkProfile fw;
+          try {
+            fw = sim::load_framework(run.framework);
+          } catch (const ConfigError& e) { // a mutated framework name: no such preset
+            CHECK(std::string(e.what()).find("unknown framework") != std::string::npos);
+            continue;
+          }
+          const auto p = predict_run(run, fw);
+          CHECK(std::isfinite(p.step_time_s));
+          CHECK(p.step_time_s > 0);
+        }
+        ++read;
+      } catch (const ConfigError& e) {
+        CHECK(std::string(e.what()).find(path + ":1") != std::string::npos);
+        ++refused;
+      }
+    }
+  }
+  std::remove(path.c_str());
+  CHECK(read > 0);
+  CHECK(refused > 0);
+  MESSAGE("mutated records: " << read << " read, " << refused << " refused");
 }
