@@ -154,6 +154,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   check_field_types(j, problems);
   problems.throw_if_any();
+  run.oom_config =
+      j.contains("oom_search") && j["oom_search"].is_boolean() && j["oom_search"].get<bool>();
   run.id = string_or(j, "id", "");
   run.source = string_or(j, "source", "");
   run.framework = string_or(j, "framework", "");
@@ -391,14 +393,9 @@ std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& fi
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue;
       const std::string where = fmt::format("{}:{}", file, n);
-      const nlohmann::json j = parse_json_text(line, where);
-      FrameworkRun run = parse_run(j, where, names);
+      FrameworkRun run = parse_run(parse_json_text(line, where), where, names);
       run.file = file;
-      // A failed OOM search (no measured figures) still takes its configuration's side.
-      const bool oom_config =
-          run.is_oom_search() || (j.is_object() && j.contains("oom_search") &&
-                                  j["oom_search"].is_boolean() && j["oom_search"].get<bool>());
-      if (oom_config) {
+      if (run.is_oom_search() || run.oom_config) {
         // The caps of one configuration share its id up to "-cap".
         const std::string config = run.id.substr(0, run.id.rfind("-cap"));
         auto it = oom_side.find(config);

@@ -43,6 +43,9 @@ struct FrameworkRun {
   double memory_cap_bytes = 0;       // OOM-boundary runs: the allocator cap
   std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch that trained
   [[nodiscard]] bool is_oom_search() const { return max_micro_batch >= 0; }
+  // An OOM-search configuration, measured or not ("oom_search": true on a failed search):
+  // it takes its configuration's fit/test side either way.
+  bool oom_config = false;
 };
 
 /// Reads JSON lines from each file in order, assigning the split (docs/frameworks.md):
