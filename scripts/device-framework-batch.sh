@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Session-5 framework measurements on the lent GPU (one call per part; the device tool returns
-# few files, so each part packs its results into one tarball under $OUT).
-# Usage: scripts/device-framework-batch.sh traces|runs|oom
+# Framework measurements on the lent GPU (one call per part; the device tool returns few
+# files, so each part packs its results into one tarball under $OUT).
+# Usage: scripts/device-framework-batch.sh traces|runs|oom|phases|runs-c|oom-c
 #   traces: allocator traces of fit-row configurations (FSDP2 and torch.compile) and kernel
 #           profiles of two FSDP fit rows
 #   runs:   scripts/framework-runs-b.json -> runs-d.jsonl (FSDP2 and torch.compile step times)
 #   oom:    scripts/framework-oom-runs-b.json -> oom-b.jsonl (largest micro-batch under caps)
+#   phases: (session 6) host and GPU time per phase of fit-row configurations
+#           (scripts/peer_phase_times.py) and the launch queue's depth
+#   runs-c: (session 6) scripts/framework-runs-c.json -> runs-e.jsonl (FSDP2 step times)
+#   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
+#           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +39,21 @@ case "$part" in
     ;;
   oom)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-b.json --output "$w/oom-b.jsonl" --limit-s 300
+    ;;
+  phases)
+    box 30 python3 scripts/peer_phase_times.py --out "$w" --queue-probe
+    for cfg in "fsdp cs336-large 4 1024" "fsdp llama3.2-3b 2 2048" "fsdp cs336-medium 4 512" \
+               "pytorch cs336-2.7b 4 512" "pytorch llama3.2-3b 2 2048"; do
+      set -- $cfg
+      box 120 python3 scripts/peer_phase_times.py --out "$w" --framework "$1" --model "$2" \
+        --batch "$3" --seq-len "$4"
+    done
+    ;;
+  runs-c)
+    box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90
+    ;;
+  oom-c)
+    box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
