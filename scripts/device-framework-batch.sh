@@ -45,7 +45,7 @@ case "$part" in
     for cfg in "fsdp cs336-large 4 1024" "fsdp llama3.2-3b 2 2048" "fsdp cs336-medium 4 512" \
                "pytorch cs336-2.7b 4 512" "pytorch llama3.2-3b 2 2048"; do
       set -- $cfg
-      box 120 python3 scripts/peer_phase_times.py --out "$w" --framework "$1" --model "$2" \
+      box 100 python3 scripts/peer_phase_times.py --out "$w" --steps 6 --framework "$1" --model "$2" \
         --batch "$3" --seq-len "$4"
     done
     ;;
