@@ -319,7 +319,7 @@ def oom_search(a):
                 probes[b] = runs(b, cap)
             return probes[b][0]
 
-        guess = max(int((cap - base) // slope), 1)
+        guess = min(max(int((cap - base) // slope), 1), a.max_batch)
         lo, hi = (known_ok, None)
         b = max(guess, known_ok + 1, 1)
         if probe(b):
