@@ -374,6 +374,8 @@ trainsim_cli_test(framework_named "framework: pytorch"
   estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
 trainsim_cli_test(framework_host_bound "host \\(CPU-bound\\)"
   estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
+trainsim_cli_test(framework_host_json "\"host_issue_s\": \\{[^}]*\"backward\": [0-9.e-]+,[^}]*\"optimizer\""
+  estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework fsdp --format json)
 trainsim_cli_test(framework_band_json "\"step_time_s_low\""
   estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --zero 1 --framework megatron --format json)
 trainsim_cli_test(framework_fp8 "fp8"
