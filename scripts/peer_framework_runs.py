@@ -220,6 +220,9 @@ def setup(a):
         opt.zero_grad(set_to_none=True)
         return loss
 
+    # The pieces of one step, for peers that time or mark its phases apart
+    # (peer_phase_times.py): the forward callable, whether autocast is on, the token generator.
+    step.fwd, step.amp, step.generator = fwd, amp, g
     return model, opt, step, cfg
 
 

@@ -29,19 +29,10 @@ import peer_framework_runs as peer  # noqa: E402
 def run(a):
     import torch
     from torch.profiler import ProfilerActivity, profile
-    model, opt, _, cfg = peer.setup(a)
-    dev = torch.device("cuda")
-    g = torch.Generator(device="cpu").manual_seed(1)
-    amp = a.precision == "bf16-mixed" and a.framework != "fsdp"
-    fwd = model if a.framework != "pytorch-compile" else torch.compile(model)
+    _, _, train_step, _ = peer.setup(a)
 
     def step():
-        tokens = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), generator=g).to(dev)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss = fwd(tokens[:, :-1], tokens[:, 1:])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train_step(a.batch)
 
     for _ in range(a.warmup):
         step()

@@ -38,9 +38,12 @@ import peer_framework_runs as peer  # noqa: E402
 PHASES = ("forward", "backward", "optimizer")
 
 
-def phase_step(a, model, opt, cfg, g, dev, fwd, amp, markers=False):
+def phase_step(a, opt, step, cfg, markers=False):
+    """One training step as setup()'s `step`, with events (and markers) between its phases."""
     import torch
-    tokens = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), generator=g).to(dev)
+    fwd, amp, g = step.fwd, step.amp, step.generator
+    tokens = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1),
+                           generator=g).to(torch.device("cuda"))
     x, y = tokens[:, :-1], tokens[:, 1:]
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
     host = []
@@ -86,22 +89,18 @@ def union(intervals):
 def run(a):
     import torch
     from torch.profiler import ProfilerActivity, profile
-    model, opt, _, cfg = peer.setup(a)
-    dev = torch.device("cuda")
-    g = torch.Generator(device="cpu").manual_seed(1)
-    amp = a.precision == "bf16-mixed" and a.framework != "fsdp"
-    fwd = model if a.framework != "pytorch-compile" else torch.compile(model)
+    _, opt, step, cfg = peer.setup(a)
     for _ in range(a.warmup):
-        phase_step(a, model, opt, cfg, g, dev, fwd, amp)
+        phase_step(a, opt, step, cfg)
     torch.cuda.synchronize()
-    rows = [phase_step(a, model, opt, cfg, g, dev, fwd, amp) for _ in range(a.steps)]
+    rows = [phase_step(a, opt, step, cfg) for _ in range(a.steps)]
     med = lambda xs: statistics.median(xs)  # noqa: E731
     out = {"gpu_end_s": {p: med([r[0][i] for r in rows]) for i, p in enumerate(PHASES)},
            "host_end_s": {p: med([r[1][i] for r in rows]) for i, p in enumerate(PHASES)}}
     # The GPU's busy time per phase, from kernel intervals between marker kernels.
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(a.prof_steps):
-            phase_step(a, model, opt, cfg, g, dev, fwd, amp, markers=True)
+            phase_step(a, opt, step, cfg, markers=True)
     kernels = sorted((e.time_range.start, e.time_range.end, e.name)
                      for e in prof.events() if e.device_type.name == "CUDA")
     # Four markers per step (start, after forward, after backward, after the optimizer): the
