@@ -46,7 +46,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                   double model_flops_per_token, StepEstimate& est, const MemoryBreakdown* memory) {
   est.placement = place_groups(plan, cluster);
   est.collective_evaluations = 0;
-  est.host_issue_s = est.host_forward_s = est.host_backward_s = est.host_optimizer_s = 0;
+  est.host_forward_s = est.host_backward_s = est.host_optimizer_s = 0;
   const Placement& pl = est.placement;
   const int rc = static_cast<int>(plan.recompute);
 
@@ -243,7 +243,6 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     const FrameworkProfile& fw = options.fw();
     if (fw.host_model == HostModel::queue) {
       const double hf = mb * stage.host_fwd, hb = mb * stage.host_bwd;
-      est.host_issue_s = hf + hb + optimizer_host;
       est.host_forward_s = hf;
       est.host_backward_s = hb;
       est.host_optimizer_s = optimizer_host;

@@ -88,9 +88,10 @@ struct StepEstimate {
   double dp_volume_bytes = 0;            // bytes each GPU sends for DP/ZeRO per step (bus volume)
   double dp_overlap_slowdown_s = 0;      // compute lost to overlapped DP traffic (inside backward)
   double zero_allgather_s = 0; // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
-  double host_issue_s = 0;     // host time to issue the step (queue-model frameworks)
-  // The same, per phase: forward, backward with its recompute, optimizer step.
+  // Host time to issue the step (queue-model frameworks), per phase: forward, backward with
+  // its recompute, optimizer step; and in all.
   double host_forward_s = 0, host_backward_s = 0, host_optimizer_s = 0;
+  double host_issue_s() const { return host_forward_s + host_backward_s + host_optimizer_s; }
   // Error band from the framework profile's fit residuals (1 sigma; 0 runs: no band known).
   double band_sigma_fraction = 0;
   std::int64_t band_runs = 0;
