@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Framework measurements on the lent GPU (one call per part; the device tool returns few
 # files, so each part packs its results into one tarball under $OUT).
-# Usage: scripts/device-framework-batch.sh traces|runs|oom|phases|runs-c|oom-c
+# Usage: scripts/device-framework-batch.sh traces|runs|oom|phases|runs-c|oom-c|traces-d
 #   traces: allocator traces of fit-row configurations (FSDP2 and torch.compile) and kernel
 #           profiles of two FSDP fit rows
 #   runs:   scripts/framework-runs-b.json -> runs-d.jsonl (FSDP2 and torch.compile step times)
@@ -9,6 +9,10 @@
 #   phases: (session 6) host and GPU time per phase of fit-row configurations
 #           (scripts/peer_phase_times.py) and the launch queue's depth
 #   runs-c: (session 6) scripts/framework-runs-c.json -> runs-e.jsonl (FSDP2 step times)
+#   traces-d: (session 7) allocator traces with each block's stream, and the blocks alive at
+#           the peak (--peak-frames), of FSDP2 fit-row configurations and of eager naive
+#           attention with full recompute at shapes no row has; a kernel profile of a GPU-bound
+#           FSDP2 fit row
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -51,6 +55,16 @@ case "$part" in
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90
+    ;;
+  traces-d)
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
+    t --framework fsdp --model cs336-medium --batch 4 --seq-len 512
+    t --framework fsdp --model llama3.2-1b --batch 4 --seq-len 2048
+    t --framework fsdp --model cs336-large --batch 4 --seq-len 1024
+    t --framework fsdp --model cs336-large --precision fp32 --batch 4 --seq-len 512
+    t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 16 --seq-len 1024
+    t --framework pytorch --model cs336-xl --attention naive --recompute full --batch 8 --seq-len 1024
+    box 120 python3 scripts/peer_kernel_profile.py --out "$w" --framework fsdp --model cs336-xl --batch 2 --seq-len 2048
     ;;
   oom-c)
     box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}

@@ -10,11 +10,15 @@ never a trainsim dependency.
 Output, one file per run (`--out DIR/ID.trace`), text lines:
   # {...}            the run (as peer_framework_runs.py records it) and "phases": one object per
                      phase boundary {step, phase, allocated_bytes, reserved_bytes, max_*}
-  a SIZE ID          the allocator hands out a block of SIZE bytes (already rounded by it)
+  a SIZE ID [S]      the allocator hands out a block of SIZE bytes (already rounded by it) on
+                     stream S (0, 1, ...: streams numbered as they first allocate; the
+                     allocator keeps each stream's free blocks apart; absent in older traces)
   f ID               block ID is back in the cache (free_completed)
   s SIZE / x SIZE    a segment of SIZE bytes is cudaMalloc'd / cudaFree'd
   m STEP PHASE       a phase boundary (start, forward, backward, optimizer, zero_grad)
 The trace starts before the model is built, so it holds every allocation of the process.
+With --peak-frames, a second file ID.peak.txt lists the blocks alive at the peak of allocated
+bytes (step >= 1), largest first, each with the model code's frames that made it.
 
   python3 scripts/peer_allocator_trace.py --out DIR --model cs336-small --batch 4 --seq-len 512
 """
@@ -81,6 +85,7 @@ def write(a, snap, phases, path):
     base["phases"] = phases
     events = snap["device_traces"][0]
     ids, next_id, pending_mark = {}, 0, set()
+    streams = {}
     lines = ["# " + json.dumps(base)]
     marks_seen = 0
     for e in events:
@@ -93,7 +98,8 @@ def write(a, snap, phases, path):
                 marks_seen += 1
                 continue
             ids[addr] = next_id
-            lines.append(f"a {size} {next_id}")
+            stream = streams.setdefault(e.get("stream", 0), len(streams))
+            lines.append(f"a {size} {next_id} {stream}")
             next_id += 1
         elif act == "free_completed":
             if addr in pending_mark:
@@ -107,13 +113,50 @@ def write(a, snap, phases, path):
             lines.append(f"x {size}")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+    if a.peak_frames:
+        write_peak(events, phases, path[:-len(".trace")] + ".peak.txt")
     dropped = len(events) >= 2_000_000
     print(f"{a.id}: {len(lines) - 1} events, {marks_seen} phase marks"
           + (" (history full: trace truncated)" if dropped else ""), file=sys.stderr)
 
 
+def write_peak(events, phases, path):
+    """The blocks alive at the largest allocated total after the first phase mark of step 1."""
+    def where(e):
+        fr = [f for f in e.get("frames", []) if "peer_" in f.get("filename", "")]
+        return " < ".join(f"{f['name']}:{f['line']}" for f in fr[:4]) or "?"
+    marks, allocated, best, best_i = 0, 0, -1, -1
+    first = sum(1 for p in phases if p["step"] == 0)  # marks of step 0
+    live = {}
+    for i, e in enumerate(events):
+        if e["size"] in MARK and e["action"] == "alloc":
+            marks += 1
+            continue
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+            allocated += e["size"]
+            if marks > first and allocated > best:
+                best, best_i = allocated, i
+        elif e["action"] == "free_completed" and e["addr"] in live:
+            allocated -= live.pop(e["addr"])
+    live = {}
+    for e in events[:best_i + 1]:
+        if e["size"] in MARK:
+            continue
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+        elif e["action"] == "free_completed":
+            live.pop(e["addr"], None)
+    with open(path, "w") as f:
+        f.write(f"# peak allocated {best} B at event {best_i}: {len(live)} blocks, largest first\n")
+        f.write(f"# made by: {where(events[best_i])}\n")
+        for e in sorted(live.values(), key=lambda e: -e["size"]):
+            f.write(f"{e['size']} {e.get('stream', 0)} {where(e)}\n")
+
+
 def main(argv):
-    a = peer.parse_peer_args(argv, __doc__)
+    a = peer.parse_peer_args(argv, __doc__, extra=lambda ap: ap.add_argument(
+        "--peak-frames", action="store_true", help="also write ID.peak.txt (see above)"))
     snap, phases = run(a)
     write(a, snap, phases, os.path.join(a.out, a.id + ".trace"))
     return 0

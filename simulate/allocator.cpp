@@ -42,15 +42,16 @@ void CachingAllocatorModel::erase(Pool& p, const Key& k) {
   p.erase(it);
 }
 
-CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t bytes) {
+CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t bytes,
+                                                               std::int64_t stream) {
   const std::int64_t size = round_request(bytes);
   const bool small = size <= kSmallRequestBytes;
   auto& p = pool(small);
   BlockId id;
-  auto it =
-      std::lower_bound(p.begin(), p.end(), Key{size, std::numeric_limits<std::int64_t>::min(), 0});
-  if (it != p.end()) {
-    id = (*it)[2];
+  auto it = std::lower_bound(p.begin(), p.end(),
+                             Key{stream, size, std::numeric_limits<std::int64_t>::min(), 0});
+  if (it != p.end() && (*it)[0] == stream) {
+    id = (*it)[3];
     p.erase(it);
   } else {
     const std::int64_t seg = segment_bytes(size);
@@ -59,7 +60,7 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
       oom_ = oom_ || reserved_ + seg > cap_;
     }
     id = static_cast<BlockId>(blocks_.size());
-    blocks_.push_back(Block{next_addr_, seg, -1, -1, small, false});
+    blocks_.push_back(Block{next_addr_, seg, -1, -1, small, false, stream});
     next_addr_ += seg;
     reserved_ += seg;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -68,13 +69,13 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   const std::int64_t rest = b.size - size;
   if ((small && rest >= kMinBlockBytes) || (!small && rest > kSmallRequestBytes)) {
     const auto rid = static_cast<BlockId>(blocks_.size());
-    Block r{b.addr + size, rest, id, b.next, small, true};
+    Block r{b.addr + size, rest, id, b.next, small, true, stream};
     if (b.next >= 0)
       blocks_[static_cast<std::size_t>(b.next)].prev = rid;
     b.next = rid;
     b.size = size;
     blocks_.push_back(r); // invalidates b
-    insert(p, Key{rest, r.addr, rid});
+    insert(p, Key{stream, rest, r.addr, rid});
   }
   Block& got = blocks_[static_cast<std::size_t>(id)];
   got.free = false;
@@ -86,7 +87,7 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
 void CachingAllocatorModel::release_cached_segments() {
   for (Pool* p : {&small_pool_, &large_pool_}) {
     auto keep = std::remove_if(p->begin(), p->end(), [&](const Key& k) {
-      const Block& b = blocks_[static_cast<std::size_t>(k[2])];
+      const Block& b = blocks_[static_cast<std::size_t>(k[3])];
       if (b.prev >= 0 || b.next >= 0)
         return false; // part of a segment that is partly in use
       reserved_ -= b.size;
@@ -108,7 +109,7 @@ void CachingAllocatorModel::release(BlockId id) {
   if (b->prev >= 0 && blocks_[static_cast<std::size_t>(b->prev)].free) {
     const BlockId pid = b->prev;
     Block& pb = blocks_[static_cast<std::size_t>(pid)];
-    erase(p, Key{pb.size, pb.addr, pid});
+    erase(p, Key{pb.stream, pb.size, pb.addr, pid});
     pb.size += b->size;
     pb.next = b->next;
     if (b->next >= 0)
@@ -120,7 +121,7 @@ void CachingAllocatorModel::release(BlockId id) {
   if (b->next >= 0 && blocks_[static_cast<std::size_t>(b->next)].free) {
     const BlockId nid = b->next;
     Block& nb = blocks_[static_cast<std::size_t>(nid)];
-    erase(p, Key{nb.size, nb.addr, nid});
+    erase(p, Key{nb.stream, nb.size, nb.addr, nid});
     b->size += nb.size;
     b->next = nb.next;
     if (nb.next >= 0)
@@ -128,7 +129,7 @@ void CachingAllocatorModel::release(BlockId id) {
     nb.size = 0;
   }
   b->free = true;
-  insert(p, Key{b->size, b->addr, id});
+  insert(p, Key{b->stream, b->size, b->addr, id});
 }
 
 TraceReplay replay_allocator_trace(const std::string& path) {
@@ -170,12 +171,21 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
     char kind = 0;
     s >> kind;
     if (kind == 'a') {
-      std::int64_t size = -1, id = -1;
+      std::int64_t size = -1, id = -1, stream = 0;
       if (!(s >> size >> id) || size < 0 || id < 0 || size > kMaxTraceBlockBytes)
-        throw bad("expected 'a SIZE ID' with 0 <= SIZE <= 2^50 (1 PiB) and ID >= 0");
+        throw bad("expected 'a SIZE ID [STREAM]' with 0 <= SIZE <= 2^50 (1 PiB) and ID >= 0");
+      if (!(s >> stream)) {
+        if (!s.eof())
+          throw bad("STREAM must be an integer 0..1023");
+        stream = 0; // older traces: one stream
+      } else if (stream < 0 || stream > 1023) {
+        throw bad("STREAM must be an integer 0..1023");
+      } else {
+        r.streams_recorded = true;
+      }
       if (live.count(id))
         throw bad("block ID allocated twice");
-      live[id] = model.allocate(size);
+      live[id] = model.allocate(size, stream);
       ++r.events;
     } else if (kind == 'f') {
       std::int64_t id = -1;
@@ -222,7 +232,9 @@ std::uint64_t fingerprint(const StepTensors& t) {
        {static_cast<double>(t.num_layers), t.weight_bytes_per_param, t.grad_bytes_per_param,
         t.state_bytes_per_param, static_cast<double>(t.num_states), t.transient_bytes_per_param,
         t.activation_grad_bytes, static_cast<double>(t.micro_batches_in_flight),
-        static_cast<double>(t.steps), t.cap_bytes, t.layer_bwd_transient})
+        static_cast<double>(t.steps), t.cap_bytes, t.layer_bwd_transient,
+        t.layer_bwd_transient_block, static_cast<double>(t.fsdp2), t.unsharded_bytes_per_param,
+        t.reduce_bytes_per_param, static_cast<double>(t.cast_on_gather)})
     mix(x);
   return h;
 }
@@ -230,8 +242,8 @@ std::uint64_t fingerprint(const StepTensors& t) {
 AllocatorPeaks run_step_allocator(const StepTensors& t) {
   CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)));
   using Id = CachingAllocatorModel::BlockId;
-  auto alloc = [&](double bytes) {
-    return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)));
+  auto alloc = [&](double bytes, std::int64_t stream = 0) {
+    return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)), stream);
   };
   auto alloc_all = [&](const std::vector<double>& sizes, double per, std::vector<Id>& into) {
     for (double s : sizes)
@@ -252,44 +264,115 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
   alloc_all(t.persistent, 1.0, keep);
   bool states = false;
   const auto layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
+  const bool fsdp2 = t.fsdp2;
+  const double w = t.unsharded_bytes_per_param;
+  auto sum = [](const std::vector<double>& v) {
+    double x = 0;
+    for (double p : v)
+      x += p;
+    return x;
+  };
+  const double layer_unit = sum(t.layer_params), root_unit = sum(t.emb_params) + sum(t.head_params);
+  // FSDP2: a unit's parameters gathered into unsharded tensors (each cast first when mixed).
+  auto gather = [&](const std::vector<double>& sizes, std::vector<Id>& into) {
+    for (double p : sizes) {
+      if (p * w <= 0)
+        continue;
+      const Id cast = t.cast_on_gather ? alloc(p * w) : -1;
+      into.push_back(alloc(p * w));
+      if (cast >= 0)
+        a.release(cast);
+    }
+  };
+  Id rs_input = -1; // the last reduce-scatter input, alive until the next unit's
+  // FSDP2: a unit's unsharded gradients copied into the reduce-scatter input, then its sharded
+  // gradient made on the reduce-scatter stream.
+  auto reduce_scatter = [&](double unit, std::vector<Id>& unsharded_grads, std::vector<Id>& into) {
+    if (rs_input >= 0)
+      a.release(rs_input);
+    rs_input = unit * t.reduce_bytes_per_param > 0 ? alloc(unit * t.reduce_bytes_per_param) : -1;
+    release_all(unsharded_grads);
+    if (unit * t.grad_bytes_per_param > 0)
+      into.push_back(alloc(unit * t.grad_bytes_per_param, 1));
+  };
   const std::int64_t in_flight = std::max<std::int64_t>(t.micro_batches_in_flight, 1);
   for (std::int64_t step = 0; step < t.steps; ++step) {
     // Forward of every micro-batch in flight: saved tensors stay until backward.
     std::vector<std::vector<Id>> emb(static_cast<std::size_t>(in_flight)),
         saved(static_cast<std::size_t>(in_flight) * layers);
+    std::vector<Id> root; // FSDP2: the root unit's unsharded parameters, forward to backward
+    if (fsdp2) {
+      gather(t.emb_params, root);
+      gather(t.head_params, root);
+    }
     for (std::int64_t mb = 0; mb < in_flight; ++mb) {
       alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
-      for (std::size_t l = 0; l < layers; ++l)
+      for (std::size_t l = 0; l < layers; ++l) {
+        std::vector<Id> unsharded;
+        if (fsdp2)
+          gather(t.layer_params, unsharded);
         alloc_all(t.layer_saved, 1.0, saved[static_cast<std::size_t>(mb) * layers + l]);
+        release_all(unsharded);
+      }
     }
     std::vector<Id> head;
     alloc_all(t.head_saved, 1.0, head);
     // Backward of the newest micro-batch: the head, then the layers in reverse, each freeing
     // its tensors as its gradients appear; the gradient between layers is handed down.
-    std::vector<Id> grads;
-    alloc_all(t.head_params, t.grad_bytes_per_param, grads);
+    std::vector<Id> grads, root_grads;
+    if (fsdp2)
+      alloc_all(t.head_params, w, root_grads);
+    else
+      alloc_all(t.head_params, t.grad_bytes_per_param, grads);
     Id flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
     release_all(head);
     for (std::int64_t mb = in_flight - 1; mb >= 0; --mb) {
       for (std::size_t l = layers; l-- > 0;) {
+        std::vector<Id> unsharded, unsharded_grads;
+        if (fsdp2)
+          gather(t.layer_params, unsharded);
         std::vector<Id> remade;
         alloc_all(t.layer_recomputed, 1.0, remade);
-        if (mb == in_flight - 1)
+        if (fsdp2)
+          alloc_all(t.layer_params, w, unsharded_grads);
+        else if (mb == in_flight - 1)
           alloc_all(t.layer_params, t.grad_bytes_per_param, grads);
-        if (t.layer_bwd_transient > 0)
-          a.release(alloc(t.layer_bwd_transient));
+        if (t.layer_bwd_transient > 0) {
+          std::vector<Id> transient;
+          const double block =
+              t.layer_bwd_transient_block > 0 ? t.layer_bwd_transient_block : t.layer_bwd_transient;
+          for (double left = t.layer_bwd_transient; left > 0; left -= block)
+            transient.push_back(alloc(std::min(left, block)));
+          release_all(transient);
+        }
         const Id next = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
         if (flowing >= 0)
           a.release(flowing);
         flowing = next;
         release_all(remade);
         release_all(saved[static_cast<std::size_t>(mb) * layers + l]);
+        if (fsdp2) {
+          if (mb == 0) // FSDP2 reduces once, after the last micro-batch's backward
+            reduce_scatter(layer_unit, unsharded_grads, grads);
+          else
+            release_all(unsharded_grads); // accumulated into the unsharded gradient
+          release_all(unsharded);
+        }
       }
       release_all(emb[static_cast<std::size_t>(mb)]);
     }
     if (flowing >= 0)
       a.release(flowing);
-    alloc_all(t.emb_params, t.grad_bytes_per_param, grads);
+    if (fsdp2) {
+      alloc_all(t.emb_params, w, root_grads);
+      reduce_scatter(root_unit, root_grads, grads);
+      if (rs_input >= 0)
+        a.release(rs_input);
+      rs_input = -1;
+      release_all(root);
+    } else {
+      alloc_all(t.emb_params, t.grad_bytes_per_param, grads);
+    }
     // Optimizer step: states at the first step, then the temporaries of every tensor at once.
     auto each_param = [&](auto&& f) {
       for (double p : t.emb_params)

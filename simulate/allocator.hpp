@@ -1,12 +1,14 @@
 // PyTorch's CUDA caching allocator as a model: how many bytes it reserves (cudaMalloc'd
 // segments) to serve a sequence of allocations and frees, and the sequence a training step makes.
 // The rules are the allocator's (PyTorch c10/cuda/CUDACachingAllocator.cpp, defaults: no
-// max_split_size, no expandable segments, no garbage-collection threshold, one stream):
+// max_split_size, no expandable segments, no garbage-collection threshold):
 //   - a request is rounded up to a multiple of 512 B;
 //   - requests of at most 1 MiB come from the small pool, larger ones from the large pool;
-//   - a request is served by the smallest free cached block of its pool that holds it (best
-//     fit; equal sizes by address); on a miss a new segment is cudaMalloc'd: 2 MiB for the
-//     small pool, 20 MiB for requests under 10 MiB, else the request rounded up to 2 MiB;
+//   - a request is served by the smallest free cached block of its pool that holds it and
+//     was made for the same stream (best fit; equal sizes by address: the allocator keeps
+//     each stream's free blocks apart, so a block freed by one stream never serves another's
+//     request, e.g. FSDP2's reduce-scatter stream); on a miss a new segment is cudaMalloc'd: 2 MiB
+//     for the small pool, 20 MiB for requests under 10 MiB, else the request rounded up to 2 MiB;
 //   - the block is split when what is left is at least 512 B (small pool) or more than 1 MiB
 //     (large pool); otherwise the whole block is handed out (and counted as allocated);
 //   - a freed block merges with free neighbours of its segment;
@@ -47,7 +49,8 @@ class CachingAllocatorModel {
   /// Serves `bytes` (>= 0); returns the block's id for release(). A request the cap cannot
   /// hold even after the cache is released sets out_of_memory() and is served beyond the cap
   /// (the rest of the sequence still runs, its figures then say how far beyond).
-  BlockId allocate(std::int64_t bytes);
+  /// `stream` numbers the CUDA stream the request is made on (0: the default stream).
+  BlockId allocate(std::int64_t bytes, std::int64_t stream = 0);
   /// Returns a block to the cache. Throws std::logic_error for an unknown or freed id.
   void release(BlockId id);
 
@@ -62,8 +65,9 @@ class CachingAllocatorModel {
     std::int64_t addr = 0, size = 0;
     BlockId prev = -1, next = -1; // neighbours in the segment
     bool small = false, free = false;
+    std::int64_t stream = 0;
   };
-  using Key = std::array<std::int64_t, 3>; // size, address, id
+  using Key = std::array<std::int64_t, 4>; // stream, size, address, id
   // Free blocks of each pool, sorted (a sorted vector: pools hold hundreds of blocks, where
   // moving a few kB beats a tree's node allocations).
   using Pool = std::vector<Key>;
@@ -84,10 +88,11 @@ struct TraceReplay {
   std::int64_t events = 0;
   double model_peak_allocated_bytes = 0, model_peak_reserved_bytes = 0;
   double measured_peak_allocated_bytes = 0, measured_peak_reserved_bytes = 0; // NaN: not given
+  bool streams_recorded = false; // its blocks say which stream made them ("a SIZE ID STREAM")
   std::string id;
 };
-/// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID", "f ID", "m ...",
-/// "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).
+/// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID [STREAM]", "f ID", "m
+/// ...", "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).
 /// Throws ConfigError naming file:line for a malformed line (a block above 1 PiB, a free of a
 /// block not held, ...) and for a file the input rules refuse (common/json_io.hpp).
 [[nodiscard]] TraceReplay replay_allocator_trace(const std::string& path);
@@ -114,9 +119,22 @@ struct StepTensors {
   std::vector<double> layer_recomputed; // full recompute: re-made before the layer's backward
   double activation_grad_bytes = 0;     // the gradient flowing from layer to layer
   double layer_bwd_transient = 0;       // alive only inside one layer's backward
+  double layer_bwd_transient_block = 0; // ... made of blocks of this size (0: one block)
   std::int64_t micro_batches_in_flight = 1;
   std::vector<double> persistent; // buffers allocated once (buckets, gather buffers)
   double cap_bytes = 0;           // what the allocator may reserve (0: no cap)
+  // FSDP2 (fully_shard per layer and the root; recorded traces with streams,
+  // validate/results/fixtures/allocator-traces/): before each layer's forward and again before
+  // its backward the layer's parameters are gathered into unsharded tensors of
+  // `unsharded_bytes_per_param` each (under a mixed-precision policy each first cast into a
+  // transient of that size), freed after that layer's pass; backward makes unsharded gradients
+  // of that size, copies them into one reduce-scatter input of `reduce_bytes_per_param` per
+  // parameter of the layer (alive until the next layer's) and the reduce-scatter's output, the
+  // layer's sharded gradient, is one block made on the reduce-scatter stream (stream 1). The
+  // root unit (embedding, head) is gathered at the forward's start and reduced at the end.
+  bool fsdp2 = false;
+  double unsharded_bytes_per_param = 0, reduce_bytes_per_param = 0;
+  bool cast_on_gather = false;
   // Steps simulated: the first creates the optimizer states, the second is the steady state
   // (in the recorded traces the third step adds under 0.2% to the reserved bytes).
   std::int64_t steps = 2;

@@ -406,18 +406,39 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
     // Full recompute re-materialises one layer at a time: the largest kind.
     a.layer_saved_all = std::max(
         a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32) + copies(kind.ops));
-    a.layer_bwd_transient = std::max(a.layer_bwd_transient, ffn_bwd_transient(kind.ops, fw, fp32));
+    if (ffn_bwd_transient(kind.ops, fw, fp32) > a.layer_bwd_transient) {
+      a.layer_bwd_transient = ffn_bwd_transient(kind.ops, fw, fp32);
+      a.layer_bwd_transient_block = 0;
+    }
     // The gradients of the attention probabilities while a layer's backward runs through the
-    // softmax (framework: bytes per score), one layer at a time: the largest kind.
+    // softmax (framework: bytes per score), one layer at a time: the largest kind. By then the
+    // backward has passed the ops after the softmax (P V, the output projection, the FFN) and
+    // freed what only they saved (allocator traces of eager naive attention,
+    // validate/results/fixtures/allocator-traces/: the peak is in the softmax's backward,
+    // the FFN's saved tensors gone), so the moment's excess over the layer's saved set is the
+    // transient less those.
     const double per_score =
         fp32 ? fw.score_bwd_transient_bytes_fp32 : fw.score_bwd_transient_bytes;
-    if (per_score > 0)
+    if (per_score > 0) {
+      std::vector<model::Op> upto;
+      for (const auto& op : kind.ops) {
+        upto.push_back(op);
+        if (op.role == model::OpRole::attention_softmax)
+          break;
+      }
+      const double freed = framework_saved_bytes(kind.ops, true, fw, fp32) + copies(kind.ops) -
+                           (framework_saved_bytes(upto, true, fw, fp32) + copies(upto));
       for (const auto& op : kind.ops)
         if (op.role == model::OpRole::attention_softmax)
           for (const auto& t : op.saved)
-            if (t.quadratic)
-              a.layer_bwd_transient =
-                  std::max(a.layer_bwd_transient, t.bytes / (fp32 ? 4.0 : 2.0) * per_score);
+            if (t.quadratic) {
+              const double scores = t.bytes / (fp32 ? 4.0 : 2.0);
+              if (scores * per_score - freed > a.layer_bwd_transient) {
+                a.layer_bwd_transient = scores * per_score - freed;
+                a.layer_bwd_transient_block = scores * 4.0; // fp32 gradients of the scores
+              }
+            }
+    }
   }
   a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
   a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);

@@ -26,9 +26,10 @@ struct MicroBatchAccounting {
   double layer_act[3] = {0, 0, 0}; // saved bytes per layer, by model::Recompute
   double layer_saved_all = 0;      // everything a layer saves (re-materialised by full recompute)
   double layer_bwd_transient = 0;  // alive only during one layer's backward (framework's scores)
-  double emb_act = 0;              // embedding saved bytes
-  double head_act = 0;             // head saved bytes + the transient 16-bit logits
-  double pp_send_bytes = 0;        // activation crossing a stage boundary (scattered over tp)
+  double layer_bwd_transient_block = 0; // the transient is blocks of this size (0: one block)
+  double emb_act = 0;                   // embedding saved bytes
+  double head_act = 0;                  // head saved bytes + the transient 16-bit logits
+  double pp_send_bytes = 0;             // activation crossing a stage boundary (scattered over tp)
   double layer_dense_params = 0, layer_expert_params = 0;
   double emb_params = 0, head_params = 0, tied_copy_params = 0;
   double layer_recompute_flops[3] = {0, 0, 0}; // model FLOPs re-run per layer, by policy

@@ -110,6 +110,12 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
       (plan.recompute == Recompute::full ? a.layer_saved_all : 0.0) + a.layer_bwd_transient;
   act += last ? std::max(remade, a.head_act) : remade;
   m.activations = act;
+  // The backward's last layer (the first in forward order): every gradient of the stage is
+  // made, and that layer's own tensors (re-made under full recompute) and backward transients
+  // are still alive (allocator traces of eager full recompute with naive attention: the peak
+  // is in layer 0's backward, beside all the gradients).
+  const double end_of_backward_act =
+      a.layer_act[static_cast<int>(plan.recompute)] + remade + (first ? a.emb_act : 0.0);
   m.in_flight_micro_batches = in_flight;
 
   // Buffers: gradient buckets (double-buffered) when gradients are communicated, ZeRO-3's
@@ -153,10 +159,20 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     if (plan.recompute == Recompute::full)
       st.layer_recomputed = t.layer_saved_all;
     st.layer_bwd_transient = a.layer_bwd_transient;
+    st.layer_bwd_transient_block = a.layer_bwd_transient_block;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
+    if (fw.fsdp2_copies) {
+      // FSDP2's gathers and reduce-scatters (allocator.hpp): unsharded in the policy's
+      // parameter dtype (bf16 when mixed), reduced in fp32.
+      const bool mixed = setup.precision != model::Precision::fp32;
+      st.fsdp2 = true;
+      st.unsharded_bytes_per_param = mixed ? 2.0 : 4.0;
+      st.reduce_bytes_per_param = 4.0;
+      st.cast_on_gather = mixed;
+    }
     st.cap_bytes = options.allocator_cap_bytes > 0 ? options.allocator_cap_bytes
                    : options.device_bytes > 0 ? std::max(options.device_bytes - m.overhead, 1.0)
                                               : 0.0;
@@ -167,13 +183,14 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
     const double local_params = params / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
     const double transient = fw.optimizer_transient_bytes_per_param * local_params;
-    const double backward_peak = std::max(m.activations, m.gradients);
+    const double end_of_backward = m.gradients + end_of_backward_act;
+    const double backward_peak = std::max(m.activations, end_of_backward);
     const double optimizer_peak = m.gradients + transient;
     if (optimizer_peak > backward_peak) {
       m.activations = 0;
       m.transient = transient;
-    } else if (m.gradients > m.activations) {
-      m.activations = 0; // end of backward: every gradient, no activation left
+    } else if (end_of_backward > m.activations) {
+      m.activations = end_of_backward_act; // end of backward: every gradient, one layer left
     } else {
       m.gradients = 0; // start of backward: every activation, no gradient yet
     }

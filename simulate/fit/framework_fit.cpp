@@ -140,6 +140,8 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
            "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes"},
           "a number", is_number);
     check(*m, "measured.", {"max_micro_batch"}, "an integer", is_integer);
+    check(*m, "measured.", {"fresh_ok"}, "true or false",
+          [](const nlohmann::json& v) { return v.is_boolean(); });
   }
   if (const auto o = j.find("other"); o != j.end())
     check(*o, "other.", {"local_batch_size"}, "an integer", is_integer);
@@ -176,11 +178,17 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   run.step_time_s = number_or(m, "step_time_s", 0);
   run.tokens_per_s_per_gpu = number_or(m, "tokens_per_s_per_gpu", 0);
   // An OOM search's peaks re-measured in a fresh process (scripts/peer_framework_runs.py:
-  // a probe that ran out of memory can leave state behind for the next) take precedence.
-  run.peak_allocated_bytes =
-      number_or(m, "fresh_peak_allocated_bytes", number_or(m, "peak_allocated_bytes", 0));
-  run.peak_reserved_bytes =
-      number_or(m, "fresh_peak_reserved_bytes", number_or(m, "peak_reserved_bytes", 0));
+  // a probe that ran out of memory can leave state behind for the next) take precedence,
+  // unless that fresh run itself ran out of memory ("fresh_ok": false): its peaks are then
+  // those of a failed step, and the search's own are kept.
+  const bool fresh_failed =
+      m.contains("fresh_ok") && m["fresh_ok"].is_boolean() && !m["fresh_ok"].get<bool>();
+  run.peak_allocated_bytes = number_or(m, "peak_allocated_bytes", 0);
+  run.peak_reserved_bytes = number_or(m, "peak_reserved_bytes", 0);
+  if (!fresh_failed) {
+    run.peak_allocated_bytes = number_or(m, "fresh_peak_allocated_bytes", run.peak_allocated_bytes);
+    run.peak_reserved_bytes = number_or(m, "fresh_peak_reserved_bytes", run.peak_reserved_bytes);
+  }
   run.memory_cap_bytes = number_or(j, "memory_cap_bytes", 0);
   if (m.contains("max_micro_batch"))
     run.max_micro_batch = int_or(m, "max_micro_batch", -1);
@@ -439,6 +447,16 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     MemoryOptions mo;
     mo.framework = so.framework;
     mo.allocator_cap_bytes = run.memory_cap_bytes; // the allocator frees its cache to stay under
+    // The measured peaks at the boundary were taken under the cap, where the allocator returns
+    // its wholly free cached segments before it reports out of memory: predict them the same way.
+    if (run.max_micro_batch > 0) {
+      model::TrainingSetup at = run.setup;
+      at.micro_batch_size = run.max_micro_batch;
+      at.global_batch_size = run.max_micro_batch * run.plan.dp;
+      const MemoryBreakdown capped = estimate_memory(run.model, run.plan, at, run.profile, mo);
+      p.peak_allocated_bytes = capped.peak_allocated();
+      p.peak_reserved_bytes = capped.peak_reserved();
+    }
     model::ParallelPlan plan = run.plan;
     model::TrainingSetup s = run.setup;
     std::int64_t best = 0;
