@@ -13,6 +13,8 @@
 #           the peak (--peak-frames), of FSDP2 fit-row configurations and of eager naive
 #           attention with full recompute at shapes no row has; a kernel profile of a GPU-bound
 #           FSDP2 fit row
+#   repeat-fsdp: (session 7) every FSDP2 step-time row of runs-a, runs-d and runs-e measured
+#           again, in plan order -> runs-f.jsonl (a second pass; docs/frameworks.md)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -65,6 +67,16 @@ case "$part" in
     t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 16 --seq-len 1024
     t --framework pytorch --model cs336-xl --attention naive --recompute full --batch 8 --seq-len 1024
     box 120 python3 scripts/peer_kernel_profile.py --out "$w" --framework fsdp --model cs336-xl --batch 2 --seq-len 2048
+    ;;
+  repeat-fsdp)
+    python3 - "$w/plan.json" <<'PY'
+import json, sys
+plan = []
+for f in ["scripts/framework-runs.json", "scripts/framework-runs-b.json", "scripts/framework-runs-c.json"]:
+    plan += [r for r in json.load(open(f)) if r.get("framework") == "fsdp"]
+json.dump(plan, open(sys.argv[1], "w"), indent=1)
+PY
+    box 585 python3 scripts/peer_framework_runs.py --plan "$w/plan.json" --output "$w/runs-f.jsonl" --limit-s 45 ${ONLY:+--only "$ONLY"}
     ;;
   oom-c)
     box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}
