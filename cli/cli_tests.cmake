@@ -430,3 +430,6 @@ add_test(NAME cli.docs_run
                  ${PROJECT_SOURCE_DIR}/docs/model.md ${PROJECT_SOURCE_DIR}/docs/notes.md
                  ${PROJECT_SOURCE_DIR}/docs/plan.md ${PROJECT_SOURCE_DIR}/docs/train-step.md
                  ${PROJECT_SOURCE_DIR}/docs/validation.md)
+# Further passes of recorded runs need the runs they repeat.
+trainsim_cli_error(repeat_runs_alone "--repeat-runs: needs --framework-runs"
+  compare --repeat-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-f.jsonl)

@@ -39,6 +39,7 @@ struct CalibrateOptions {
   std::string topology;
   std::vector<std::string> notes;
   std::vector<std::string> framework_runs;
+  std::vector<std::string> repeat_runs;
   std::string framework;
   OutputOptions output;
 };
@@ -153,9 +154,11 @@ namespace {
 int run_calibrate(const CalibrateOptions& o) {
   if (o.out.empty())
     throw ConfigError("--out: required (the profile JSON to write)");
+  if (!o.repeat_runs.empty() && o.framework_runs.empty())
+    throw ConfigError("--repeat-runs: needs --framework-runs (the runs it repeats)");
   if (!o.framework_runs.empty()) {
     Sink sink(o.output);
-    calibrate_framework(o.framework_runs, o.framework, o.out, sink);
+    calibrate_framework(o.framework_runs, o.repeat_runs, o.framework, o.out, sink);
     return 0;
   }
   if (o.max_regimes < 1 || o.max_regimes > 3)
@@ -308,6 +311,9 @@ void add_calibrate(CLI::App& app) {
                   "profile to --out");
   cmd->add_option("--framework", o->framework,
                   "With --framework-runs: the framework profile to start from and fit");
+  cmd->add_option("--repeat-runs", o->repeat_runs,
+                  "With --framework-runs: further passes of runs already given (same ids; "
+                  "repeatable): each run's step time becomes the geometric mean of its passes");
   cmd->add_option("--from", o->from,
                   "Kernel measurements (bench kernels --format json); default: "
                   "run the calibration suite on GPU 0 now");

@@ -354,6 +354,8 @@ int run_compare(const CompareOptions& o) {
     compare_kernel_profiles(o, sink);
     return 0;
   }
+  if (!o.framework_runs.repeat_files.empty() && o.framework_runs.files.empty())
+    throw ConfigError("--repeat-runs: needs --framework-runs (the runs it repeats)");
   if (!o.framework_runs.files.empty()) {
     Sink sink(o.out);
     nlohmann::json out;
@@ -495,6 +497,9 @@ void add_compare(CLI::App& app) {
                   "Recorded runs of training frameworks (JSON lines, docs/frameworks.md; "
                   "repeatable): each predicted with its framework's profile, fit and test halves "
                   "summarised");
+  cmd->add_option("--repeat-runs", o->framework_runs.repeat_files,
+                  "With --framework-runs: further passes of runs already given (same ids; "
+                  "repeatable): each run's step time becomes the geometric mean of its passes");
   cmd->add_option("--framework", o->framework_runs.framework,
                   "With --framework-runs: predict every run with this profile (name or file) "
                   "instead of its own framework's");

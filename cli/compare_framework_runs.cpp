@@ -95,7 +95,8 @@ profiles_for(const std::vector<fitting::FrameworkRun>& runs, const std::string& 
 void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann::json& out) {
   if (!o.plot.empty())
     check_plot_file(o.plot);
-  const auto all = fitting::read_framework_runs(o.files);
+  auto all = fitting::read_framework_runs(o.files);
+  fitting::merge_repeat_runs(all, o.repeat_files);
   std::vector<fitting::FrameworkRun> runs;
   for (const auto& r : all)
     if (o.only.empty() || r.framework == o.only)
@@ -263,16 +264,23 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                                       o.max_test_error_pct));
 }
 
-void calibrate_framework(const std::vector<std::string>& files, const std::string& framework,
+void calibrate_framework(const std::vector<std::string>& files,
+                         const std::vector<std::string>& repeat_files, const std::string& framework,
                          const std::string& out_file, Sink& sink) {
   if (framework.empty())
     throw ConfigError("--framework: required with --framework-runs (the profile to fit)");
-  const auto runs = fitting::read_framework_runs(files);
+  auto runs = fitting::read_framework_runs(files);
+  fitting::merge_repeat_runs(runs, repeat_files);
   const auto base = sim::load_framework(framework);
   const auto options = fitting::default_fit_options(base, runs);
   std::string on;
   for (const auto& f : files)
     on += (on.empty() ? "" : ", ") + f;
+  if (!repeat_files.empty()) {
+    on += "; further passes merged:";
+    for (const auto& f : repeat_files)
+      on += " " + f;
+  }
   on += " (fit half: docs/frameworks.md)";
   const auto r = fitting::fit_framework(base, runs, options, on);
   nlohmann::json j = sim::framework_to_json(r.profile);

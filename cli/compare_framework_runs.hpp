@@ -13,8 +13,9 @@ namespace trainsim::cli {
 
 struct FrameworkRunsOptions {
   std::vector<std::string> files;
-  std::string framework; // "" = each run with its own framework's profile
-  std::string only;      // "" = every framework; else only runs of this framework
+  std::vector<std::string> repeat_files; // further passes of the same runs (merged by id)
+  std::string framework;                 // "" = each run with its own framework's profile
+  std::string only;                      // "" = every framework; else only runs of this framework
   std::string plot;
   double max_test_error_pct = 0; // 0 = report only; else CheckFailed over the test half's mean
 };
@@ -26,7 +27,8 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
 
 /// Fits `framework`'s free parameters on the fit half of the runs and writes the profile to
 /// `out_file`; prints the fitted values and the fit/test errors.
-void calibrate_framework(const std::vector<std::string>& files, const std::string& framework,
+void calibrate_framework(const std::vector<std::string>& files,
+                         const std::vector<std::string>& repeat_files, const std::string& framework,
                          const std::string& out_file, Sink& sink);
 
 } // namespace trainsim::cli

@@ -12,7 +12,10 @@ pub=validate/published/data
 device=(--framework-runs "$runs/runs-a.jsonl" --framework-runs "$runs/runs-c.jsonl"
         --framework-runs "$runs/oom.jsonl" --framework-runs "$runs/runs-d.jsonl"
         --framework-runs "$runs/oom-b.jsonl" --framework-runs "$runs/runs-e.jsonl"
-        --framework-runs "$runs/oom-c.jsonl")
+        --framework-runs "$runs/oom-c.jsonl"
+        --repeat-runs "$runs/runs-f.jsonl"
+        --repeat-runs validate/results/runs-2026-12-02-repeat/repeat-1.jsonl
+        --repeat-runs validate/results/runs-2026-12-02-repeat/repeat-2.jsonl)
 for fw in pytorch pytorch-compile fsdp; do
   "$bin" calibrate "${device[@]}" --framework "$fw" --out "$out/$fw.json" -q
 done

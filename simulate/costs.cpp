@@ -370,7 +370,7 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
     return f;
   }
   f.gpu_s = body + f.kernels * profile.gpu_launch_gap_s;
-  f.host_s = f.kernels * fw.host_s_per_kernel;
+  f.host_s = f.kernels * fw.host_s_per_kernel * (bwd ? fw.host_bwd_kernel_factor : 1.0);
   return f;
 }
 

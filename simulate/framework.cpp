@@ -55,7 +55,8 @@ bool FrameworkProfile::is_identity() const {
   // The scalars first: a fitted profile differs in one of them, so the per-op callers on the
   // plan search's hot path return early without comparing every role.
   if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
-        host_s_per_checkpoint == 0 && moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
+        host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 &&
+        moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
         gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
         logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
@@ -127,6 +128,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
         p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
   }
   non_negative("host_us_per_kernel", f.host_s_per_kernel * 1e6, 1e4);
+  positive("host_bwd_kernel_factor", f.host_bwd_kernel_factor, 10);
   non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
   non_negative("host_us_per_layer", f.host_s_per_layer * 1e6, 1e6);
   non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
@@ -182,6 +184,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   double us = 0;
   if (r.get("host_us_per_kernel", us))
     f.host_s_per_kernel = us * 1e-6;
+  r.get("host_bwd_kernel_factor", f.host_bwd_kernel_factor);
   double ms = 0;
   if (r.get("host_ms_per_step", ms))
     f.host_s_per_step = ms * 1e-3;
@@ -312,6 +315,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"notes", f.notes},
                    {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
                    {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
+                   {"host_bwd_kernel_factor", f.host_bwd_kernel_factor},
                    {"host_ms_per_step", f.host_s_per_step * 1e3},
                    {"host_us_per_layer", f.host_s_per_layer * 1e6},
                    {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},

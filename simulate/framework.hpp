@@ -87,7 +87,10 @@ struct FrameworkProfile {
   std::array<RoleCost, static_cast<std::size_t>(model::OpRole::count_)> roles{};
 
   HostModel host_model = HostModel::per_op;
-  double host_s_per_kernel = 0;     // host time to issue one kernel (dispatcher, autograd), queue
+  double host_s_per_kernel = 0; // host time to issue one kernel (dispatcher, autograd), queue
+  // Backward host time per modelled kernel relative to the forward's (the op list's kernel
+  // counts and the launches they stand for differ by pass; measured by phase timings).
+  double host_bwd_kernel_factor = 1;
   double host_s_per_step = 0;       // fixed host time per optimizer step (loop, zero_grad, ...)
   double host_s_per_checkpoint = 0; // per checkpointed layer and micro-batch under recompute
                                     // (torch.utils.checkpoint's saved-tensor hooks, re-dispatch)

@@ -421,6 +421,43 @@ std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& fi
   return out;
 }
 
+void merge_repeat_runs(std::vector<FrameworkRun>& runs,
+                       const std::vector<std::string>& repeat_files) {
+  std::map<std::string, std::size_t> by_id;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].step_time_s > 0)
+      by_id.emplace(runs[i].id, i);
+  std::map<std::size_t, double> log_sum;
+  for (const auto& file : repeat_files) {
+    std::ifstream in(file);
+    if (!in)
+      throw ConfigError(fmt::format("--repeat-runs {}: cannot open", file));
+    const NameMap names = read_name_map(file);
+    std::string line;
+    for (std::int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos)
+        continue;
+      const std::string where = fmt::format("{}:{}", file, n);
+      const FrameworkRun r = parse_run(parse_json_text(line, where), where, names);
+      const auto it = by_id.find(r.id);
+      if (it == by_id.end())
+        throw ConfigError(fmt::format(
+            "{}: run '{}' repeats no run with a step time in --framework-runs (a repeat pass "
+            "measures rows already given, under the same id)",
+            where, r.id));
+      if (r.step_time_s <= 0)
+        throw ConfigError(fmt::format("{}: run '{}' has no measured step_time_s", where, r.id));
+      FrameworkRun& first = runs[it->second];
+      if (!log_sum.count(it->second))
+        log_sum[it->second] = std::log(first.step_time_s);
+      log_sum[it->second] += std::log(r.step_time_s);
+      ++first.time_passes;
+    }
+  }
+  for (const auto& [i, s] : log_sum)
+    runs[i].step_time_s = std::exp(s / static_cast<double>(runs[i].time_passes));
+}
+
 FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& where) {
   return parse_run(j, where, NameMap{});
 }

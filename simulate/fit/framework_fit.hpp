@@ -41,6 +41,7 @@ struct FrameworkRun {
   double tokens_per_s_per_gpu = 0;
   double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   double memory_cap_bytes = 0;       // OOM-boundary runs: the allocator cap
+  std::int64_t time_passes = 1;      // passes whose step times make step_time_s (geometric mean)
   std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch that trained
   [[nodiscard]] bool is_oom_search() const { return max_micro_batch >= 0; }
   // An OOM-search configuration, measured or not ("oom_search": true on a failed search):
@@ -54,6 +55,13 @@ struct FrameworkRun {
 /// (their caps together). Malformed lines throw ConfigError naming file:line and the field;
 /// runs trainsim cannot model are kept with skip_reason set.
 [[nodiscard]] std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files);
+
+/// Merges further passes of runs already read (same id; rows of `repeat_files` in the same
+/// format): a run's measured step time becomes the geometric mean of all its passes, and
+/// time_passes counts them; its side stays the first pass's. A repeated row whose id matches
+/// no run, or that has no step time, throws ConfigError naming file:line.
+void merge_repeat_runs(std::vector<FrameworkRun>& runs,
+                       const std::vector<std::string>& repeat_files);
 
 /// One run from a JSON object in that format (split: fit), e.g. the configuration a kernel
 /// profile records with its measured figures; `where` names it in errors.

@@ -84,6 +84,53 @@ TEST_CASE("framework runs: an OOM pair's peaks re-measured in a fresh process ta
   CHECK(run.peak_allocated_bytes == doctest::Approx(71e9));
   CHECK(run.peak_reserved_bytes == doctest::Approx(79e9));
   CHECK(run.max_micro_batch == 8);
+  // A fresh re-run that itself ran out of memory: its peaks are a failed step's; the search's
+  // own are kept.
+  const auto failed = parse_framework_run(
+      nlohmann::json::parse(
+          R"({"id": "oom-x-cap80", "framework": "fsdp", "model": "cs336-small", "gpu": "h200",)"
+          R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 512, "micro_batch": 8,)"
+          R"( "memory_cap_bytes": 80e9, "measured": {"max_micro_batch": 8, "fresh_ok": false,)"
+          R"( "peak_allocated_bytes": 75e9, "peak_reserved_bytes": 76e9,)"
+          R"( "fresh_peak_allocated_bytes": 71e9, "fresh_peak_reserved_bytes": 79e9}})"),
+      "test");
+  CHECK(failed.peak_allocated_bytes == doctest::Approx(75e9));
+  CHECK(failed.peak_reserved_bytes == doctest::Approx(76e9));
+}
+
+TEST_CASE("framework runs: further passes merge by id into the geometric mean") {
+  const std::string first = "framework_runs_pass1_test.jsonl",
+                    second = "framework_runs_pass2_test.jsonl";
+  auto row = [](const char* id, double step) {
+    return std::string(R"({"id": ")") + id +
+           R"(", "framework": "fsdp", "model": "cs336-small", "gpu": "h200", "num_gpus": 1,)"
+           R"( "precision": "bf16-mixed", "seq_len": 512, "micro_batch": 4, "measured": {"step_time_s": )" +
+           std::to_string(step) + "}}\n";
+  };
+  {
+    std::ofstream f(first);
+    f << row("a", 0.1) << row("b", 0.2);
+    std::ofstream g(second);
+    g << row("b", 0.8);
+  }
+  auto runs = read_framework_runs({first});
+  merge_repeat_runs(runs, {second});
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].step_time_s == doctest::Approx(0.1));
+  CHECK(runs[0].time_passes == 1);
+  CHECK(runs[1].step_time_s == doctest::Approx(0.4)); // sqrt(0.2 x 0.8)
+  CHECK(runs[1].time_passes == 2);
+  CHECK(runs[1].split == Split::test); // the side stays the first pass's
+  {
+    std::ofstream g(second);
+    g << row("b", 0.8) << row("c", 0.3);
+  }
+  runs = read_framework_runs({first});
+  CHECK_THROWS_WITH_AS(
+      merge_repeat_runs(runs, {second}),
+      doctest::Contains("framework_runs_pass2_test.jsonl:2: run 'c' repeats no run"), ConfigError);
+  std::remove(first.c_str());
+  std::remove(second.c_str());
 }
 
 TEST_CASE("framework runs: bad lines name file:line and the field") {
