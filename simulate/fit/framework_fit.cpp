@@ -268,7 +268,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     const auto at = j["other"].find("async_tp");
     run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
   }
-  run.setup.global_batch_size = int_or(j, "global_batch", 0);
+  if (j.contains("global_batch")) // else torchtitan's local batch x dp above, or micro x dp below
+    run.setup.global_batch_size = int_or(j, "global_batch", 0);
   if (run.is_oom_search() && run.max_micro_batch == 0) {
     run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked from batch 1 up
     run.setup.global_batch_size = run.plan.dp;

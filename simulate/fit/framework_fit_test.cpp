@@ -319,3 +319,18 @@ TEST_CASE("fuzz: mutated run records are read, or refused naming the file and li
   CHECK(refused > 0);
   MESSAGE("mutated records: " << read << " read, " << refused << " refused");
 }
+
+TEST_CASE("framework runs: torchtitan's local batch with pipeline stages sets the global batch") {
+  // Table 6 style: TP 8 x PP 8 on 512 GPUs (dp 8), local batch 8 cut into micro-batches of 1,
+  // no global batch printed: 8 x 8 = 64 sequences per step, not one micro-batch per replica.
+  const auto run = parse_framework_run(
+      nlohmann::json::parse(
+          R"({"id": "tt-405b", "framework": "fsdp", "model": "llama3.1-405b", "gpu": "h100-sxm",)"
+          R"( "num_gpus": 512, "precision": "fp8", "seq_len": 32768, "tp": 8, "pp": 8, "cp": 1,)"
+          R"( "fsdp": true, "recompute": "full", "other": {"local_batch_size": 8},)"
+          R"( "measured": {"tokens_per_s_per_gpu": 76}})"),
+      "test");
+  CHECK(run.skip_reason.empty());
+  CHECK(run.setup.micro_batch_size == 1);
+  CHECK(run.setup.global_batch_size == 64);
+}
