@@ -20,13 +20,14 @@ struct Tally {
   std::int64_t mem_n = 0, alloc_n = 0;
   double mem_sum_abs = 0, mem_worst = 0, alloc_sum_abs = 0, alloc_worst = 0;
   std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
-  void time(double e, double sigma) {
+  void time(double e, double sigma, double sigma2) {
     ++n;
     sum_abs += std::abs(e);
     worst = std::max(worst, std::abs(e));
-    // The band is +-sigma around the prediction: measured inside it when |error| <= sigma.
+    // The bands are +-sigma and +-2 sigma around the prediction (as prediction intervals:
+    // FitResiduals::time_band_fraction): measured inside when |error| is within.
     in1 += std::abs(e) <= sigma ? 1 : 0;
-    in2 += std::abs(e) <= 2 * sigma ? 1 : 0;
+    in2 += std::abs(e) <= sigma2 ? 1 : 0;
   }
   void memory(double e) {
     ++mem_n;
@@ -128,7 +129,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const auto& fw = profiles.at(fw_name);
     const auto p = fitting::predict_run(r, fw);
     Tally& k = tally[fw_name + "/" + half(r.split)];
-    const double sigma = fw.fit.time_sigma_fraction;
+    const double sigma = fw.fit.time_band_fraction(1), sigma2 = fw.fit.time_band_fraction(2);
     if (r.is_oom_search()) {
       ++k.oom_n;
       k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
@@ -156,7 +157,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const double me = fitting::memory_error(r, p);
     const bool by_step = r.step_time_s > 0;
     if (std::isfinite(e)) {
-      k.time(e, sigma);
+      k.time(e, sigma, sigma2);
       // Published throughput: BF16 and FP8 (FP8 recipes and MXFP8) also apart.
       if (!by_step) {
         const auto prec = r.setup.precision;
@@ -164,7 +165,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                           : prec == model::Precision::fp16_mixed ? " fp16"
                           : prec == model::Precision::fp32       ? " fp32"
                                                                  : " bf16";
-        tally[fw_name + "/" + half(r.split) + cls].time(e, sigma);
+        tally[fw_name + "/" + half(r.split) + cls].time(e, sigma, sigma2);
       }
     }
     if (std::isfinite(me))

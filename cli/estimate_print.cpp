@@ -36,8 +36,11 @@ void add_framework_option(CLI::App& cmd, std::string& framework) {
 std::string band_text(const sim::StepEstimate& e) {
   if (e.band_runs <= 0)
     return fmt::format("(no error band: the {} profile has no fit residuals)", e.framework);
-  return fmt::format("+-{:.0f}% (1 sigma{} over {} {} runs)", 100 * e.band_sigma_fraction,
-                     e.band_leave_one_out ? ", leave-one-out," : "", e.band_runs, e.framework);
+  return fmt::format("+-{:.0f}% (1 sigma{}{} over {} {} runs)", 100 * e.band_sigma_fraction,
+                     e.band_leave_one_out ? ", leave-one-out" : "",
+                     e.band_dof > 0 ? fmt::format(", Student t with {} dof,", e.band_dof)
+                                    : std::string(e.band_leave_one_out ? "," : ""),
+                     e.band_runs, e.framework);
 }
 
 double parse_tokens(const std::string& text) {

@@ -44,3 +44,22 @@ TEST_CASE("summarize: parts of one timing, zeros when empty") {
   CHECK(none.median == 0);
   CHECK(none.mean == 0);
 }
+
+TEST_CASE("Student's t: CDF and quantiles against tabulated values") {
+  // Tabulated quantiles (any statistics table; dof 1 is the Cauchy: tan(pi (p - 1/2))).
+  CHECK(student_t_quantile(0.975, 10) == doctest::Approx(2.228139).epsilon(1e-5));
+  CHECK(student_t_quantile(0.95, 5) == doctest::Approx(2.015048).epsilon(1e-5));
+  CHECK(student_t_quantile(0.975, 13) == doctest::Approx(2.160369).epsilon(1e-5));
+  CHECK(student_t_quantile(0.9, 30) == doctest::Approx(1.310415).epsilon(1e-5));
+  CHECK(student_t_quantile(0.975, 1) == doctest::Approx(12.706205).epsilon(1e-5));
+  CHECK(student_t_cdf(0, 7) == doctest::Approx(0.5));
+  CHECK(student_t_cdf(-2.228139, 10) == doctest::Approx(0.025).epsilon(1e-4));
+  CHECK(std::isnan(student_t_quantile(0.3, 5)));
+  CHECK(std::isnan(student_t_quantile(0.9, 0)));
+  // The band: k sigma for a known sigma, wider with few residuals, k when dof is unknown.
+  CHECK(t_band_sigmas(1, 1e6) == doctest::Approx(1).epsilon(1e-3));
+  CHECK(t_band_sigmas(2, 1e6) == doctest::Approx(2).epsilon(1e-3));
+  CHECK(t_band_sigmas(2, 13) > 2.15);
+  CHECK(t_band_sigmas(1, 13) > 1.03);
+  CHECK(t_band_sigmas(2, 0) == 2);
+}

@@ -133,6 +133,11 @@ struct ParallelPlan {
   // (Dubey et al. 2024, Sec. 3.3.2). Every stage holds at least one layer.
   std::vector<std::int64_t> stage_layers;
   [[nodiscard]] std::int64_t num_gpus() const { return tp * pp * dp * cp; }
+  /// Ranks that hold the same weights: dp x cp. Context-parallel ranks see different parts of
+  /// the same sequences, so their gradients are summed and ZeRO/FSDP shards across them too
+  /// (Megatron-Core reduces gradients and shards its distributed optimizer over the data-parallel
+  /// group with context parallel; torchtitan applies FSDP2 on the flattened dp_shard x cp mesh).
+  [[nodiscard]] std::int64_t dp_cp() const { return dp * cp; }
 };
 
 /// Transformer layers on pipeline stage `stage` (0-based) of a validated plan.

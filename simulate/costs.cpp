@@ -20,7 +20,7 @@ Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& c
   Placement p;
   p.tp = {plan.tp, std::min(plan.tp, G)};
   p.cp = {plan.cp, members_per_node(plan.cp, plan.tp)};
-  p.dp = {plan.dp, members_per_node(plan.dp, plan.tp * plan.cp)};
+  p.dp = {plan.dp_cp(), members_per_node(plan.dp_cp(), plan.tp)}; // dp x cp: ParallelPlan::dp_cp
   p.ep = {plan.ep, members_per_node(plan.ep, plan.tp * plan.cp)};
   p.pp_inter_node = plan.tp * plan.cp * plan.dp >= G && cluster.num_nodes > 1;
   return p;

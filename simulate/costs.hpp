@@ -68,7 +68,7 @@ struct MicroBatchTimes {
 /// Group sizes and how many members share a node, with Megatron's rank order
 /// (tp innermost, then cp, then dp, then pp).
 struct Placement {
-  Group tp, cp, dp, ep;
+  Group tp, cp, dp, ep; // dp: the gradient group, dp x cp (ParallelPlan::dp_cp)
   bool pp_inter_node = false;
 };
 [[nodiscard]] Placement place_groups(const model::ParallelPlan& plan,

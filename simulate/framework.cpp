@@ -7,8 +7,21 @@
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
 #include "common/presets.hpp"
+#include "common/stats.hpp"
 
 namespace trainsim::sim {
+
+void FitResiduals::set_time_dof(std::int64_t dof) {
+  time_dof_ = dof;
+  band_sigmas_[0] = t_band_sigmas(1, static_cast<double>(dof));
+  band_sigmas_[1] = t_band_sigmas(2, static_cast<double>(dof));
+}
+
+double FitResiduals::time_band_fraction(int k) const {
+  return time_sigma_fraction * (k == 1   ? band_sigmas_[0]
+                                : k == 2 ? band_sigmas_[1]
+                                         : t_band_sigmas(k, static_cast<double>(time_dof_)));
+}
 
 namespace {
 
@@ -283,6 +296,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       JsonObjectReader fr(*fit, p);
       double pct = 0;
       fr.get("time_runs", f.fit.time_runs);
+      std::int64_t dof = 0;
+      if (fr.get("time_dof", dof))
+        f.fit.set_time_dof(dof);
       if (fr.get("time_sigma_pct", pct))
         f.fit.time_sigma_fraction = pct / 100;
       if (fr.get("time_bias_pct", pct))
@@ -381,6 +397,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
   j["fit"] = {{"time_runs", f.fit.time_runs},
               {"time_sigma_pct", f.fit.time_sigma_fraction * 100},
               {"time_sigma_method", f.fit.time_sigma_leave_one_out ? "leave-one-out" : "in-sample"},
+              {"time_dof", f.fit.time_dof()},
               {"time_bias_pct", f.fit.time_bias_fraction * 100},
               {"memory_runs", f.fit.memory_runs},
               {"memory_sigma_pct", f.fit.memory_sigma_fraction * 100},

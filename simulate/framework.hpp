@@ -73,9 +73,22 @@ struct FitResiduals {
   // in-sample residuals.
   bool time_sigma_leave_one_out = false;
   double time_bias_fraction = 0; // mean of the same (0 after a fit with a free scale)
+  // Degrees of freedom of that sigma: time_runs less the time parameters fitted (0: unknown).
+  // The band is the prediction interval a k-sigma band stands for, with Student-t quantiles
+  // for these degrees of freedom (common/stats.hpp, t_band_sigmas): few residuals, wider band.
+  // Set through set_time_dof, which also works out the band widths once (a t quantile costs
+  // ~1e5 density evaluations; the plan search asks for the band millions of times).
+  [[nodiscard]] std::int64_t time_dof() const { return time_dof_; }
+  void set_time_dof(std::int64_t dof);
+  /// Half-width of the k-sigma band (k = 1 or 2) as a fraction of the step time.
+  [[nodiscard]] double time_band_fraction(int k) const;
   std::int64_t memory_runs = 0;
   double memory_sigma_fraction = 0; // on peak reserved bytes (peak allocated when not reserved)
   std::string fitted_on;            // files and rule (docs/frameworks.md)
+
+ private:
+  std::int64_t time_dof_ = 0;
+  double band_sigmas_[2] = {1, 2}; // t_band_sigmas(1 and 2, time_dof_)
 };
 
 struct FrameworkProfile {

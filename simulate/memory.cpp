@@ -58,13 +58,13 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   if (last)
     params += a.head_params + (first ? 0.0 : a.tied_copy_params);
   MemoryBreakdown m =
-      model_state_bytes(params, setup.precision, setup.optimizer, plan.dp, plan.zero_stage);
+      model_state_bytes(params, setup.precision, setup.optimizer, plan.dp_cp(), plan.zero_stage);
   m.stage = stage;
   const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
   if (fw.mixed_weight_bytes > 0 && setup.precision != model::Precision::fp32 &&
       setup.precision != model::Precision::bf16) {
     // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
-    const double n = static_cast<double>(std::max<std::int64_t>(plan.dp, 1));
+    const double n = static_cast<double>(std::max<std::int64_t>(plan.dp_cp(), 1));
     m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
     m.gradients = fw.mixed_grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
     m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
@@ -79,7 +79,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     const double fp8_params = layers * (a.layer_fp8_dense_params +
                                         a.layer_fp8_expert_params / static_cast<double>(plan.ep));
     const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
-    m.weights += fp8_params * per_param / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
+    m.weights +=
+        fp8_params * per_param / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1);
     if (setup.precision == model::Precision::fp8_delayed)
       fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
   }
@@ -122,9 +123,9 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // gathered 16-bit parameters of the current and the prefetched layer, and pipeline
   // send/receive buffers of one activation each way.
   double buffers = 0;
-  if (plan.dp > 1)
+  if (plan.dp_cp() > 1)
     buffers += 2 * options.bucket_bytes;
-  if (plan.zero_stage == 3 && plan.dp > 1)
+  if (plan.zero_stage == 3 && plan.dp_cp() > 1)
     buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
   if (plan.pp > 1)
     buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
@@ -154,7 +155,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.num_states = std::max<std::int64_t>(static_cast<std::int64_t>(std::lround(state / 4)), 1);
     st.state_bytes_per_param = state / static_cast<double>(st.num_states);
     st.transient_bytes_per_param = fw.optimizer_transient_bytes_per_param /
-                                   (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1.0);
+                                   (plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1.0);
     st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
     if (plan.recompute == Recompute::full)
       st.layer_recomputed = t.layer_saved_all;
@@ -181,7 +182,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   if (fw.memory_timeline) {
     // Backward: activations freed as gradients are made (state + max of the two); optimizer
     // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
-    const double local_params = params / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1);
+    const double local_params =
+        params / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1);
     const double transient = fw.optimizer_transient_bytes_per_param * local_params;
     const double end_of_backward = m.gradients + end_of_backward_act;
     const double backward_peak = std::max(m.activations, end_of_backward);

@@ -134,10 +134,11 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.dp_bytes = grad_bytes;
   est.dp_volume_bytes = 0;
   const double window = stage.bwd + stage.rc; // the last micro-batch's backward
-  if (plan.dp > 1) {
-    const double half = busbw_factor(Collective::all_gather, plan.dp);
+  const std::int64_t replicas = plan.dp_cp(); // gradients are summed over dp x cp
+  if (replicas > 1) {
+    const double half = busbw_factor(Collective::all_gather, replicas);
     est.dp_volume_bytes = plan.zero_stage == 0
-                              ? busbw_factor(Collective::all_reduce, plan.dp) * grad_bytes
+                              ? busbw_factor(Collective::all_reduce, replicas) * grad_bytes
                           : plan.zero_stage < 3 ? half * (grad_bytes + weight_bytes)
                                                 : half * (grad_bytes + 2 * mb * weight_bytes);
     const Collective reduce =
@@ -194,8 +195,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   if (options.fw().fsdp2_copies) {
     const bool mixed = setup.precision != model::Precision::fp32;
     const double w = mixed ? 2.0 : 4.0, r = 4.0; // unsharded parameter, reduce dtype bytes
-    const double n = plan.zero_stage >= 3 ? static_cast<double>(plan.dp) : 1.0;
-    const bool alone = plan.dp == 1; // the collectives are local copies at world size 1
+    const double n = plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1.0;
+    const bool alone = plan.dp_cp() == 1; // the collectives are local copies at world size 1
     // Each all-gather (before forward and again before backward): the fp32 shard cast into
     // the gather buffer (4 + w per local parameter), and at world size 1 the gather itself.
     const double gather = stage_params * ((4 + w) / n + (alone ? 2 * w : 0.0));
@@ -210,7 +211,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   // ---- optimizer: memory-bound update of this GPU's (ZeRO-sharded) parameters ----
   double optimizer_host = 0;
   {
-    const double shard = plan.zero_stage >= 1 ? static_cast<double>(plan.dp) : 1.0;
+    const double shard = plan.zero_stage >= 1 ? static_cast<double>(plan.dp_cp()) : 1.0;
     const bool mixed = setup.precision == model::Precision::bf16_mixed ||
                        setup.precision == model::Precision::fp16_mixed ||
                        model::is_fp8(setup.precision);
@@ -251,7 +252,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     }
   }
   est.step_time_s = b.total();
-  est.band_sigma_fraction = options.fw().fit.time_sigma_fraction;
+  est.band_sigma_fraction = options.fw().fit.time_band_fraction(1);
+  est.band_dof = options.fw().fit.time_dof();
   est.band_runs = options.fw().fit.time_runs;
   est.band_leave_one_out = options.fw().fit.time_sigma_leave_one_out;
 

@@ -92,8 +92,10 @@ struct StepEstimate {
   // its recompute, optimizer step; and in all.
   double host_forward_s = 0, host_backward_s = 0, host_optimizer_s = 0;
   double host_issue_s() const { return host_forward_s + host_backward_s + host_optimizer_s; }
-  // Error band from the framework profile's fit residuals (1 sigma; 0 runs: no band known).
+  // Error band from the framework profile's fit residuals (the prediction interval of 1 sigma,
+  // Student t with band_dof degrees of freedom: FitResiduals; 0 runs: no band known).
   double band_sigma_fraction = 0;
+  std::int64_t band_dof = 0;
   std::int64_t band_runs = 0;
   bool band_leave_one_out = false; // the sigma is out of sample (FitResiduals)
   std::string framework; // the framework profile's name (estimate_step; not the plan search)

@@ -246,6 +246,27 @@ TEST_CASE("ZeRO-3 moves 1.5x the data-parallel volume of all-reduce (one micro-b
   CHECK(j.run().dp_volume_bytes / ar == doctest::Approx(1.5));
 }
 
+TEST_CASE("context parallel: gradients are reduced and ZeRO shards over dp x cp") {
+  // Context-parallel ranks hold the same weights: dp 1 x cp 8 reduces as many gradient bytes,
+  // over as many ranks, as dp 8 x cp 1, and ZeRO-3 shards the model states 8 ways in both.
+  Job j;
+  j.plan = {};
+  j.plan.zero_stage = 3;
+  j.setup.seq_len = 32768;
+  j.setup.global_batch_size = 0;
+  j.plan.cp = 8;
+  const StepEstimate cp = j.run();
+  j.plan.cp = 1;
+  j.plan.dp = 8;
+  j.setup.seq_len = 4096;
+  const StepEstimate dp = j.run();
+  CHECK(cp.dp_volume_bytes > 0);
+  CHECK(cp.dp_volume_bytes == doctest::Approx(dp.dp_volume_bytes));
+  CHECK(cp.memory.weights == doctest::Approx(dp.memory.weights));
+  CHECK(cp.memory.optimizer == doctest::Approx(dp.memory.optimizer));
+  CHECK(cp.memory.gradients == doctest::Approx(dp.memory.gradients));
+}
+
 TEST_CASE("more bandwidth or more peak never makes a step slower") {
   Job j;
   j.plan.recompute = model::Recompute::selective;

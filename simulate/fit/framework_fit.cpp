@@ -246,7 +246,7 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   // Megatron shards optimizer states over data-parallel ranks (distributed optimizer) and
   // runs sequence parallelism with tensor parallelism, as NVIDIA's recipes do.
   if (run.framework == "megatron") {
-    if (run.plan.zero_stage == 0 && run.plan.dp > 1)
+    if (run.plan.zero_stage == 0 && run.plan.dp_cp() > 1)
       run.plan.zero_stage = 1;
     run.plan.sequence_parallel = run.plan.tp > 1;
   }
@@ -700,6 +700,9 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   fw.fit.time_runs = static_cast<std::int64_t>(time_rows.size());
   fw.fit.time_sigma_fraction = nt > 0 ? std::sqrt(t2 / nt) : 0;
   fw.fit.time_sigma_leave_one_out = false;
+  fw.fit.set_time_dof(std::max<std::int64_t>(static_cast<std::int64_t>(time_rows.size()) -
+                                                 static_cast<std::int64_t>(time_params(fw).size()),
+                                             0));
   if (time_fitted && time_rows.size() >= 3) {
     // The band's sigma out of sample: each fit row predicted by the time parameters refitted
     // on the other fit rows (leave-one-out). In-sample residuals understate the error on a run
