@@ -124,10 +124,10 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
   auto is_number = [](const nlohmann::json& v) { return v.is_number(); };
   auto is_integer = [](const nlohmann::json& v) { return v.is_number_integer(); };
   auto is_string = [](const nlohmann::json& v) { return v.is_string(); };
-  check(
-      j, "",
-      {"id", "source", "framework", "model", "error", "precision", "attention", "recompute", "gpu"},
-      "a string", is_string);
+  check(j, "",
+        {"id", "source", "framework", "model", "error", "precision", "attention", "recompute",
+         "gpu", "cluster"},
+        "a string", is_string);
   check(j, "",
         {"seq_len", "num_gpus", "tp", "pp", "cp", "zero_stage", "micro_batch", "global_batch"},
         "an integer", is_integer);
@@ -285,11 +285,14 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
 
   // Where it ran.
+  // A row's own "cluster" (a preset the transcriber chose from the source's hardware note,
+  // where it differs from the usual machine of that GPU) wins over the GPU's cluster map.
   const std::string gpu = string_or(j, "gpu", "");
+  const std::string row_cluster = string_or(j, "cluster", "");
   const auto cl = names.clusters.find(gpu);
   try {
-    if (cl != names.clusters.end()) {
-      run.cluster = hw::load_cluster(cl->second);
+    if (!row_cluster.empty() || cl != names.clusters.end()) {
+      run.cluster = hw::load_cluster(row_cluster.empty() ? cl->second : row_cluster);
       run.gpu = hw::load_gpu(run.cluster.gpu);
       if (num_gpus <= run.cluster.gpus_per_node) {
         run.cluster.gpus_per_node = num_gpus;
@@ -302,7 +305,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
       run.cluster = hw::single_node_cluster(run.gpu, num_gpus);
     }
   } catch (const ConfigError&) {
-    run.skip_reason = fmt::format("gpu '{}' has no preset yet", gpu);
+    run.skip_reason = row_cluster.empty() ? fmt::format("gpu '{}' has no preset yet", gpu)
+                                          : fmt::format("cluster '{}' has no preset", row_cluster);
     return run;
   }
   if (run.cluster.num_gpus() != num_gpus) {

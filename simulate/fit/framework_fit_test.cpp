@@ -334,3 +334,22 @@ TEST_CASE("framework runs: torchtitan's local batch with pipeline stages sets th
   CHECK(run.setup.micro_batch_size == 1);
   CHECK(run.setup.global_batch_size == 64);
 }
+
+TEST_CASE("framework runs: a row's own cluster wins over its GPU's usual machine") {
+  auto row = [](const char* cluster) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "tt-8b", "framework": "fsdp", "model": "llama3.1-8b", "gpu": "h100",)"
+                    R"( "cluster": ")") +
+        cluster +
+        R"(", "num_gpus": 16, "precision": "fp8", "seq_len": 8192, "tp": 1, "pp": 1,)"
+        R"( "fsdp": true, "recompute": "full", "other": {"local_batch_size": 1},)"
+        R"( "measured": {"tokens_per_s_per_gpu": 5000}})");
+  };
+  const auto run = parse_framework_run(row("grand-teton-h100"), "test");
+  REQUIRE(run.skip_reason.empty());
+  CHECK(run.gpu.name == "h100-hbm2e-500w");
+  CHECK(run.gpu.memory_bytes == doctest::Approx(96e9));
+  CHECK(run.cluster.num_nodes == 2);
+  const auto unknown = parse_framework_run(row("no-such-cluster"), "test");
+  CHECK(unknown.skip_reason.find("cluster 'no-such-cluster'") != std::string::npos);
+}
