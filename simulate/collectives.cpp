@@ -67,6 +67,14 @@ CollectiveCost collective_cost(Collective op, double bytes, const Group& group,
                          profile.inter_node_busbw_fraction *
                          static_cast<double>(std::max<std::int64_t>(group.per_node, 1));
       busbw = std::min(intra, nic);
+      if (op == Collective::all_to_all) {
+        // Not a ring: every member sends its own (P - per_node) / P share off the node through
+        // the node's NICs (one per member), so a member's NIC carries that share whatever the
+        // algorithm; as nccl-tests busbw ((P - 1) / P of the bytes) that is this rate.
+        const double m = static_cast<double>(std::max<std::int64_t>(group.per_node, 1));
+        const double off_node = std::max(P - m, 1.0);
+        busbw = std::min(intra, nic / m * (P - 1) / off_node);
+      }
       step_latency = profile.inter_node_step_latency_s;
     }
     c.busbw_bytes_per_s = busbw;

@@ -76,6 +76,23 @@ TEST_CASE("a collective spanning nodes is bound by the network") {
   CHECK(tree.latency_s < ring.latency_s);
 }
 
+TEST_CASE("an all-to-all across nodes: each member's off-node share goes through its own NIC") {
+  // 64 ranks on 8 nodes of 8: a member sends 56/64 of its bytes off the node, over one NIC,
+  // whatever the ring bandwidth of the node's 8 NICs would be for a ring collective.
+  const auto cluster = node_of("dgx-h100", 8);
+  const auto prof = hw::default_profile("h100-sxm");
+  const double n = 1e9, nic = 50e9 * prof.inter_node_busbw_fraction;
+  const auto a2a = collective_cost(Collective::all_to_all, n, {64, 8}, cluster, prof);
+  CHECK(a2a.level == LinkLevel::inter_node);
+  CHECK(a2a.bandwidth_s == doctest::Approx(n * 56.0 / 64.0 / nic));
+  // Two nodes: half the bytes leave; a ring all-gather of the same bytes still gets 8 NICs.
+  const auto two =
+      collective_cost(Collective::all_to_all, n, {16, 8}, node_of("dgx-h100", 2), prof);
+  CHECK(two.bandwidth_s == doctest::Approx(n * 8.0 / 16.0 / nic));
+  const auto ag = collective_cost(Collective::all_gather, n, {64, 8}, cluster, prof);
+  CHECK(ag.bandwidth_s < a2a.bandwidth_s);
+}
+
 TEST_CASE("a measured collective fit: the regime covering the message size is used") {
   const auto cluster = node_of("dgx-h200", 1);
   auto prof = hw::default_profile("h200");
