@@ -13,6 +13,8 @@ using model::Recompute;
 Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& cluster) {
   const std::int64_t G = cluster.gpus_per_node;
   auto members_per_node = [&](std::int64_t size, std::int64_t stride) {
+    if (cluster.num_nodes <= 1)
+      return size; // one node holds every group
     if (stride >= G)
       return std::int64_t{1};
     return std::clamp<std::int64_t>(G / stride, 1, size);
@@ -22,6 +24,9 @@ Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& c
   p.cp = {plan.cp, members_per_node(plan.cp, plan.tp)};
   p.dp = {plan.dp_cp(), members_per_node(plan.dp_cp(), plan.tp)}; // dp x cp: ParallelPlan::dp_cp
   p.ep = {plan.ep, members_per_node(plan.ep, plan.tp * plan.cp)};
+  const std::int64_t edp =
+      std::max<std::int64_t>(plan.dp_cp() / std::max<std::int64_t>(plan.ep, 1), 1);
+  p.edp = {edp, members_per_node(edp, plan.tp * plan.ep)}; // tp, ep, then expert dp (cp folded in)
   p.pp_inter_node = plan.tp * plan.cp * plan.dp >= G && cluster.num_nodes > 1;
   return p;
 }

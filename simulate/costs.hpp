@@ -69,6 +69,7 @@ struct MicroBatchTimes {
 /// (tp innermost, then cp, then dp, then pp).
 struct Placement {
   Group tp, cp, dp, ep; // dp: the gradient group, dp x cp (ParallelPlan::dp_cp)
+  Group edp;            // the experts' gradient group, dp x cp / ep (MoE)
   bool pp_inter_node = false;
 };
 [[nodiscard]] Placement place_groups(const model::ParallelPlan& plan,

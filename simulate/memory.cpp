@@ -28,11 +28,12 @@ StateBytesPerParam state_bytes_per_param(Precision p, Optimizer o) {
 }
 
 MemoryBreakdown model_state_bytes(double params, Precision precision, Optimizer optimizer,
-                                  std::int64_t dp, std::int64_t zero_stage) {
+                                  double dp, std::int64_t zero_stage) {
   const auto per = state_bytes_per_param(precision, optimizer);
-  const double n = static_cast<double>(std::max<std::int64_t>(dp, 1));
+  const double n = std::max(dp, 1.0);
   MemoryBreakdown m;
   m.params_on_gpu = params;
+  m.shard_ways = n;
   m.optimizer = per.optimizer * params / (zero_stage >= 1 ? n : 1.0);
   m.gradients = per.gradients * params / (zero_stage >= 2 ? n : 1.0);
   m.weights = per.weights * params / (zero_stage >= 3 ? n : 1.0);
@@ -57,14 +58,23 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     params += a.emb_params;
   if (last)
     params += a.head_params + (first ? 0.0 : a.tied_copy_params);
+  // ZeRO shards dense parameters over dp x cp and the experts over the expert-data-parallel
+  // group, dp x cp / ep (each expert lives on one ep rank of it): one mean divisor for both.
+  const double expert_params = layers * a.layer_expert_params / static_cast<double>(plan.ep);
+  const double n_dense = static_cast<double>(plan.dp_cp());
+  const double n_expert =
+      std::max(static_cast<double>(plan.dp_cp()) / static_cast<double>(plan.ep), 1.0);
+  const double sharded = (params - expert_params) / n_dense + expert_params / n_expert;
+  const double shard = sharded > 0 ? params / sharded : n_dense;
   MemoryBreakdown m =
-      model_state_bytes(params, setup.precision, setup.optimizer, plan.dp_cp(), plan.zero_stage);
+      model_state_bytes(params, setup.precision, setup.optimizer, shard, plan.zero_stage);
+  m.expert_params_on_gpu = expert_params;
   m.stage = stage;
   const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
   if (fw.mixed_weight_bytes > 0 && setup.precision != model::Precision::fp32 &&
       setup.precision != model::Precision::bf16) {
     // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
-    const double n = static_cast<double>(std::max<std::int64_t>(plan.dp_cp(), 1));
+    const double n = shard;
     m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
     m.gradients = fw.mixed_grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
     m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
@@ -79,8 +89,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     const double fp8_params = layers * (a.layer_fp8_dense_params +
                                         a.layer_fp8_expert_params / static_cast<double>(plan.ep));
     const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
-    m.weights +=
-        fp8_params * per_param / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1);
+    m.weights += fp8_params * per_param / (plan.zero_stage >= 3 ? shard : 1);
     if (setup.precision == model::Precision::fp8_delayed)
       fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
   }
@@ -154,8 +163,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     const double state = m.optimizer / params;
     st.num_states = std::max<std::int64_t>(static_cast<std::int64_t>(std::lround(state / 4)), 1);
     st.state_bytes_per_param = state / static_cast<double>(st.num_states);
-    st.transient_bytes_per_param = fw.optimizer_transient_bytes_per_param /
-                                   (plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1.0);
+    st.transient_bytes_per_param =
+        fw.optimizer_transient_bytes_per_param / (plan.zero_stage >= 3 ? shard : 1.0);
     st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
     if (plan.recompute == Recompute::full)
       st.layer_recomputed = t.layer_saved_all;
@@ -182,8 +191,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   if (fw.memory_timeline) {
     // Backward: activations freed as gradients are made (state + max of the two); optimizer
     // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
-    const double local_params =
-        params / (plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1);
+    const double local_params = params / (plan.zero_stage >= 3 ? shard : 1);
     const double transient = fw.optimizer_transient_bytes_per_param * local_params;
     const double end_of_backward = m.gradients + end_of_backward_act;
     const double backward_peak = std::max(m.activations, end_of_backward);

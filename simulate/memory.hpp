@@ -41,7 +41,11 @@ struct MemoryBreakdown { // one GPU, bytes
     return weights + gradients + optimizer + activations + buffers + transient;
   }
   [[nodiscard]] double peak_reserved() const { return peak_allocated() + allocator; }
-  double params_on_gpu = 0;          // parameters held by this GPU before ZeRO sharding
+  double params_on_gpu = 0;        // parameters held by this GPU before ZeRO sharding
+  double expert_params_on_gpu = 0; // the MoE expert part of those
+  // Ways ZeRO shards them, as one divisor: dense parameters over dp x cp, expert parameters over
+  // the expert-data-parallel group dp x cp / ep (Megatron-Core's expert data-parallel group).
+  double shard_ways = 1;
   std::int64_t stage = 0;            // pipeline stage this breakdown is for (the fullest one)
   std::int64_t stage_num_layers = 0; // transformer layers on that stage
   double in_flight_micro_batches = 1;
@@ -66,9 +70,10 @@ struct MemoryOptions {
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.
 /// ZeRO-0 16 Psi; ZeRO-1 4 Psi + 12 Psi/N_d; ZeRO-2 2 Psi + 14 Psi/N_d; ZeRO-3 16 Psi/N_d
-/// for mixed-precision AdamW (Rajbhandari et al. 2020, Sec. 5 / Fig. 1).
+/// for mixed-precision AdamW (Rajbhandari et al. 2020, Sec. 5 / Fig. 1). `dp` may be a
+/// fractional mean divisor (MemoryBreakdown::shard_ways).
 [[nodiscard]] MemoryBreakdown model_state_bytes(double params, model::Precision precision,
-                                                model::Optimizer optimizer, std::int64_t dp,
+                                                model::Optimizer optimizer, double dp,
                                                 std::int64_t zero_stage);
 
 /// Breakdown of pipeline stage `stage` from the per-micro-batch accounting (phase 2).

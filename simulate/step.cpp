@@ -131,20 +131,35 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   const double grad_bytes = stage_params * per_param.gradients;
   const double weight_bytes = stage_params * per_param.weights;
+  // MoE: the experts' gradients are summed over their own data-parallel group, dp x cp / ep
+  // (Megatron-Core's expert data-parallel group), the rest over dp x cp.
+  const double expert_share = stage_params > 0 ? est.memory.expert_params_on_gpu / stage_params : 0;
+  const bool experts_apart = expert_share > 0;
+  const bool experts_reduced = experts_apart && pl.edp.size > 1;
+  const double dense_grad = grad_bytes * (1 - expert_share),
+               expert_grad = grad_bytes * expert_share;
+  const double dense_weight = weight_bytes * (1 - expert_share),
+               expert_weight = weight_bytes * expert_share;
   est.dp_bytes = grad_bytes;
   est.dp_volume_bytes = 0;
   const double window = stage.bwd + stage.rc; // the last micro-batch's backward
   const std::int64_t replicas = plan.dp_cp(); // gradients are summed over dp x cp
   if (replicas > 1) {
-    const double half = busbw_factor(Collective::all_gather, replicas);
-    est.dp_volume_bytes = plan.zero_stage == 0
-                              ? busbw_factor(Collective::all_reduce, replicas) * grad_bytes
-                          : plan.zero_stage < 3 ? half * (grad_bytes + weight_bytes)
-                                                : half * (grad_bytes + 2 * mb * weight_bytes);
+    auto volume = [&](std::int64_t n, double grads, double weights) {
+      if (n <= 1)
+        return 0.0;
+      const double half = busbw_factor(Collective::all_gather, n);
+      return plan.zero_stage == 0  ? busbw_factor(Collective::all_reduce, n) * grads
+             : plan.zero_stage < 3 ? half * (grads + weights)
+                                   : half * (grads + 2 * mb * weights);
+    };
+    est.dp_volume_bytes = experts_apart ? volume(replicas, dense_grad, dense_weight) +
+                                              volume(pl.edp.size, expert_grad, expert_weight)
+                                        : volume(replicas, grad_bytes, weight_bytes);
     const Collective reduce =
         plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
     BucketOverlap ov;
-    if (options.dp_bucket_list_bytes.empty() && options.closed_form_buckets) {
+    if (options.dp_bucket_list_bytes.empty() && options.closed_form_buckets && !experts_apart) {
       // Equal buckets: one collective price, closed-form overlap.
       const double nb = std::max(
           options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0, 1.0);
@@ -155,19 +170,29 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
       ov = overlap_equal_buckets(nb, bucket_s, window, options.dp_overlap,
                                  profile.overlap_compute_rate, profile.overlap_comm_rate);
     } else {
+      auto equal = [&](double bytes) {
+        const double nb = options.bucket_bytes > 0 ? std::ceil(bytes / options.bucket_bytes) : 1.0;
+        return std::vector<double>(static_cast<std::size_t>(std::max(nb, 1.0)),
+                                   bytes / std::max(nb, 1.0));
+      };
       std::vector<double> bucket_bytes = options.dp_bucket_list_bytes;
-      if (bucket_bytes.empty()) {
-        const double nb =
-            options.bucket_bytes > 0 ? std::ceil(grad_bytes / options.bucket_bytes) : 1.0;
-        bucket_bytes.assign(static_cast<std::size_t>(std::max(nb, 1.0)),
-                            grad_bytes / std::max(nb, 1.0));
-      }
+      if (bucket_bytes.empty())
+        bucket_bytes = equal(experts_apart ? dense_grad : grad_bytes);
       std::vector<double> bucket_s;
       bucket_s.reserve(bucket_bytes.size());
       for (double bytes : bucket_bytes) {
         bucket_s.push_back(
             collective_cost(reduce, bytes, pl.dp, cluster, profile, options.dp_algorithm).time_s);
         ++est.collective_evaluations;
+      }
+      if (experts_reduced && options.dp_bucket_list_bytes.empty()) {
+        for (double bytes : equal(expert_grad)) {
+          bucket_bytes.push_back(bytes);
+          bucket_s.push_back(
+              collective_cost(reduce, bytes, pl.edp, cluster, profile, options.dp_algorithm)
+                  .time_s);
+          ++est.collective_evaluations;
+        }
       }
       ov = overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
                            profile.overlap_compute_rate, profile.overlap_comm_rate);
@@ -176,17 +201,24 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     // Overlapped buckets share SMs and HBM with the backward pass they hide behind.
     est.dp_overlap_slowdown_s = ov.slowdown_s;
     b.backward += ov.slowdown_s;
+    auto gather = [&](double dense, double expert) {
+      double t = collective_cost(Collective::all_gather, experts_apart ? dense : dense + expert,
+                                 pl.dp, cluster, profile)
+                     .time_s;
+      ++est.collective_evaluations;
+      if (experts_reduced) {
+        t += collective_cost(Collective::all_gather, expert, pl.edp, cluster, profile).time_s;
+        ++est.collective_evaluations;
+      }
+      return t;
+    };
     if (plan.zero_stage >= 1 && plan.zero_stage < 3) {
       // All-gather the updated 16-bit weights after the optimizer step.
-      est.zero_allgather_s =
-          collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
-      ++est.collective_evaluations;
+      est.zero_allgather_s = gather(dense_weight, expert_weight);
       b.dp_comm += est.zero_allgather_s;
     } else if (plan.zero_stage == 3) {
       // Gather the weights before each forward and each backward, prefetched under compute.
-      const double ag =
-          collective_cost(Collective::all_gather, weight_bytes, pl.dp, cluster, profile).time_s;
-      ++est.collective_evaluations;
+      const double ag = gather(dense_weight, expert_weight);
       b.dp_comm += mb * std::max(0.0, 2 * ag - (stage.fwd + stage.bwd));
     }
   }
@@ -195,7 +227,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   if (options.fw().fsdp2_copies) {
     const bool mixed = setup.precision != model::Precision::fp32;
     const double w = mixed ? 2.0 : 4.0, r = 4.0; // unsharded parameter, reduce dtype bytes
-    const double n = plan.zero_stage >= 3 ? static_cast<double>(plan.dp_cp()) : 1.0;
+    const double n = plan.zero_stage >= 3 ? est.memory.shard_ways : 1.0;
     const bool alone = plan.dp_cp() == 1; // the collectives are local copies at world size 1
     // Each all-gather (before forward and again before backward): the fp32 shard cast into
     // the gather buffer (4 + w per local parameter), and at world size 1 the gather itself.
@@ -211,7 +243,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   // ---- optimizer: memory-bound update of this GPU's (ZeRO-sharded) parameters ----
   double optimizer_host = 0;
   {
-    const double shard = plan.zero_stage >= 1 ? static_cast<double>(plan.dp_cp()) : 1.0;
+    const double shard = plan.zero_stage >= 1 ? est.memory.shard_ways : 1.0;
     const bool mixed = setup.precision == model::Precision::bf16_mixed ||
                        setup.precision == model::Precision::fp16_mixed ||
                        model::is_fp8(setup.precision);

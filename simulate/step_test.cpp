@@ -551,3 +551,36 @@ TEST_CASE("training time: tokens over throughput, with the top-down 6ND cross-ch
         doctest::Approx(t.days).epsilon(1e-12));
   CHECK(training_time(e, n, 0, 16).days == 0);
 }
+
+TEST_CASE(
+    "MoE: expert gradients are reduced and sharded over dp x cp / ep, the rest over dp x cp") {
+  // Mixtral 8x7B on 2 DGX H100 nodes, dp 16 x ep 8: each expert has 2 replicas (one per node),
+  // each dense parameter 16.
+  const auto m = model::load_model("mixtral-8x7b");
+  const auto cluster = node_of("dgx-h100", 2);
+  const auto gpu = hw::load_gpu("h100-sxm");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan plan;
+  plan.dp = 16;
+  plan.ep = 8;
+  plan.zero_stage = 1;
+  model::TrainingSetup setup;
+  setup.seq_len = 4096;
+  setup.micro_batch_size = 1;
+  setup.global_batch_size = 16;
+  const auto est = estimate_step(m, cluster, gpu, prof, plan, setup, {});
+  const double all = est.memory.params_on_gpu, experts = est.memory.expert_params_on_gpu;
+  REQUIRE(experts > 0);
+  REQUIRE(experts < all);
+  const auto per = state_bytes_per_param(setup.precision, setup.optimizer);
+  CHECK(est.memory.optimizer ==
+        doctest::Approx(per.optimizer * ((all - experts) / 16 + experts / 2)));
+  // Reduce-scatter + all-gather volumes, each over its own group.
+  const double grads = all * per.gradients, weights = all * per.weights, e = experts / all;
+  CHECK(est.dp_volume_bytes ==
+        doctest::Approx(busbw_factor(Collective::all_gather, 16) * (1 - e) * (grads + weights) +
+                        busbw_factor(Collective::all_gather, 2) * e * (grads + weights)));
+  const auto pl = place_groups(plan, cluster);
+  CHECK(pl.edp.size == 2);
+  CHECK(pl.edp.per_node == 1);
+}
