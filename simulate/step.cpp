@@ -134,7 +134,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   // MoE: the experts' gradients are summed over their own data-parallel group, dp x cp / ep
   // (Megatron-Core's expert data-parallel group), the rest over dp x cp.
   const double expert_share = stage_params > 0 ? est.memory.expert_params_on_gpu / stage_params : 0;
-  const bool experts_apart = expert_share > 0;
+  const bool experts_apart =
+      expert_share > 0 && (pl.edp.size != pl.dp.size || pl.edp.per_node != pl.dp.per_node);
   const bool experts_reduced = experts_apart && pl.edp.size > 1;
   const double dense_grad = grad_bytes * (1 - expert_share),
                expert_grad = grad_bytes * expert_share;
@@ -175,25 +176,31 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
         return std::vector<double>(static_cast<std::size_t>(std::max(nb, 1.0)),
                                    bytes / std::max(nb, 1.0));
       };
-      std::vector<double> bucket_bytes = options.dp_bucket_list_bytes;
-      if (bucket_bytes.empty())
-        bucket_bytes = equal(experts_apart ? dense_grad : grad_bytes);
-      std::vector<double> bucket_s;
-      bucket_s.reserve(bucket_bytes.size());
-      for (double bytes : bucket_bytes) {
-        bucket_s.push_back(
-            collective_cost(reduce, bytes, pl.dp, cluster, profile, options.dp_algorithm).time_s);
-        ++est.collective_evaluations;
-      }
-      if (experts_reduced && options.dp_bucket_list_bytes.empty()) {
-        for (double bytes : equal(expert_grad)) {
-          bucket_bytes.push_back(bytes);
-          bucket_s.push_back(
-              collective_cost(reduce, bytes, pl.edp, cluster, profile, options.dp_algorithm)
-                  .time_s);
-          ++est.collective_evaluations;
+      // Buckets of one size over one group cost the same: priced once.
+      std::vector<double> bucket_bytes, bucket_s;
+      const double expected =
+          options.bucket_bytes > 0 ? grad_bytes / options.bucket_bytes + 2 : 2.0;
+      bucket_bytes.reserve(options.dp_bucket_list_bytes.size() +
+                           static_cast<std::size_t>(expected));
+      bucket_s.reserve(bucket_bytes.capacity());
+      auto add = [&](const std::vector<double>& bytes, const Group& group) {
+        double last_bytes = -1, last_s = 0;
+        for (double b : bytes) {
+          if (b != last_bytes) {
+            last_s =
+                collective_cost(reduce, b, group, cluster, profile, options.dp_algorithm).time_s;
+            last_bytes = b;
+            ++est.collective_evaluations;
+          }
+          bucket_bytes.push_back(b);
+          bucket_s.push_back(last_s);
         }
-      }
+      };
+      add(options.dp_bucket_list_bytes.empty() ? equal(experts_apart ? dense_grad : grad_bytes)
+                                               : options.dp_bucket_list_bytes,
+          pl.dp);
+      if (experts_reduced && options.dp_bucket_list_bytes.empty())
+        add(equal(expert_grad), pl.edp);
       ov = overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
                            profile.overlap_compute_rate, profile.overlap_comm_rate);
     }
