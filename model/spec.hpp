@@ -3,6 +3,7 @@
 // GPUs), TrainingSetup (batch, sequence, precision). They never embed each other.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -138,6 +139,11 @@ struct ParallelPlan {
   /// (Megatron-Core reduces gradients and shards its distributed optimizer over the data-parallel
   /// group with context parallel; torchtitan applies FSDP2 on the flattened dp_shard x cp mesh).
   [[nodiscard]] std::int64_t dp_cp() const { return dp * cp; }
+  /// Ranks that hold the same MoE experts: dp x cp / ep (Megatron-Core's expert data-parallel
+  /// group; each expert lives on one ep rank of the dp x cp replicas), at least 1.
+  [[nodiscard]] std::int64_t expert_dp_cp() const {
+    return std::max<std::int64_t>(dp_cp() / std::max<std::int64_t>(ep, 1), 1);
+  }
 };
 
 /// Transformer layers on pipeline stage `stage` (0-based) of a validated plan.

@@ -24,9 +24,8 @@ Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& c
   p.cp = {plan.cp, members_per_node(plan.cp, plan.tp)};
   p.dp = {plan.dp_cp(), members_per_node(plan.dp_cp(), plan.tp)}; // dp x cp: ParallelPlan::dp_cp
   p.ep = {plan.ep, members_per_node(plan.ep, plan.tp * plan.cp)};
-  const std::int64_t edp =
-      std::max<std::int64_t>(plan.dp_cp() / std::max<std::int64_t>(plan.ep, 1), 1);
-  p.edp = {edp, members_per_node(edp, plan.tp * plan.ep)}; // tp, ep, then expert dp (cp folded in)
+  // tp, ep, then the experts' dp (cp folded in): Megatron-Core's expert rank order.
+  p.edp = {plan.expert_dp_cp(), members_per_node(plan.expert_dp_cp(), plan.tp * plan.ep)};
   p.pp_inter_node = plan.tp * plan.cp * plan.dp >= G && cluster.num_nodes > 1;
   return p;
 }

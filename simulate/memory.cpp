@@ -61,9 +61,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // ZeRO shards dense parameters over dp x cp and the experts over the expert-data-parallel
   // group, dp x cp / ep (each expert lives on one ep rank of it): one mean divisor for both.
   const double expert_params = layers * a.layer_expert_params / static_cast<double>(plan.ep);
-  const double n_dense = static_cast<double>(plan.dp_cp());
-  const double n_expert =
-      std::max(static_cast<double>(plan.dp_cp()) / static_cast<double>(plan.ep), 1.0);
+  const auto n_dense = static_cast<double>(plan.dp_cp());
+  const auto n_expert = static_cast<double>(plan.expert_dp_cp());
   const double sharded = (params - expert_params) / n_dense + expert_params / n_expert;
   const double shard = sharded > 0 ? params / sharded : n_dense;
   MemoryBreakdown m =
