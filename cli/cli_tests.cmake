@@ -220,6 +220,8 @@ trainsim_cli_error(bench_fp8_cublas "--gemm-impl cublas has no fp8 path"
 add_test(NAME cli.plot_injection
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/plot_injection.sh $<TARGET_FILE:trainsim>)
 trainsim_cli_error(plot_extension "must end in .png or .svg" memory --model gpt2 --gpu h100-sxm --plot out.pdf)
+trainsim_cli_error(recompute_selective_op_megatron "--recompute selective-op: torchtitan's per-op checkpointing is a PyTorch framework's option" estimate --model gpt2 --gpu h100-sxm --recompute selective-op --framework megatron)
+trainsim_cli_error(recompute_selective_op_train_step "--recompute selective-op: torchtitan's per-op checkpointing is not in our trainer" train-step --model cs336-small --recompute selective-op)
 # Every model field can be overridden by a flag (GPT-2 untied: 124,439,808 + 50257 x 768).
 trainsim_cli_test(model_override_untied "\"total\": 163037184"
   model --model gpt2 --tied-embeddings false --format json)

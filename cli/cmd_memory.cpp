@@ -197,6 +197,7 @@ int run_memory(const MemoryOptions& o) {
                              (ds->overlap_comm ? 1.0 : 2.0)
                        : o.bucket_mb * 1024 * 1024;
   mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(framework));
+  require_recompute_supported(p.recompute, *mo.framework);
   if (ds) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;

@@ -180,6 +180,8 @@ int run_plan(const PlanOptionsCli& o) {
   std::map<std::string, std::string> fixed;
   for (const auto& f : o.fix)
     apply_fix(f, so, fixed);
+  if (so.fix_recompute >= 0)
+    require_recompute_supported(static_cast<model::Recompute>(so.fix_recompute), so.step.fw());
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
                                   so.fix_tp, m.num_heads, m.num_kv_heads));

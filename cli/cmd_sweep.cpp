@@ -121,8 +121,9 @@ int run_sweep(const SweepOptions& o) {
     const Machine mc = resolve_machine(mo, 8);
     const auto s = resolve_setup(so, m);
     const auto p = resolve_plan(po, m, s, mc.num_gpus);
-    const auto e =
-        sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, resolve_step_flags(sf));
+    const sim::StepOptions step = resolve_step_flags(sf);
+    require_recompute_supported(p.recompute, step.fw());
+    const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, step);
     const double per_gpu = e.tokens_per_s / static_cast<double>(p.num_gpus());
     if (first_per_gpu == 0)
       first_per_gpu = per_gpu;

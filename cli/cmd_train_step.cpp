@@ -316,6 +316,9 @@ int run_train_step(const TrainStepOptions& a) {
   o.precision = parse_precision(a.precision);
   o.attention = parse_attention(a.attention);
   o.recompute = parse_recompute(a.recompute);
+  if (o.recompute == model::Recompute::selective_op)
+    throw ConfigError("--recompute selective-op: torchtitan's per-op checkpointing is not in our "
+                      "trainer (none, selective or full)");
   o.num_gpus = a.num_gpus;
   o.ddp = vt::parse_ddp(a.ddp);
   o.bucket_bytes = require_range("--bucket-mb", a.bucket_mb, kBucketMb) * 1024 * 1024;

@@ -47,6 +47,15 @@ double parse_tokens(const std::string& text) {
   return require_range("--tokens", parse_count(text, "--tokens"), Interval{0, 1e18, "tokens"});
 }
 
+void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile& fw) {
+  if (r == model::Recompute::selective_op && !fw.caching_allocator)
+    throw ConfigError(fmt::format(
+        "--recompute selective-op: torchtitan's per-op checkpointing is a PyTorch framework's "
+        "option (fsdp, pytorch, pytorch-compile); --framework {} has none (use none, selective "
+        "or full)",
+        fw.name));
+}
+
 sim::StepOptions resolve_step_flags(const StepFlags& f) {
   require_range("--bucket-mb", f.bucket_mb, kBucketMb);
   sim::StepOptions o;

@@ -32,6 +32,10 @@ void add_framework_option(CLI::App& cmd, std::string& framework);
 /// "+-6% (1 sigma over 21 pytorch runs)" or why there is no band.
 [[nodiscard]] std::string band_text(const sim::StepEstimate& e);
 [[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);
+/// --recompute selective-op is torchtitan's per-op policy, a PyTorch framework's option: an
+/// error naming the framework for a profile that does not model PyTorch (megatron, deepspeed,
+/// trainsim: no caching allocator in their profile).
+void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile& fw);
 
 /// " (layers 7,8x14,7)" for a plan with an explicit stage split, "" otherwise.
 [[nodiscard]] std::string stage_split_note(const model::ParallelPlan& p);

@@ -137,9 +137,11 @@ model::Optimizer parse_optimizer(const std::string& s) {
                                  {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
 }
 model::Recompute parse_recompute(const std::string& s) {
-  return parse_choice<Recompute>(
-      s, "--recompute",
-      {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});
+  return parse_choice<Recompute>(s, "--recompute",
+                                 {{"none", Recompute::none},
+                                  {"selective", Recompute::selective},
+                                  {"full", Recompute::full},
+                                  {"selective-op", Recompute::selective_op}});
 }
 model::AttentionImpl parse_attention(const std::string& s) {
   return parse_choice<AttentionImpl>(
@@ -312,7 +314,10 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_flag("--sequence-parallel", o.sequence_parallel,
                "Megatron sequence parallelism (norms/dropout sharded over tp)");
   cmd.add_option("--recompute", o.recompute,
-                 "Activation recomputation: none | selective (attention core) | full (per layer)")
+                 "Activation recomputation: none | selective (attention core, Megatron) | full "
+                 "(per layer) | "
+                 "selective-op (torchtitan's per-op policy: keeps every other matmul's output and "
+                 "attention's, recomputes the rest; PyTorch frameworks)")
       ->capture_default_str();
   add_stage_split_options(cmd, o.stages);
 }

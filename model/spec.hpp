@@ -114,7 +114,12 @@ enum class Precision { fp32, bf16_mixed, fp16_mixed, bf16, fp8_delayed, fp8_curr
 [[nodiscard]] inline bool is_fp8(Precision p) {
   return p == Precision::fp8_delayed || p == Precision::fp8_current || p == Precision::mxfp8;
 }
-enum class Recompute { none, selective, full };
+/// none; selective: Megatron's, the attention core (Korthikanti et al. 2022, Sec. 4.2); full:
+/// each layer from its input; selective_op: torchtitan's per-op policy (parallelize_llama.py,
+/// `_apply_ac_to_transformer_block`, selective_ac_option = "op"): keeps the outputs of every
+/// other aten.mm of a layer and of scaled-dot-product attention, recomputes everything else.
+enum class Recompute { none, selective, full, selective_op };
+inline constexpr int kRecomputePolicies = 4;
 enum class AttentionImpl { flash, naive };
 enum class Optimizer { adamw, sgd };
 

@@ -245,6 +245,64 @@ double ffn_bwd_transient(const std::vector<model::Op>& l, const FrameworkProfile
   return fw.ffn_bwd_transient_tensors * elems * (fp32 ? 4.0 : 2.0);
 }
 
+// torchtitan's per-op selective checkpointing (Recompute::selective_op; parallelize_llama.py,
+// `_apply_ac_to_transformer_block` with selective_ac_option = "op"): inside each checkpointed
+// layer the outputs of aten.mm and of scaled-dot-product attention are kept, except every second
+// aten.mm (counted per layer in execution order); everything else is recomputed in backward.
+// The op list fuses what the model runs as separate matmuls, so the count walks Q, K, V of the
+// QKV projection (Llama's wq, wk, wv) and the gate and up halves of a gated FFN (w1, w3). FP8
+// linears (torchao's Float8Linear calls _scaled_mm) and grouped expert GEMMs are not aten.mm:
+// recomputed, and not counted.
+struct OpSac {
+  std::vector<double> recompute_fraction; // of each op's forward, by op
+  std::vector<double> saved;              // tensors kept beyond the layer's input (bytes)
+};
+
+OpSac op_sac(const std::vector<model::Op>& l) {
+  OpSac r;
+  r.recompute_fraction.assign(l.size(), 1.0);
+  double q_width = 0, ffn_down_k = 0;
+  for (const auto& op : l) {
+    if (op.role == model::OpRole::attention_core)
+      q_width = static_cast<double>(op.heads * op.head_dim);
+    if (op.role == model::OpRole::ffn_down)
+      ffn_down_k = static_cast<double>(op.k);
+  }
+  int mm = 0;
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    const model::Op& op = l[i];
+    if (model::is_communication(op.kind)) {
+      r.recompute_fraction[i] = 0; // the tensor-parallel collectives: stage_costs
+      continue;
+    }
+    if (op.role == model::OpRole::attention_core) {
+      r.recompute_fraction[i] = 0; // output and logsumexp kept
+      const double rows = static_cast<double>(op.batch * op.heads * op.seq_q);
+      r.saved.push_back(rows * static_cast<double>(op.v_head_dim) * dtype_bytes(op.dtype));
+      r.saved.push_back(rows * 4.0);
+      continue;
+    }
+    if (op.kind != model::OpKind::gemm || op.dtype == Dtype::fp8 ||
+        model::is_routed_expert(op.role) || op.n <= 0)
+      continue;
+    const double n = static_cast<double>(op.n);
+    std::vector<double> widths{n};
+    if (op.role == model::OpRole::qkv_proj && q_width > 0 && q_width < n)
+      widths = {q_width, (n - q_width) / 2, (n - q_width) / 2};
+    else if (op.role == model::OpRole::ffn_up && ffn_down_k > 0 && n == 2 * ffn_down_k)
+      widths = {n / 2, n / 2};
+    double recomputed = 0;
+    for (double wdt : widths) {
+      if (++mm % 2 == 0)
+        recomputed += wdt;
+      else
+        r.saved.push_back(static_cast<double>(op.m) * wdt * op.count * dtype_bytes(op.dtype));
+    }
+    r.recompute_fraction[i] = recomputed / n;
+  }
+  return r;
+}
+
 // Tensor-by-tensor lists for the caching-allocator model (MicroBatchAccounting::Tensors).
 void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
                   const model::ParallelPlan& plan, const FrameworkProfile& fw, bool fp32,
@@ -288,6 +346,11 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
     } else {
       list(true, true, full);
     }
+    // Per-op checkpointing keeps the checkpointed input and the kept outputs.
+    auto& sac = t.layer_saved[static_cast<int>(Recompute::selective_op)];
+    sac = full;
+    for (double b : op_sac(l).saved)
+      sac.push_back(b * act_factor);
     params(l, t.layer_params);
   }
   saved_tensor_list(ops.embedding, true, false, fw, fp32, t.emb_saved);
@@ -444,6 +507,9 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
             }
     }
   }
+  a.layer_act[static_cast<int>(Recompute::selective_op)] =
+      a.layer_act[static_cast<int>(Recompute::full)] +
+      act_factor * layer_mean(ops, [](const auto& l) { return sum_of(op_sac(l).saved); });
   a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
   a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);
   for (const auto& op : ops.head) {
@@ -513,6 +579,14 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   for (auto r : {Recompute::full, Recompute::selective})
     a.layer_recompute_flops[static_cast<int>(r)] =
         layer_mean(ops, [&](const auto& l) { return recompute(l, r); });
+  a.layer_recompute_flops[static_cast<int>(Recompute::selective_op)] =
+      layer_mean(ops, [](const auto& l) {
+        const OpSac sac = op_sac(l);
+        double f = 0;
+        for (std::size_t i = 0; i < l.size(); ++i)
+          f += l[i].fwd_flops * sac.recompute_fraction[i];
+        return f;
+      });
   a.emb_params = model::sum_params(ops.embedding);
   // The MTP modules' weights sit with the head; their routed experts split over ep.
   a.head_params =
@@ -545,12 +619,18 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
     t.layer_tp_bwd += w * lb.tp;
     t.layer_fwd_host += w * lf.host;
     t.layer_bwd_host += w * lb.host;
-    for (const auto& op : kind.ops) {
+    const OpSac sac = op_sac(kind.ops);
+    for (std::size_t i = 0; i < kind.ops.size(); ++i) {
+      const model::Op& op = kind.ops[i];
       if (model::is_communication(op.kind))
         continue;
       const FrameworkOpTime f = framework_op_time(op, Pass::forward, gpu, profile, fw);
       t.layer_recompute[static_cast<int>(Recompute::full)] += w * f.gpu_s;
       t.layer_recompute_host[static_cast<int>(Recompute::full)] += w * f.host_s;
+      const double part = sac.recompute_fraction[i];
+      t.layer_recompute[static_cast<int>(Recompute::selective_op)] += w * part * f.gpu_s;
+      t.layer_recompute_host[static_cast<int>(Recompute::selective_op)] +=
+          part > 0 ? w * f.host_s : 0.0;
       if (model::is_naive_attention_part(op.role)) {
         t.layer_recompute[static_cast<int>(Recompute::selective)] += w * f.gpu_s;
         t.layer_recompute_host[static_cast<int>(Recompute::selective)] += w * f.host_s;

@@ -23,16 +23,16 @@ namespace trainsim::sim {
 /// Per-layer fields are means over the model's layers (layer kinds weighted by their counts),
 /// so x num_layers they are exact totals.
 struct MicroBatchAccounting {
-  double layer_act[3] = {0, 0, 0}; // saved bytes per layer, by model::Recompute
-  double layer_saved_all = 0;      // everything a layer saves (re-materialised by full recompute)
-  double layer_bwd_transient = 0;  // alive only during one layer's backward (framework's scores)
+  double layer_act[model::kRecomputePolicies] = {}; // saved bytes per layer, by model::Recompute
+  double layer_saved_all = 0;     // everything a layer saves (re-materialised by full recompute)
+  double layer_bwd_transient = 0; // alive only during one layer's backward (framework's scores)
   double layer_bwd_transient_block = 0; // the transient is blocks of this size (0: one block)
   double emb_act = 0;                   // embedding saved bytes
   double head_act = 0;                  // head saved bytes + the transient 16-bit logits
   double pp_send_bytes = 0;             // activation crossing a stage boundary (scattered over tp)
   double layer_dense_params = 0, layer_expert_params = 0;
   double emb_params = 0, head_params = 0, tied_copy_params = 0;
-  double layer_recompute_flops[3] = {0, 0, 0}; // model FLOPs re-run per layer, by policy
+  double layer_recompute_flops[model::kRecomputePolicies] = {}; // model FLOPs re-run per layer
   // Parameter tensors (weights; biases ride along): the optimizer's per-tensor host cost.
   double layer_param_tensors = 0, emb_param_tensors = 0, head_param_tensors = 0;
   // Parameters of the layer's FP8 GEMMs (dense part, and routed experts apart): FP8 training
@@ -44,7 +44,8 @@ struct MicroBatchAccounting {
   // recompute), the embedding's and the head's (with the logits chain at the loss), each
   // op's parameters, and the activation gradient handed from layer to layer.
   struct Tensors {
-    std::vector<double> layer_saved[3], layer_saved_all, emb_saved, head_saved;
+    std::vector<double> layer_saved[model::kRecomputePolicies], layer_saved_all, emb_saved,
+        head_saved;
     std::vector<double> layer_params, emb_params, head_params;
     double activation_grad_bytes = 0;
   } tensors;
@@ -52,16 +53,17 @@ struct MicroBatchAccounting {
 
 /// Seconds of one micro-batch on one GPU.
 struct MicroBatchTimes {
-  double layer_fwd = 0, layer_bwd = 0;       // roofline compute
-  double layer_tp_fwd = 0, layer_tp_bwd = 0; // tensor-parallel collectives
-  double layer_recompute[3] = {0, 0, 0};     // by model::Recompute
-  double layer_cp = 0, layer_ep = 0;         // exposed context/expert-parallel traffic
+  double layer_fwd = 0, layer_bwd = 0;                    // roofline compute
+  double layer_tp_fwd = 0, layer_tp_bwd = 0;              // tensor-parallel collectives
+  double layer_recompute[model::kRecomputePolicies] = {}; // by model::Recompute
+  double layer_cp = 0, layer_ep = 0;                      // exposed context/expert-parallel traffic
   double emb_fwd = 0, emb_bwd = 0, emb_tp = 0;
   // The head and the multi-token-prediction modules (last stage); head_tp also holds the MTP
   // modules' expert-parallel all-to-alls.
   double head_fwd = 0, head_bwd = 0, head_tp = 0;
   // Host issue time of the same work (frameworks with HostModel::queue; 0 otherwise).
-  double layer_fwd_host = 0, layer_bwd_host = 0, layer_recompute_host[3] = {0, 0, 0};
+  double layer_fwd_host = 0, layer_bwd_host = 0,
+         layer_recompute_host[model::kRecomputePolicies] = {};
   double emb_fwd_host = 0, emb_bwd_host = 0, head_fwd_host = 0, head_bwd_host = 0;
 };
 

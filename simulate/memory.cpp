@@ -115,8 +115,14 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // Full recompute re-materialises one layer at a time, during that layer's backward, where
   // the framework's backward transients of that layer appear too; the head's tensors (the
   // loss chain) are freed by then, having been used first: the two are never alive together.
+  // Per-op checkpointing re-makes the rest of the layer's tensors beside the ones it kept.
+  const double kept = a.layer_act[static_cast<int>(Recompute::selective_op)] -
+                      a.layer_act[static_cast<int>(Recompute::full)];
   const double remade =
-      (plan.recompute == Recompute::full ? a.layer_saved_all : 0.0) + a.layer_bwd_transient;
+      (plan.recompute == Recompute::full           ? a.layer_saved_all
+       : plan.recompute == Recompute::selective_op ? std::max(0.0, a.layer_saved_all - kept)
+                                                   : 0.0) +
+      a.layer_bwd_transient;
   act += last ? std::max(remade, a.head_act) : remade;
   m.activations = act;
   // The backward's last layer (the first in forward order): every gradient of the stage is
@@ -165,7 +171,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.transient_bytes_per_param =
         fw.optimizer_transient_bytes_per_param / (plan.zero_stage >= 3 ? shard : 1.0);
     st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
-    if (plan.recompute == Recompute::full)
+    if (plan.recompute == Recompute::full || plan.recompute == Recompute::selective_op)
       st.layer_recomputed = t.layer_saved_all;
     st.layer_bwd_transient = a.layer_bwd_transient;
     st.layer_bwd_transient_block = a.layer_bwd_transient_block;

@@ -244,7 +244,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
   std::vector<Phase1> one_sequence(sps.size()); // micro-batch 1 when not searched
   // The plans being composed, one per recompute policy with its stage split, and the splits.
   // Capacities are reused: the inner loops do not allocate once these have grown.
-  std::array<model::ParallelPlan, 3> plans;
+  std::array<model::ParallelPlan, model::kRecomputePolicies> plans;
   std::vector<std::int64_t> pinned;
 
   for (std::size_t si = 0; si < sps.size(); ++si) {
@@ -330,7 +330,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
           }
           if (!split_ok)
             continue;
-          std::array<std::array<bool, 3>, 4> failed{};
+          std::array<std::array<bool, model::kRecomputePolicies>, 4> failed{};
           for (std::int64_t mi = 0; mi < nmb; ++mi) {
             const std::int64_t mb = c.mbs[static_cast<std::size_t>(mi)];
             s.micro_batch_size = mb;
@@ -357,7 +357,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
             // A lower bound of the step by policy: the micro-batches and the bubble through the
             // first stage (the slowest is no faster), (m + (pp - 1) / v) x its time; the other
             // parts are >= 0. A plan whose bound cannot enter the top list is not timed.
-            std::array<double, 3> least_step_s{};
+            std::array<double, model::kRecomputePolicies> least_step_s{};
             for (std::int64_t rc : c.rcs) {
               const model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
               const StageCosts k = stage_costs(p1.times, plan, c.o.step);
@@ -461,11 +461,14 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   for (std::int64_t z = 0; z <= 3; ++z)
     if (o.fix_zero < 0 || o.fix_zero == z)
       c.zeros.push_back(z);
-  for (std::int64_t rc = 0; rc <= 2; ++rc) {
+  for (std::int64_t rc = 0; rc < model::kRecomputePolicies; ++rc) {
     // With FlashAttention nothing quadratic is saved, so selective recompute is the same
-    // plan as none: search it only when asked for explicitly.
+    // plan as none: search it only when asked for explicitly. torchtitan's per-op policy is a
+    // PyTorch framework's own option: searched only when asked for.
     const bool same_as_none = rc == 1 && setup.attention == model::AttentionImpl::flash;
-    if (o.fix_recompute == rc || (o.fix_recompute < 0 && !same_as_none))
+    const bool only_if_asked =
+        same_as_none || rc == static_cast<std::int64_t>(model::Recompute::selective_op);
+    if (o.fix_recompute == rc || (o.fix_recompute < 0 && !only_if_asked))
       c.rcs.push_back(rc);
   }
   for (std::int64_t v = 1; v <= std::max<std::int64_t>(o.max_interleave, 1); ++v)

@@ -16,8 +16,14 @@ using model::Recompute;
 
 StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
                        const StepOptions& options) {
-  double tp_layer =
-      t.layer_tp_fwd + t.layer_tp_bwd + (plan.recompute == Recompute::full ? t.layer_tp_fwd : 0);
+  // Recompute re-runs the forward's collectives: all of them under full recompute; under
+  // torchtitan's per-op policy the reduce-scatters' outputs are kept (its save list) and the
+  // all-gathers re-run, half of them with sequence parallelism, else the all-reduces.
+  const double tp_rerun = plan.recompute == Recompute::full ? 1.0
+                          : plan.recompute == Recompute::selective_op
+                              ? (plan.sequence_parallel ? 0.5 : 1.0)
+                              : 0.0;
+  double tp_layer = t.layer_tp_fwd + t.layer_tp_bwd + tp_rerun * t.layer_tp_fwd;
   if (options.tp_overlap)
     tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
   StageCosts c;

@@ -584,3 +584,48 @@ TEST_CASE(
   CHECK(pl.edp.size == 2);
   CHECK(pl.edp.per_node == 1);
 }
+
+TEST_CASE("torchtitan's per-op checkpointing keeps every other matmul's output and attention's") {
+  // Llama 3 8B, one GPU, micro-batch 1 x 4096 tokens. Execution order of a layer's aten.mm:
+  // wq (kept), wk (re-run), wv (kept), wo (re-run), w1 (kept), w3 (re-run), w2 (kept).
+  const auto m = model::load_model("llama3-8b");
+  model::ParallelPlan plan;
+  model::TrainingSetup setup;
+  setup.seq_len = 4096;
+  const double T = 4096, d = 4096, kv = 1024, ffn = 14336;
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  const auto a = account_micro_batch(m, ops, plan, setup);
+  const int op = static_cast<int>(model::Recompute::selective_op);
+  const int full = static_cast<int>(model::Recompute::full);
+  // Kept beyond the layer's input: Q, V, w1 and w2 outputs and attention's output (bf16),
+  // and its fp32 logsumexp.
+  const double kept = 2 * T * (d + kv + ffn + d) + 2 * T * d + 4 * T * 32;
+  CHECK(a.layer_act[op] - a.layer_act[full] == doctest::Approx(kept).epsilon(1e-12));
+  // Re-run: wk, wo, w3 and every op that is not a matmul or attention.
+  double elementwise = 0, attention = 0;
+  for (const auto& o : ops.layers.front().ops)
+    if (o.kind != model::OpKind::gemm && o.role != model::OpRole::attention_core)
+      elementwise += o.fwd_flops;
+    else if (o.role == model::OpRole::attention_core)
+      attention += o.fwd_flops;
+  const double rerun_mm = 2 * T * d * (kv + d + ffn);
+  CHECK(a.layer_recompute_flops[op] == doctest::Approx(rerun_mm + elementwise).epsilon(1e-12));
+  CHECK(a.layer_recompute_flops[op] < a.layer_recompute_flops[full]);
+  // FP8 linears run torch._scaled_mm, not aten.mm: none of their outputs is kept, all re-run.
+  auto fp8 = setup;
+  fp8.precision = model::Precision::fp8_current;
+  const auto ops8 = model::build_ops(m, model::make_op_context(plan, fp8));
+  const auto a8 = account_micro_batch(m, ops8, plan, fp8);
+  CHECK(a8.layer_act[op] - a8.layer_act[full] ==
+        doctest::Approx(2 * T * d + 4 * T * 32).epsilon(1e-12));
+  CHECK(a8.layer_recompute_flops[op] ==
+        doctest::Approx(a8.layer_recompute_flops[full] - attention).epsilon(1e-12));
+  // Time sits between none and full, and so does memory.
+  const auto gpu = hw::load_gpu("h100-sxm");
+  const auto prof = hw::default_profile("h100-sxm");
+  const auto cluster = node_of("dgx-h100", 1);
+  const auto t = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster);
+  CHECK(t.layer_recompute[op] > 0);
+  CHECK(t.layer_recompute[op] < t.layer_recompute[full]);
+  CHECK(a.layer_act[op] < a.layer_act[static_cast<int>(model::Recompute::none)]);
+}

@@ -101,7 +101,11 @@ std::optional<model::Precision> map_precision(const std::string& p, std::string&
 std::optional<model::Recompute> map_recompute(const std::string& r) {
   if (r.empty() || r == "none" || r == "no")
     return model::Recompute::none;
-  if (r.starts_with("selective"))
+  // torchtitan's "selective op" is its per-op policy; its "selective layer" (a whole-layer
+  // checkpoint every N layers) is not modelled.
+  if (r == "selective op" || r == "selective-op")
+    return model::Recompute::selective_op;
+  if (r == "selective")
     return model::Recompute::selective;
   if (r == "full")
     return model::Recompute::full;
@@ -250,6 +254,10 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
       run.plan.zero_stage = 1;
     run.plan.sequence_parallel = run.plan.tp > 1;
   }
+  // torchtitan's tensor parallelism is always sequence parallel ("Apply tensor + sequence
+  // parallelism to every transformer block": apply_tp in its parallelize_llama.py).
+  if (run.framework == "fsdp")
+    run.plan.sequence_parallel = run.plan.tp > 1;
   const auto recompute = map_recompute(string_or(j, "recompute", ""));
   if (!recompute) {
     run.skip_reason = "recompute policy not modelled";
@@ -257,12 +265,14 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   run.plan.recompute = *recompute;
   run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
-  if (run.setup.micro_batch_size <= 0 && j.contains("other") && j["other"].is_object()) {
+  if (j.contains("other") && j["other"].is_object()) {
     // torchtitan prints the local batch per data-parallel rank; with pipeline parallelism it
-    // is cut into micro-batches of pipeline_parallel_microbatch_size = 1 (its default).
+    // is cut into micro-batches, of pipeline_parallel_microbatch_size = 1 (its default since
+    // 2025) unless the row states its own micro-batch (torchtitan 2024: pp of them).
     const std::int64_t local = int_or(j["other"], "local_batch_size", 0);
     if (local > 0) {
-      run.setup.micro_batch_size = run.plan.pp > 1 ? 1 : local;
+      if (run.setup.micro_batch_size <= 0)
+        run.setup.micro_batch_size = run.plan.pp > 1 ? 1 : local;
       run.setup.global_batch_size = local * run.plan.dp;
     }
     const auto at = j["other"].find("async_tp");
