@@ -15,6 +15,8 @@
 #           FSDP2 fit row
 #   repeat-fsdp: (session 7) every FSDP2 step-time row of runs-a, runs-d and runs-e measured
 #           again, in plan order -> runs-f.jsonl (a second pass; docs/frameworks.md)
+#   runs-g: (session 9) scripts/framework-runs-g.json -> runs-g.jsonl (torchtitan's per-op
+#           checkpointing, --recompute selective-op, eager and FSDP2; compared, not fitted)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -54,6 +56,9 @@ case "$part" in
       box 100 python3 scripts/peer_phase_times.py --out "$w" --steps 6 --framework "$1" --model "$2" \
         --batch "$3" --seq-len "$4"
     done
+    ;;
+  runs-g)
+    box 500 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-g.json --output "$w/runs-g.jsonl" --limit-s 90
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90

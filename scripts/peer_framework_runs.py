@@ -14,7 +14,8 @@ Frameworks:
                    group (one GPU: world size 1); bf16-mixed = MixedPrecisionPolicy(param bf16,
                    reduce fp32)
 Recompute: none; selective = torch.utils.checkpoint around the attention core (scores, softmax,
-P V); full = checkpoint around each decoder layer.
+P V); full = checkpoint around each decoder layer; selective-op = each decoder layer checkpointed
+with torchtitan's per-op policy (every other aten.mm's output and attention's kept).
 
 One run per process (clean allocator statistics); `--plan FILE` runs a list of runs, each in a
 subprocess with a time limit, appending one JSON line per run to --output. `--oom-search` finds,
@@ -138,6 +139,28 @@ def build(cfg, attention, recompute):
             x = x + self.self_attn(self.input_layernorm(x), cos, sin)
             return x + self.mlp(self.post_attention_layernorm(x))
 
+    def per_op_policy():
+        # torchtitan's per-op selective checkpointing (selective_ac_option = "op"): inside a
+        # checkpointed layer keep the outputs of aten.mm, except every second one counted in
+        # execution order, and of scaled-dot-product attention; recompute everything else.
+        from collections import defaultdict
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+        kept = {torch.ops.aten.mm.default}
+        for name in ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                     "_scaled_dot_product_cudnn_attention"):
+            if hasattr(torch.ops.aten, name):
+                kept.add(getattr(torch.ops.aten, name).default)
+        count = defaultdict(int)
+
+        def policy(ctx, func, *args, **kwargs):
+            mode = "recompute" if ctx.is_recompute else "forward"
+            if func == torch.ops.aten.mm.default:
+                count[mode] += 1
+            keep = func in kept and not (func == torch.ops.aten.mm.default and count[mode] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+        return create_selective_checkpoint_contexts(policy)
+
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
@@ -162,6 +185,9 @@ def build(cfg, attention, recompute):
             for layer in self.layers:
                 if recompute == "full" and self.training:
                     x = checkpoint(layer, x, cos, sin, use_reentrant=False)
+                elif recompute == "selective-op" and self.training:
+                    x = checkpoint(layer, x, cos, sin, use_reentrant=False,
+                                   context_fn=per_op_policy)
                 else:
                     x = layer(x, cos, sin)
             logits = self.lm_head(self.norm(x)).float()
@@ -425,7 +451,8 @@ def add_run_options(ap):
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="bf16-mixed")
     ap.add_argument("--attention", choices=["flash", "naive"], default="flash")
-    ap.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    ap.add_argument("--recompute", choices=["none", "selective", "full", "selective-op"],
+                    default="none")
     ap.add_argument("--steps", type=int, default=6)
 
 
