@@ -2,6 +2,7 @@
 #include "simulate/costs.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "simulate/roofline.hpp"
@@ -286,13 +287,15 @@ OpSac op_sac(const std::vector<model::Op>& l) {
         model::is_routed_expert(op.role) || op.n <= 0)
       continue;
     const double n = static_cast<double>(op.n);
-    std::vector<double> widths{n};
+    std::array<double, 3> widths{n, 0, 0};
     if (op.role == model::OpRole::qkv_proj && q_width > 0 && q_width < n)
       widths = {q_width, (n - q_width) / 2, (n - q_width) / 2};
     else if (op.role == model::OpRole::ffn_up && ffn_down_k > 0 && n == 2 * ffn_down_k)
-      widths = {n / 2, n / 2};
+      widths = {n / 2, n / 2, 0};
     double recomputed = 0;
     for (double wdt : widths) {
+      if (wdt <= 0)
+        break;
       if (++mm % 2 == 0)
         recomputed += wdt;
       else
@@ -507,9 +510,21 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
             }
     }
   }
+  // Per-op checkpointing: the kept outputs beyond the checkpointed input, and the forward
+  // FLOPs re-run, one walk of each layer kind (weighted by its layers).
+  double sac_kept = 0, sac_flops = 0;
+  for (const auto& kind : ops.layers) {
+    if (ops.num_layers <= 0)
+      break;
+    const OpSac sac = op_sac(kind.ops);
+    const double w = static_cast<double>(kind.num_layers) / static_cast<double>(ops.num_layers);
+    sac_kept += w * sum_of(sac.saved);
+    for (std::size_t i = 0; i < kind.ops.size(); ++i)
+      sac_flops += w * kind.ops[i].fwd_flops * sac.recompute_fraction[i];
+  }
   a.layer_act[static_cast<int>(Recompute::selective_op)] =
-      a.layer_act[static_cast<int>(Recompute::full)] +
-      act_factor * layer_mean(ops, [](const auto& l) { return sum_of(op_sac(l).saved); });
+      a.layer_act[static_cast<int>(Recompute::full)] + act_factor * sac_kept;
+  a.layer_recompute_flops[static_cast<int>(Recompute::selective_op)] = sac_flops;
   a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
   a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);
   for (const auto& op : ops.head) {
@@ -579,14 +594,6 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   for (auto r : {Recompute::full, Recompute::selective})
     a.layer_recompute_flops[static_cast<int>(r)] =
         layer_mean(ops, [&](const auto& l) { return recompute(l, r); });
-  a.layer_recompute_flops[static_cast<int>(Recompute::selective_op)] =
-      layer_mean(ops, [](const auto& l) {
-        const OpSac sac = op_sac(l);
-        double f = 0;
-        for (std::size_t i = 0; i < l.size(); ++i)
-          f += l[i].fwd_flops * sac.recompute_fraction[i];
-        return f;
-      });
   a.emb_params = model::sum_params(ops.embedding);
   // The MTP modules' weights sit with the head; their routed experts split over ep.
   a.head_params =
