@@ -17,6 +17,9 @@
 #           again, in plan order -> runs-f.jsonl (a second pass; docs/frameworks.md)
 #   runs-g: (session 9) scripts/framework-runs-g.json -> runs-g.jsonl (torchtitan's per-op
 #           checkpointing, --recompute selective-op, eager and FSDP2; compared, not fitted)
+#   runs-h: (session 10) scripts/framework-runs-h.json -> runs-h.jsonl (per-op checkpointing,
+#           eager and FSDP2, fit and test halves; docs/frameworks.md) and the GPU work of one
+#           context-parallel rank (scripts/peer_ring_attention.py -> ring-attention.jsonl)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -59,6 +62,10 @@ case "$part" in
     ;;
   runs-g)
     box 500 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-g.json --output "$w/runs-g.jsonl" --limit-s 90
+    ;;
+  runs-h)
+    box 480 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-h.json --output "$w/runs-h.jsonl" --limit-s 90
+    box 100 python3 scripts/peer_ring_attention.py --output "$w/ring-attention.jsonl" --local-seq 32768 --cps 1,2,4,8
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90
