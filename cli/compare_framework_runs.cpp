@@ -300,6 +300,8 @@ void calibrate_framework(const std::vector<std::string>& files,
     sink.write(fmt::format("host_us_per_layer = {:.4g}\n", p.host_s_per_layer * 1e6));
   if (options.host_per_checkpoint)
     sink.write(fmt::format("host_us_per_checkpoint = {:.4g}\n", p.host_s_per_checkpoint * 1e6));
+  if (options.host_per_sac_kernel)
+    sink.write(fmt::format("host_us_per_sac_kernel = {:.4g}\n", p.host_s_per_sac_kernel * 1e6));
   if (options.gemm_efficiency)
     sink.write(fmt::format("gemm_efficiency_scale = {:.4f}\n", p.gemm_efficiency_scale));
   for (const auto& [gpu, v] : p.gpu_gemm_efficiency_scale)

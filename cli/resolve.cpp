@@ -317,8 +317,9 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
                  "Activation recomputation: none | selective (attention core, Megatron) | full "
                  "(per layer) | "
                  "selective-op (torchtitan's per-op policy: keeps every other matmul's output and "
-                 "attention's, recomputes the rest; PyTorch frameworks; its time leaves out eager "
-                 "PyTorch's per-op dispatch cost, measured at 1.2-2.1x: docs/frameworks.md)")
+                 "attention's, recomputes the rest; PyTorch frameworks; eager ones add the "
+                 "policy's Python dispatch cost per kernel, fitted on H200 runs: "
+                 "docs/frameworks.md)")
       ->capture_default_str();
   add_stage_split_options(cmd, o.stages);
 }

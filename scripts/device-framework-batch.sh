@@ -20,6 +20,9 @@
 #   runs-h: (session 10) scripts/framework-runs-h.json -> runs-h.jsonl (per-op checkpointing,
 #           eager and FSDP2, fit and test halves; docs/frameworks.md) and the GPU work of one
 #           context-parallel rank (scripts/peer_ring_attention.py -> ring-attention.jsonl)
+#   repeat-sac: (session 10) every run of runs-g and runs-h measured again in one call, in plan
+#           order -> runs-i.jsonl (a second pass of the per-op checkpointing runs, merged by
+#           geometric mean with --repeat-runs as runs-f is; docs/frameworks.md)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -66,6 +69,16 @@ case "$part" in
   runs-h)
     box 480 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-h.json --output "$w/runs-h.jsonl" --limit-s 90
     box 100 python3 scripts/peer_ring_attention.py --output "$w/ring-attention.jsonl" --local-seq 32768 --cps 1,2,4,8
+    ;;
+  repeat-sac)
+    python3 - "$w/plan.json" <<'PY'
+import json, sys
+plan = []
+for f in ["scripts/framework-runs-g.json", "scripts/framework-runs-h.json"]:
+    plan += json.load(open(f))
+json.dump(plan, open(sys.argv[1], "w"), indent=1)
+PY
+    box 570 python3 scripts/peer_framework_runs.py --plan "$w/plan.json" --output "$w/runs-i.jsonl" --limit-s 60
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90

@@ -13,6 +13,8 @@ device=(--framework-runs "$runs/runs-a.jsonl" --framework-runs "$runs/runs-c.jso
         --framework-runs "$runs/oom.jsonl" --framework-runs "$runs/runs-d.jsonl"
         --framework-runs "$runs/oom-b.jsonl" --framework-runs "$runs/runs-e.jsonl"
         --framework-runs "$runs/oom-c.jsonl"
+        --framework-runs validate/results/runs-2026-12-03/runs-g.jsonl
+        --framework-runs validate/results/runs-2026-12-03/runs-h.jsonl
         --repeat-runs "$runs/runs-f.jsonl"
         --repeat-runs validate/results/runs-2026-12-02-repeat/repeat-1.jsonl
         --repeat-runs validate/results/runs-2026-12-02-repeat/repeat-2.jsonl)

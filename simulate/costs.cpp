@@ -349,11 +349,14 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
     } else {
       list(true, true, full);
     }
-    // Per-op checkpointing keeps the checkpointed input and the kept outputs.
+    // Per-op checkpointing keeps the checkpointed input and the kept outputs: exactly those
+    // op outputs (the policy's cache), not scaled by the activation factor, which stands for
+    // what eager code's autograd saves beyond the op list; inside a checkpointed layer the
+    // checkpoint's hooks drop all of that and re-make it in backward.
     auto& sac = t.layer_saved[static_cast<int>(Recompute::selective_op)];
     sac = full;
     for (double b : op_sac(l).saved)
-      sac.push_back(b * act_factor);
+      sac.push_back(b);
     params(l, t.layer_params);
   }
   saved_tensor_list(ops.embedding, true, false, fw, fp32, t.emb_saved);
@@ -523,7 +526,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       sac_flops += w * kind.ops[i].fwd_flops * sac.recompute_fraction[i];
   }
   a.layer_act[static_cast<int>(Recompute::selective_op)] =
-      a.layer_act[static_cast<int>(Recompute::full)] + act_factor * sac_kept;
+      a.layer_act[static_cast<int>(Recompute::full)] + sac_kept; // as listed above
   a.layer_recompute_flops[static_cast<int>(Recompute::selective_op)] = sac_flops;
   a.emb_act = framework_saved_bytes(ops.embedding, true, fw, fp32);
   a.head_act = framework_saved_bytes(ops.head, true, fw, fp32);
@@ -632,6 +635,7 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
       if (model::is_communication(op.kind))
         continue;
       const FrameworkOpTime f = framework_op_time(op, Pass::forward, gpu, profile, fw);
+      t.layer_sac_dispatch_host += w * f.kernels * fw.host_s_per_sac_kernel;
       t.layer_recompute[static_cast<int>(Recompute::full)] += w * f.gpu_s;
       t.layer_recompute_host[static_cast<int>(Recompute::full)] += w * f.host_s;
       const double part = sac.recompute_fraction[i];

@@ -64,6 +64,9 @@ struct MicroBatchTimes {
   // Host issue time of the same work (frameworks with HostModel::queue; 0 otherwise).
   double layer_fwd_host = 0, layer_bwd_host = 0,
          layer_recompute_host[model::kRecomputePolicies] = {};
+  // The per-op checkpointing policy's dispatch mode, one pass over a layer's forward kernels
+  // (FrameworkProfile::host_s_per_sac_kernel): paid in the forward and in the re-run forward.
+  double layer_sac_dispatch_host = 0;
   double emb_fwd_host = 0, emb_bwd_host = 0, head_fwd_host = 0, head_bwd_host = 0;
 };
 

@@ -68,7 +68,7 @@ bool FrameworkProfile::is_identity() const {
   // The scalars first: a fitted profile differs in one of them, so the per-op callers on the
   // plan search's hot path return early without comparing every role.
   if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
-        host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 &&
+        host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 && host_s_per_sac_kernel == 0 &&
         moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
         gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
@@ -145,6 +145,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
   non_negative("host_us_per_layer", f.host_s_per_layer * 1e6, 1e6);
   non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
+  non_negative("host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6, 1e4);
   non_negative("moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6, 1e6);
   positive("gemm_efficiency_scale", f.gemm_efficiency_scale, 2);
   positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
@@ -205,6 +206,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
     f.host_s_per_layer = us * 1e-6;
   if (r.get("host_us_per_checkpoint", us))
     f.host_s_per_checkpoint = us * 1e-6;
+  if (r.get("host_us_per_sac_kernel", us))
+    f.host_s_per_sac_kernel = us * 1e-6;
   if (r.get("moe_dispatch_us_per_layer", us))
     f.moe_dispatch_s_per_layer = us * 1e-6;
   r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
@@ -335,6 +338,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"host_ms_per_step", f.host_s_per_step * 1e3},
                    {"host_us_per_layer", f.host_s_per_layer * 1e6},
                    {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
+                   {"host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6},
                    {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
                    {"gemm_efficiency_scale", f.gemm_efficiency_scale},
                    {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},

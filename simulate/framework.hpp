@@ -107,6 +107,12 @@ struct FrameworkProfile {
   double host_s_per_step = 0;       // fixed host time per optimizer step (loop, zero_grad, ...)
   double host_s_per_checkpoint = 0; // per checkpointed layer and micro-batch under recompute
                                     // (torch.utils.checkpoint's saved-tensor hooks, re-dispatch)
+  // Per kernel of a layer's forward, once in the forward and once in the re-run forward, under
+  // torchtitan's per-op checkpointing (Recompute::selective_op): eager PyTorch runs that policy
+  // through a Python TorchDispatchMode (torch.utils.checkpoint.
+  // create_selective_checkpoint_contexts) that sees every op of both passes; torch.compile
+  // traces it away (0 there).
+  double host_s_per_sac_kernel = 0;
   double host_s_per_layer = 0;      // per transformer layer and micro-batch, forward + backward
                                     // (module hooks: FSDP's unshard/reshard, checkpoint wrappers)
   double gemm_efficiency_scale = 1; // achieved GEMM rate / the hardware profile's model

@@ -36,8 +36,10 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   const FrameworkProfile& fw = options.fw();
   const double hooks = fw.host_s_per_layer / 2;
   const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
-  c.layer.host_fwd = t.layer_fwd_host + hooks;
-  c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt;
+  // Per-op checkpointing's dispatch mode sees every op of the forward and of its re-run.
+  const double sac = plan.recompute == Recompute::selective_op ? t.layer_sac_dispatch_host : 0;
+  c.layer.host_fwd = t.layer_fwd_host + hooks + sac;
+  c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt + sac;
   c.first_extra.host_fwd = t.emb_fwd_host;
   c.first_extra.host_bwd = t.emb_bwd_host;
   c.last_extra.host_fwd = t.head_fwd_host;

@@ -629,3 +629,46 @@ TEST_CASE("torchtitan's per-op checkpointing keeps every other matmul's output a
   CHECK(t.layer_recompute[op] < t.layer_recompute[full]);
   CHECK(a.layer_act[op] < a.layer_act[static_cast<int>(model::Recompute::none)]);
 }
+
+TEST_CASE("eager per-op checkpointing pays its dispatch mode on every forward kernel, twice") {
+  // The policy's TorchDispatchMode sees every op of a layer's forward and of its re-run: with
+  // a host cost per kernel of that mode, the layer's host time grows by that cost times the
+  // forward's kernels, in the forward and again in backward; the GPU time does not move.
+  const auto m = model::load_model("cs336-small");
+  model::ParallelPlan plan;
+  plan.recompute = model::Recompute::selective_op;
+  model::TrainingSetup setup;
+  setup.seq_len = 512;
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  const auto gpu = hw::load_gpu("h200");
+  const auto prof = hw::default_profile("h200");
+  const auto cluster = node_of("dgx-h200", 1);
+  FrameworkProfile fw = load_framework("pytorch");
+  fw.host_s_per_sac_kernel = 0;
+  const auto t0 = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster, fw);
+  fw.host_s_per_sac_kernel = 50e-6;
+  const auto t1 = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster, fw);
+  double kernels = 0;
+  for (const auto& o : ops.layers.front().ops)
+    if (!model::is_communication(o.kind))
+      kernels += framework_op_time(o, Pass::forward, gpu, prof, fw).kernels;
+  CHECK(kernels > 10);
+  CHECK(t1.layer_sac_dispatch_host == doctest::Approx(50e-6 * kernels).epsilon(1e-12));
+  StepOptions so;
+  so.framework = std::make_shared<const FrameworkProfile>(fw);
+  const StageCosts c1 = stage_costs(t1, plan, so);
+  fw.host_s_per_sac_kernel = 0;
+  so.framework = std::make_shared<const FrameworkProfile>(fw);
+  const StageCosts c0 = stage_costs(t0, plan, so);
+  CHECK(c1.layer.host_fwd - c0.layer.host_fwd == doctest::Approx(50e-6 * kernels));
+  CHECK(c1.layer.host_bwd - c0.layer.host_bwd == doctest::Approx(50e-6 * kernels));
+  CHECK(c1.layer.fwd == c0.layer.fwd);
+  CHECK(c1.layer.rc == c0.layer.rc);
+  // Other policies do not pay it.
+  auto full = plan;
+  full.recompute = model::Recompute::full;
+  fw.host_s_per_sac_kernel = 50e-6;
+  so.framework = std::make_shared<const FrameworkProfile>(fw);
+  const StageCosts f1 = stage_costs(t1, full, so);
+  CHECK(f1.layer.host_fwd == doctest::Approx(c0.layer.host_fwd));
+}

@@ -87,6 +87,7 @@ struct RunPrediction {
 /// stay as they are.
 struct FitOptions {
   bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
+  bool host_per_sac_kernel = false; // runs with per-op checkpointing (selective-op) to fit on
   bool gemm_efficiency = false, expert_efficiency = false, moe_dispatch = false;
   // A GEMM scale per GPU preset beside the shared one, for every GPU but the one with most
   // fit rows that has at least 3 fit rows of its own (gpu_gemm_efficiency_scale).

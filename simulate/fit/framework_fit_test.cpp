@@ -211,6 +211,47 @@ TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
   CHECK(framework_from_json(j, "x.json").fit.time_sigma_leave_one_out);
 }
 
+TEST_CASE("fit recovers per-op checkpointing's dispatch cost beside the host cost per kernel") {
+  // Runs made by the model with known costs, some with per-op checkpointing: the fit finds
+  // both, and only runs with that policy say anything about the second.
+  FrameworkProfile truth = load_framework("pytorch");
+  truth.host_s_per_kernel = 31e-6;
+  truth.host_s_per_checkpoint = 1e-3;
+  truth.host_s_per_sac_kernel = 60e-6;
+  std::vector<FrameworkRun> runs;
+  for (const char* m : {"cs336-small", "cs336-medium", "cs336-large"})
+    for (auto rc : {model::Recompute::none, model::Recompute::full,
+                    model::Recompute::selective_op}) {
+      FrameworkRun r;
+      r.id = m;
+      r.framework = "pytorch";
+      r.model = model::load_model(m);
+      r.gpu = hw::load_gpu("h200");
+      r.cluster = hw::single_node_cluster(r.gpu, 1);
+      r.profile = hw::default_profile("h200");
+      r.plan.recompute = rc;
+      r.setup.micro_batch_size = 4;
+      r.setup.global_batch_size = 4;
+      r.setup.seq_len = 512;
+      r.step_time_s = predict_run(r, truth).step_time_s;
+      runs.push_back(r);
+    }
+  const FitOptions o = default_fit_options(truth, runs);
+  CHECK(o.host_per_sac_kernel);
+  FrameworkProfile start = truth;
+  start.host_s_per_kernel = 10e-6;
+  start.host_s_per_sac_kernel = 0;
+  const auto fit = fit_framework(start, runs, o, "synthetic");
+  CHECK(fit.profile.host_s_per_sac_kernel == doctest::Approx(60e-6).epsilon(1e-2));
+  CHECK(fit.profile.host_s_per_kernel == doctest::Approx(31e-6).epsilon(1e-2));
+  // Without such runs the option stays off and the cost is not touched.
+  std::vector<FrameworkRun> plain;
+  for (const auto& r : runs)
+    if (r.plan.recompute != model::Recompute::selective_op)
+      plain.push_back(r);
+  CHECK_FALSE(default_fit_options(truth, plain).host_per_sac_kernel);
+}
+
 TEST_CASE("a GEMM scale per GPU: runs of two GPUs whose rates differ get one scale each") {
   // Runs made by the model with GEMMs 20% slower on the B200 than on the H100: the shared
   // scale must come out at the H100's (the GPU with most rows) and the B200's own at 0.8.
