@@ -16,6 +16,7 @@ device=(--framework-runs "$runs/runs-a.jsonl" --framework-runs "$runs/runs-c.jso
         --framework-runs validate/results/runs-2026-12-03/runs-g.jsonl
         --framework-runs validate/results/runs-2026-12-03/runs-h.jsonl
         --repeat-runs "$runs/runs-f.jsonl"
+        --repeat-runs validate/results/runs-2026-12-03/runs-i.jsonl
         --repeat-runs validate/results/runs-2026-12-02-repeat/repeat-1.jsonl
         --repeat-runs validate/results/runs-2026-12-02-repeat/repeat-2.jsonl)
 for fw in pytorch pytorch-compile fsdp; do
