@@ -220,8 +220,8 @@ TEST_CASE("fit recovers per-op checkpointing's dispatch cost beside the host cos
   truth.host_s_per_sac_kernel = 60e-6;
   std::vector<FrameworkRun> runs;
   for (const char* m : {"cs336-small", "cs336-medium", "cs336-large"})
-    for (auto rc : {model::Recompute::none, model::Recompute::full,
-                    model::Recompute::selective_op}) {
+    for (auto rc :
+         {model::Recompute::none, model::Recompute::full, model::Recompute::selective_op}) {
       FrameworkRun r;
       r.id = m;
       r.framework = "pytorch";
