@@ -277,6 +277,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     }
     const auto at = j["other"].find("async_tp");
     run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
+    const auto tc = j["other"].find("torch_compile");
+    run.compiled = tc != j["other"].end() && tc->is_boolean() && tc->get<bool>();
   }
   if (j.contains("global_batch")) // else torchtitan's local batch x dp above, or micro x dp below
     run.setup.global_batch_size = int_or(j, "global_batch", 0);
@@ -480,7 +482,13 @@ FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& whe
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
-  so.framework = std::make_shared<const FrameworkProfile>(fw);
+  if (run.compiled && fw.host_s_per_sac_kernel > 0) {
+    FrameworkProfile traced = fw; // torch.compile traces the policy's dispatch mode away
+    traced.host_s_per_sac_kernel = 0;
+    so.framework = std::make_shared<const FrameworkProfile>(traced);
+  } else {
+    so.framework = std::make_shared<const FrameworkProfile>(fw);
+  }
   so.tp_overlap = run.tp_overlap;
   auto estimate = [&](std::int64_t micro_batch) {
     model::TrainingSetup s = run.setup;

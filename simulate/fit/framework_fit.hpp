@@ -36,6 +36,9 @@ struct FrameworkRun {
   model::ParallelPlan plan;
   model::TrainingSetup setup;
   bool tp_overlap = false; // tensor-parallel collectives overlapped (torchtitan's async TP)
+  // Run under torch.compile (torchtitan's other.torch_compile): the per-op checkpointing
+  // policy is traced into the graph, so its eager dispatch cost does not apply.
+  bool compiled = false;
   // Measured (0 = not recorded).
   double step_time_s = 0;
   double tokens_per_s_per_gpu = 0;

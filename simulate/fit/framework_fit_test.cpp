@@ -252,6 +252,31 @@ TEST_CASE("fit recovers per-op checkpointing's dispatch cost beside the host cos
   CHECK_FALSE(default_fit_options(truth, plain).host_per_sac_kernel);
 }
 
+TEST_CASE("a run under torch.compile pays no per-op checkpointing dispatch") {
+  // torchtitan's rows say whether torch.compile ran (other.torch_compile): compiled, the
+  // per-op policy is traced into the graph and the eager dispatch mode's cost is left out.
+  auto row = [](bool compile) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "t", "framework": "fsdp", "model": "cs336-small", "gpu": "h200",)"
+                    R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 512,)"
+                    R"( "micro_batch": 4, "recompute": "selective op",)"
+                    R"( "other": {"torch_compile": )") +
+        (compile ? "true" : "false") + R"(}, "measured": {"step_time_s": 0.1}})");
+  };
+  const FrameworkRun eager = parse_framework_run(row(false), "row");
+  const FrameworkRun traced = parse_framework_run(row(true), "row");
+  CHECK_FALSE(eager.compiled);
+  CHECK(traced.compiled);
+  REQUIRE(traced.skip_reason.empty());
+  FrameworkProfile fw = load_framework("fsdp");
+  fw.host_s_per_sac_kernel = 100e-6;
+  FrameworkProfile without = fw;
+  without.host_s_per_sac_kernel = 0;
+  CHECK(predict_run(traced, fw).step_time_s < predict_run(eager, fw).step_time_s);
+  CHECK(predict_run(traced, fw).step_time_s ==
+        doctest::Approx(predict_run(eager, without).step_time_s));
+}
+
 TEST_CASE("a GEMM scale per GPU: runs of two GPUs whose rates differ get one scale each") {
   // Runs made by the model with GEMMs 20% slower on the B200 than on the H100: the shared
   // scale must come out at the H100's (the GPU with most rows) and the B200's own at 0.8.
