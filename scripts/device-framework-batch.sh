@@ -23,6 +23,8 @@
 #   repeat-sac: (session 10) every run of runs-g and runs-h measured again in one call, in plan
 #           order -> runs-i.jsonl (a second pass of the per-op checkpointing runs, merged by
 #           geometric mean with --repeat-runs as runs-f is; docs/frameworks.md)
+#   sdpa-grid: (session 10) PyTorch SDPA forward and backward (default, flash and cuDNN
+#           backends) over causal training shapes (scripts/peer_sdpa.py --grid); mechanism
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -79,6 +81,9 @@ for f in ["scripts/framework-runs-g.json", "scripts/framework-runs-h.json"]:
 json.dump(plan, open(sys.argv[1], "w"), indent=1)
 PY
     box 570 python3 scripts/peer_framework_runs.py --plan "$w/plan.json" --output "$w/runs-i.jsonl" --limit-s 60
+    ;;
+  sdpa-grid)
+    box 300 python3 scripts/peer_sdpa.py --grid --output "$w/sdpa-grid.json"
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90

@@ -40,12 +40,18 @@ def backends():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--output", default="-")
+    ap.add_argument("--grid", action="store_true",
+                    help="causal shapes of training steps instead of the perf-suite shapes: head dim "
+                         "64 (16 heads) and 128 (32 heads), seq 1024..32768, batch x seq = 16384 tokens")
     args = ap.parse_args()
     from torch.nn.attention import sdpa_kernel
     dev = torch.device("cuda")
     results = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "cuda": torch.version.cuda, "measurements": []}
     shapes = [(2, 16, 4096, 128, False), (2, 16, 4096, 128, True), (2, 16, 4096, 64, False)]
+    if args.grid:
+        shapes = [(max(1, 16384 // s), h, s, d, True) for (h, d) in ((16, 64), (32, 128))
+                  for s in (1024, 2048, 4096, 8192, 16384, 32768)]
     for (b, h, s, d, causal) in shapes:
         gen = torch.Generator(device=dev).manual_seed(1)
         q, k, v = (torch.empty(b, h, s, d, device=dev, dtype=torch.bfloat16).uniform_(
