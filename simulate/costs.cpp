@@ -422,7 +422,11 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
                                 ? fw.gemm_scale_on(gpu.name) * fw.expert_gemm_efficiency_scale
                                 : fw.gemm_scale_on(gpu.name);
   const bool fp32 = op.dtype == Dtype::fp32;
-  const double compute = c.compute_s / gemm_scale * rc.compute_factor(bwd, fp32);
+  // PyTorch's SDPA backend on this GPU against the hardware profile's attention (framework.hpp).
+  const double sdpa = op.role == model::OpRole::attention_core && !fp32
+                          ? fw.sdpa_factor_on(gpu.name, op.head_dim, bwd)
+                          : 1.0;
+  const double compute = c.compute_s / gemm_scale * rc.compute_factor(bwd, fp32) * sdpa;
   const double memory = c.memory_s * rc.bytes_factor(bwd, fp32) / fw.memory_bw_scale;
   double body = std::max(compute, memory);
   if (fw.autocast_cast_passes && op.kind == model::OpKind::gemm && op.params > 0 &&

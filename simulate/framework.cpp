@@ -70,7 +70,7 @@ bool FrameworkProfile::is_identity() const {
   if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
         host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 && host_s_per_sac_kernel == 0 &&
         moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
-        gpu_gemm_efficiency_scale.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
+        gpu_gemm_efficiency_scale.empty() && gpu_sdpa_time_factors.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
         logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
         score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
@@ -151,6 +151,10 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
   for (const auto& [gpu, v] : f.gpu_gemm_efficiency_scale)
     positive(fmt::format("gpu_gemm_efficiency_scale.{}", gpu).c_str(), v, 2);
+  for (const auto& [gpu, s] : f.gpu_sdpa_time_factors)
+    for (auto [field, v] : {std::pair{"fwd_64", s.fwd_64}, std::pair{"bwd_64", s.bwd_64},
+                            std::pair{"fwd_128", s.fwd_128}, std::pair{"bwd_128", s.bwd_128}})
+      positive(fmt::format("gpu_sdpa_time_factors.{}.{}", gpu, field).c_str(), v, 10);
   positive("memory_bw_scale", f.memory_bw_scale, 2);
   positive("optimizer_bytes_factor", f.optimizer_bytes_factor, 100);
   non_negative("optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6, 1e4);
@@ -221,6 +225,34 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
           p.add(fmt::format("gpu_gemm_efficiency_scale.{}: expected a number", gpu));
         else
           f.gpu_gemm_efficiency_scale[gpu] = v.get<double>();
+      }
+    }
+  }
+  if (const auto* g = r.take("gpu_sdpa_time_factors")) {
+    if (!g->is_object()) {
+      p.add("gpu_sdpa_time_factors: expected an object keyed by GPU preset");
+    } else {
+      for (const auto& [gpu, v] : g->items()) {
+        if (!v.is_object()) {
+          p.add(fmt::format("gpu_sdpa_time_factors.{}: expected an object with fwd_64, bwd_64, "
+                            "fwd_128 and bwd_128",
+                            gpu));
+          continue;
+        }
+        FrameworkProfile::SdpaFactors s;
+        for (auto [field, dst] : {std::pair{"fwd_64", &s.fwd_64}, std::pair{"bwd_64", &s.bwd_64},
+                                  std::pair{"fwd_128", &s.fwd_128},
+                                  std::pair{"bwd_128", &s.bwd_128}}) {
+          const auto it = v.find(field);
+          if (it == v.end() || !it->is_number())
+            p.add(fmt::format("gpu_sdpa_time_factors.{}.{}: expected a number", gpu, field));
+          else
+            *dst = it->get<double>();
+        }
+        for (const auto& [key, unused] : v.items())
+          if (key != "fwd_64" && key != "bwd_64" && key != "fwd_128" && key != "bwd_128")
+            p.add(fmt::format("gpu_sdpa_time_factors.{}.{}: unknown key", gpu, key));
+        f.gpu_sdpa_time_factors[gpu] = s;
       }
     }
   }
@@ -327,6 +359,16 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   return f;
 }
 
+namespace {
+nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFactors>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [gpu, s] : m)
+    j[gpu] = {{"fwd_64", s.fwd_64}, {"bwd_64", s.bwd_64}, {"fwd_128", s.fwd_128},
+              {"bwd_128", s.bwd_128}};
+  return j;
+}
+} // namespace
+
 nlohmann::json framework_to_json(const FrameworkProfile& f) {
   nlohmann::json j{{"name", f.name},
                    {"source", f.source},
@@ -343,6 +385,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"gemm_efficiency_scale", f.gemm_efficiency_scale},
                    {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
                    {"gpu_gemm_efficiency_scale", f.gpu_gemm_efficiency_scale},
+                   {"gpu_sdpa_time_factors", sdpa_json(f.gpu_sdpa_time_factors)},
                    {"memory_bw_scale", f.memory_bw_scale},
                    {"optimizer_bytes_factor", f.optimizer_bytes_factor},
                    {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},

@@ -9,6 +9,7 @@
 // the identity (every factor 1, the per-op launch model of our own trainer).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -125,6 +126,25 @@ struct FrameworkProfile {
   [[nodiscard]] double gemm_scale_on(const std::string& gpu) const {
     const auto it = gpu_gemm_efficiency_scale.find(gpu);
     return gemm_efficiency_scale * (it == gpu_gemm_efficiency_scale.end() ? 1.0 : it->second);
+  }
+  // PyTorch's scaled_dot_product_attention per GPU preset (absent: 1): its kernel time over
+  // the hardware profile's attention model (calibrated on our own FlashAttention-2), 16-bit,
+  // forward and backward, at head dims 64 and 128 (linear between, held outside). PyTorch picks
+  // its SDPA backend itself (cuDNN on the H200 with torch 2.11), which runs at a rate of its own.
+  struct SdpaFactors {
+    double fwd_64 = 1, bwd_64 = 1, fwd_128 = 1, bwd_128 = 1;
+    [[nodiscard]] double at(std::int64_t head_dim, bool backward) const {
+      const double lo = backward ? bwd_64 : fwd_64, hi = backward ? bwd_128 : fwd_128;
+      const double t = std::clamp((static_cast<double>(head_dim) - 64.0) / 64.0, 0.0, 1.0);
+      return lo + t * (hi - lo);
+    }
+    bool operator==(const SdpaFactors&) const = default;
+  };
+  std::map<std::string, SdpaFactors> gpu_sdpa_time_factors;
+  [[nodiscard]] double sdpa_factor_on(const std::string& gpu, std::int64_t head_dim,
+                                      bool backward) const {
+    const auto it = gpu_sdpa_time_factors.find(gpu);
+    return it == gpu_sdpa_time_factors.end() ? 1.0 : it->second.at(head_dim, backward);
   }
   double memory_bw_scale = 1; // achieved rate of memory-bound kernels / the profile's
   // Fixed time per MoE layer and micro-batch (forward + backward), exposed: the token
