@@ -70,13 +70,14 @@ bool FrameworkProfile::is_identity() const {
   if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
         host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 && host_s_per_sac_kernel == 0 &&
         moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
-        gpu_gemm_efficiency_scale.empty() && gpu_sdpa_time_factors.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
-        optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
-        logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
-        score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
-        ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights && !autocast_cast_passes &&
-        !fsdp2_copies && !expand_kv_heads && allocator_overhead_fraction == 0 &&
-        allocator_round_bytes == 0 && context_bytes == 0 && !caching_allocator))
+        gpu_gemm_efficiency_scale.empty() && gpu_sdpa_time_factors.empty() &&
+        memory_bw_scale == 1 && optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
+        activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
+        logits_peak_bytes_per_elem_fp32 == 0 && score_bwd_transient_bytes == 0 &&
+        score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
+        !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies && !expand_kv_heads &&
+        allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
+        !caching_allocator))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -240,9 +241,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
           continue;
         }
         FrameworkProfile::SdpaFactors s;
-        for (auto [field, dst] : {std::pair{"fwd_64", &s.fwd_64}, std::pair{"bwd_64", &s.bwd_64},
-                                  std::pair{"fwd_128", &s.fwd_128},
-                                  std::pair{"bwd_128", &s.bwd_128}}) {
+        for (auto [field, dst] :
+             {std::pair{"fwd_64", &s.fwd_64}, std::pair{"bwd_64", &s.bwd_64},
+              std::pair{"fwd_128", &s.fwd_128}, std::pair{"bwd_128", &s.bwd_128}}) {
           const auto it = v.find(field);
           if (it == v.end() || !it->is_number())
             p.add(fmt::format("gpu_sdpa_time_factors.{}.{}: expected a number", gpu, field));
@@ -363,8 +364,8 @@ namespace {
 nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFactors>& m) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [gpu, s] : m)
-    j[gpu] = {{"fwd_64", s.fwd_64}, {"bwd_64", s.bwd_64}, {"fwd_128", s.fwd_128},
-              {"bwd_128", s.bwd_128}};
+    j[gpu] = {
+        {"fwd_64", s.fwd_64}, {"bwd_64", s.bwd_64}, {"fwd_128", s.fwd_128}, {"bwd_128", s.bwd_128}};
   return j;
 }
 } // namespace

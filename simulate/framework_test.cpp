@@ -315,6 +315,59 @@ TEST_CASE("per-role factors in fp32 training: bytes and compute apart from the 1
   CHECK(body(c32, Pass::forward, fw) == doctest::Approx(body(c32, Pass::forward, base)));
 }
 
+TEST_CASE("PyTorch's SDPA on a GPU: its time factors by head dim scale the attention core") {
+  // cs336-small has head dim 64; the factors at 64 and 128 interpolate linearly between and are
+  // held outside; another GPU, fp32 and other roles are untouched.
+  Setup a;
+  a.s.seq_len = 2048;
+  const auto ops = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  model::Op core, norm;
+  for (const auto& op : ops.layers.front().ops) {
+    if (op.role == model::OpRole::attention_core)
+      core = op;
+    if (op.role == model::OpRole::norm)
+      norm = op;
+  }
+  REQUIRE(core.head_dim == 64);
+  const FrameworkProfile base = queue_base();
+  FrameworkProfile fw = base;
+  fw.name = "sdpa";
+  fw.gpu_sdpa_time_factors["h200"] = {0.7, 0.6, 0.5, 0.4};
+  auto body = [&](const model::Op& op, Pass pass, const FrameworkProfile& f, const hw::GpuSpec& g) {
+    const auto t = framework_op_time(op, pass, g, a.prof, f);
+    return t.gpu_s - t.kernels * a.prof.gpu_launch_gap_s;
+  };
+  CHECK(body(core, Pass::forward, fw, a.gpu) ==
+        doctest::Approx(0.7 * body(core, Pass::forward, base, a.gpu)));
+  CHECK(body(core, Pass::backward, fw, a.gpu) ==
+        doctest::Approx(0.6 * body(core, Pass::backward, base, a.gpu)));
+  CHECK(body(norm, Pass::forward, fw, a.gpu) ==
+        doctest::Approx(body(norm, Pass::forward, base, a.gpu)));
+  const auto h100 = hw::load_gpu("h100-sxm");
+  CHECK(body(core, Pass::forward, fw, h100) ==
+        doctest::Approx(body(core, Pass::forward, base, h100)));
+  const auto& f = fw.gpu_sdpa_time_factors.at("h200");
+  CHECK(f.at(96, false) == doctest::Approx(0.6));
+  CHECK(f.at(256, true) == doctest::Approx(0.4));
+  CHECK(f.at(32, true) == doctest::Approx(0.6));
+  // A profile file round-trips them; bad ones name the field.
+  const auto back = framework_from_json(framework_to_json(fw), "x.json");
+  CHECK(back.gpu_sdpa_time_factors == fw.gpu_sdpa_time_factors);
+  nlohmann::json j = framework_to_json(fw);
+  j["gpu_sdpa_time_factors"]["h200"]["bwd_64"] = -1;
+  CHECK_THROWS_WITH_AS(framework_from_json(j, "x.json"),
+                       doctest::Contains("gpu_sdpa_time_factors.h200.bwd_64"), ConfigError);
+  j["gpu_sdpa_time_factors"]["h200"] = 2;
+  CHECK_THROWS_WITH_AS(framework_from_json(j, "x.json"),
+                       doctest::Contains("gpu_sdpa_time_factors.h200: expected an object"),
+                       ConfigError);
+  j["gpu_sdpa_time_factors"]["h200"] = {
+      {"fwd_64", 1}, {"bwd_64", 1}, {"fwd_128", 1}, {"bwd_128", 1}, {"fwd_256", 1}};
+  CHECK_THROWS_WITH_AS(framework_from_json(j, "x.json"),
+                       doctest::Contains("gpu_sdpa_time_factors.h200.fwd_256: unknown key"),
+                       ConfigError);
+}
+
 TEST_CASE("autocast's casts around a GEMM run in series with it (eager)") {
   Setup a;
   a.s.precision = model::Precision::bf16_mixed;
