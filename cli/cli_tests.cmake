@@ -435,3 +435,10 @@ add_test(NAME cli.docs_run
 # Further passes of recorded runs need the runs they repeat.
 trainsim_cli_error(repeat_runs_alone "--repeat-runs: needs --framework-runs"
   compare --repeat-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-f.jsonl)
+
+# A kernel profile split by kind of kernel (the profile's kernels by name): cuDNN's SDPA and its
+# fused pre/post kernels are attention, 2.43 + 6.32 + 0.45 + 0.38 ms per step in this profile.
+trainsim_cli_test(compare_kernel_profiles_by_kind "\"attention_measured_s\": 0\\.00957"
+  compare --kernel-profiles
+  ${PROJECT_SOURCE_DIR}/validate/results/kernel-profiles-2026-12-02/pytorch-cs336-large-bf16-mixed-flash-none-b2-s2048.json
+  --format json)

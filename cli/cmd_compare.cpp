@@ -2,6 +2,8 @@
 // calibrated one) and per collective size; MAPE; plots of predicted vs measured, of the
 // roofline with the measured points, and of collective bus bandwidth against size.
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cmath>
 #include <fmt/format.h>
 #include <sstream>
@@ -17,8 +19,10 @@
 #include "common/json_io.hpp"
 #include "common/units.hpp"
 #include "hardware/load.hpp"
+#include "model/ops.hpp"
 #include "simulate/allocator.hpp"
 #include "simulate/collectives.hpp"
+#include "simulate/costs.hpp"
 #include "simulate/fit/collective_fit.hpp"
 #include "simulate/fit/framework_fit.hpp"
 #include "simulate/framework.hpp"
@@ -105,10 +109,36 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
 // (the summed kernel time), against the GPU part of trainsim's step under the run's framework
 // profile (forward, backward, recompute, optimizer, communication; not the host's issue
 // time), so the GPU side of a framework profile is checked apart from its host model.
+// A profiler kernel's kind, by its name: GEMMs (cuBLAS's nvjet and CUTLASS/xmma GEMM kernels),
+// attention (cuDNN's SDPA and its fused pre/post kernels, FlashAttention, PyTorch's
+// memory-efficient fmha), the optimizer's
+// multi-tensor kernels, and the rest (elementwise, reductions, copies, casts).
+enum class KernelKind { gemm, attention, optimizer, other };
+KernelKind kernel_kind(const std::string& name) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("fmha") || has("flash") || has("sdpa") || has("attention") || has("cudnn::fusion"))
+    return KernelKind::attention;
+  if (has("nvjet") || has("gemm") || has("cutlass") || has("xmma"))
+    return KernelKind::gemm;
+  if (has("multi_tensor"))
+    return KernelKind::optimizer;
+  return KernelKind::other;
+}
+
 void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
   Table t({"profile", "framework", "GPU busy measured", "GPU predicted", "error", "step predicted"},
           {"profile", "framework", "measured_gpu_busy_s", "predicted_gpu_s", "error_pct",
            "predicted_step_s"});
+  // The same steps by kind of kernel: measured (the profile's kernels by name) and predicted
+  // (sim::gpu_time_by_kind; the optimizer from the step's breakdown; "other" on the predicted
+  // side is the rest of the GPU part: elementwise ops, casts, recompute of other policies).
+  Table kinds({"profile", "GEMM meas.", "GEMM pred.", "attention meas.", "attention pred.",
+               "optimizer meas.", "optimizer pred.", "other meas.", "other pred."},
+              {"profile", "gemm_measured_s", "gemm_predicted_s", "attention_measured_s",
+               "attention_predicted_s", "optimizer_measured_s", "optimizer_predicted_s",
+               "other_measured_s", "other_predicted_s"});
   nlohmann::json rows = nlohmann::json::array();
   double sum = 0, worst = 0;
   for (const auto& file : o.kernel_profiles) {
@@ -137,12 +167,45 @@ void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
                fmt::format("{:.2f} ms", p.step_time_s * 1e3)},
               {id, fw.name, fmt::format("{}", busy), fmt::format("{}", gpu), fmt::format("{}", err),
                fmt::format("{}", p.step_time_s)});
+    std::array<double, 4> meas{};
+    if (j.contains("kernels") && j["kernels"].is_array()) {
+      // Each kernel's total_s is per step (their sum is gpu_busy_s).
+      for (const auto& k : j["kernels"])
+        if (k.is_object() && k.contains("name") && k["name"].is_string() && k.contains("total_s") &&
+            k["total_s"].is_number())
+          meas[static_cast<std::size_t>(kernel_kind(k["name"].get<std::string>()))] +=
+              k["total_s"].get<double>();
+    }
+    std::array<double, 4> pred{};
+    if (run.plan.pp == 1) {
+      const auto ops = model::build_ops(run.model, model::make_op_context(run.plan, run.setup));
+      const auto by = sim::gpu_time_by_kind(ops, run.plan, run.gpu, run.profile, fw);
+      const auto mb = static_cast<double>(std::max<std::int64_t>(p.step.micro_batches, 1));
+      pred = {mb * by.gemm_s, mb * by.attention_s, b.optimizer, 0.0};
+      pred[3] = gpu - pred[0] - pred[1] - pred[2];
+    }
+    const auto ms = [](double s) { return fmt::format("{:.1f} ms", s * 1e3); };
+    kinds.add_row({id, ms(meas[0]), ms(pred[0]), ms(meas[1]), ms(pred[1]), ms(meas[2]), ms(pred[2]),
+                   ms(meas[3]), ms(pred[3])},
+                  {id, fmt::format("{}", meas[0]), fmt::format("{}", pred[0]),
+                   fmt::format("{}", meas[1]), fmt::format("{}", pred[1]),
+                   fmt::format("{}", meas[2]), fmt::format("{}", pred[2]),
+                   fmt::format("{}", meas[3]), fmt::format("{}", pred[3])});
     rows.push_back({{"profile", id},
                     {"framework", fw.name},
                     {"measured_gpu_busy_s", busy},
                     {"predicted_gpu_s", gpu},
                     {"error_pct", err},
-                    {"predicted_step_s", p.step_time_s}});
+                    {"predicted_step_s", p.step_time_s},
+                    {"by_kind",
+                     {{"gemm_measured_s", meas[0]},
+                      {"gemm_predicted_s", pred[0]},
+                      {"attention_measured_s", meas[1]},
+                      {"attention_predicted_s", pred[1]},
+                      {"optimizer_measured_s", meas[2]},
+                      {"optimizer_predicted_s", pred[2]},
+                      {"other_measured_s", meas[3]},
+                      {"other_predicted_s", pred[3]}}}});
   }
   const double mean = sum / static_cast<double>(o.kernel_profiles.size());
   if (sink.format() == Format::json) {
@@ -155,6 +218,10 @@ void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
   if (sink.format() == Format::table)
     sink.write(fmt::format("GPU time: mean |error| {:.1f}%, worst {:.1f}% ({} profiles)\n", mean,
                            worst, o.kernel_profiles.size()));
+  if (sink.format() == Format::table)
+    sink.write("\nBy kind of kernel (measured: the profile's kernels by name; predicted: the "
+               "framework's ops by kind, other = the rest of the GPU part):\n");
+  kinds.print(sink);
 }
 
 std::string with_suffix(const std::string& file, const std::string& suffix) {

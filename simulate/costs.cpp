@@ -437,7 +437,8 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
     const double casts = rc.autocast_input_casts;
     const double bytes =
         6 * params + 6 * casts * input + (bwd ? 12 * std::max(casts - 1, 0.0) * input : 0.0);
-    body += bytes / (gpu.hbm_bandwidth_bytes_per_s * profile.elementwise_bw_fraction);
+    f.cast_s = bytes / (gpu.hbm_bandwidth_bytes_per_s * profile.elementwise_bw_fraction);
+    body += f.cast_s;
   }
   if (fw.host_model == HostModel::per_op) {
     const double host =
@@ -449,6 +450,38 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
   f.gpu_s = body + f.kernels * profile.gpu_launch_gap_s;
   f.host_s = f.kernels * fw.host_s_per_kernel * (bwd ? fw.host_bwd_kernel_factor : 1.0);
   return f;
+}
+
+GpuTimeByKind gpu_time_by_kind(const model::OpList& ops, const model::ParallelPlan& plan,
+                               const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                               const FrameworkProfile& fw) {
+  GpuTimeByKind t;
+  auto add = [&](const model::Op& op, Pass pass, double times) {
+    if (model::is_communication(op.kind))
+      return;
+    const FrameworkOpTime f = framework_op_time(op, pass, gpu, profile, fw);
+    if (op.kind == model::OpKind::gemm) {
+      t.gemm_s += times * (f.gpu_s - f.cast_s);
+      t.other_s += times * f.cast_s;
+    } else if (op.role == model::OpRole::attention_core) {
+      t.attention_s += times * f.gpu_s;
+    } else {
+      t.other_s += times * f.gpu_s;
+    }
+  };
+  const bool full = plan.recompute == Recompute::full;
+  for (const auto& kind : ops.layers)
+    for (const auto& op : kind.ops) {
+      const auto n = static_cast<double>(kind.num_layers);
+      add(op, Pass::forward, full ? 2 * n : n);
+      add(op, Pass::backward, n);
+    }
+  for (const auto* part : {&ops.embedding, &ops.head})
+    for (const auto& op : *part) {
+      add(op, Pass::forward, 1);
+      add(op, Pass::backward, 1);
+    }
+  return t;
 }
 
 MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model::OpList& ops,

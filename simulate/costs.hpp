@@ -98,11 +98,24 @@ time_micro_batch(const model::ModelSpec& m, const model::OpList& ops,
 /// the GPU gap of each launch) and host issue seconds (queue model), or the per-op launch model.
 struct FrameworkOpTime {
   double gpu_s = 0, host_s = 0, kernels = 0;
+  double cast_s = 0; // the part of gpu_s that is autocast's casts around a GEMM (elementwise)
 };
 [[nodiscard]] FrameworkOpTime framework_op_time(const model::Op& op, Pass pass,
                                                 const hw::GpuSpec& gpu,
                                                 const hw::HardwareProfile& profile,
                                                 const FrameworkProfile& fw);
+
+/// One GPU's kernel time for one micro-batch under a framework, by kind of kernel (to set
+/// against a profiler's kernels): GEMMs (without autocast's casts), the attention core, and
+/// every other op (elementwise, norms, casts, embedding, loss). Forward and backward of every
+/// layer on the GPU (pp 1), plus the forward again under full recompute; communication and
+/// the optimizer are not in it.
+struct GpuTimeByKind {
+  double gemm_s = 0, attention_s = 0, other_s = 0;
+};
+[[nodiscard]] GpuTimeByKind
+gpu_time_by_kind(const model::OpList& ops, const model::ParallelPlan& plan, const hw::GpuSpec& gpu,
+                 const hw::HardwareProfile& profile, const FrameworkProfile& fw);
 
 /// Closed form of bucketed, overlapped reduction: nb buckets of time c become ready evenly
 /// during a window w; the last finishes at max(w/nb + nb c, w + c). Returns the part past w
