@@ -25,6 +25,8 @@
 #           geometric mean with --repeat-runs as runs-f is; docs/frameworks.md)
 #   sdpa-grid: (session 10) PyTorch SDPA forward and backward (default, flash and cuDNN
 #           backends) over causal training shapes (scripts/peer_sdpa.py --grid); mechanism
+#   role-parts: (session 10) the eager elementwise parts of a layer one by one (norm, RoPE, the
+#           attention output's copy, SwiGLU, residual; scripts/peer_role_parts.py); mechanism
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -84,6 +86,10 @@ PY
     ;;
   sdpa-grid)
     box 300 python3 scripts/peer_sdpa.py --grid --output "$w/sdpa-grid.json"
+    ;;
+  role-parts)
+    box 240 python3 scripts/peer_role_parts.py --out "$w/role-parts.jsonl" \
+      --configs cs336-large:2:2048,llama3.2-1b:2:2048,cs336-xl:4:512,cs336-small:32:512,cs336-2.7b:2:1024
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90
