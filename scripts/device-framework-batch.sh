@@ -27,6 +27,8 @@
 #           backends) over causal training shapes (scripts/peer_sdpa.py --grid); mechanism
 #   role-parts: (session 10) the eager elementwise parts of a layer one by one (norm, RoPE, the
 #           attention output's copy, SwiGLU, residual; scripts/peer_role_parts.py); mechanism
+#   kernels-k: (session 10) kernel profiles of six configurations no profile has, held out as
+#           the judge of the next trial of GPU-side constants (docs/frameworks.md)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -90,6 +92,14 @@ PY
   role-parts)
     box 240 python3 scripts/peer_role_parts.py --out "$w/role-parts.jsonl" \
       --configs cs336-large:2:2048,llama3.2-1b:2:2048,cs336-xl:4:512,cs336-small:32:512,cs336-2.7b:2:1024
+    ;;
+  kernels-k)
+    for cfg in "pytorch llama3.2-3b 2 2048" "pytorch cs336-medium 8 1024" "pytorch cs336-xl 2 2048" \
+               "fsdp llama3.2-1b 4 4096" "fsdp cs336-2.7b 4 512" "fsdp cs336-large 4 1024"; do
+      set -- $cfg
+      box 90 python3 scripts/peer_kernel_profile.py --out "$w" --framework "$1" --model "$2" \
+        --batch "$3" --seq-len "$4"
+    done
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90
