@@ -24,8 +24,10 @@ heads, K and V repeated to 32 heads before SDPA, head dim 128, bf16, batch 1).
 """
 import argparse
 import json
-import statistics
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv):
@@ -40,6 +42,7 @@ def main(argv):
 
     import torch
     import torch.nn.functional as F
+    from peer_sdpa import time_cuda
 
     aten = torch.ops.aten
     dev = "cuda"
@@ -152,18 +155,8 @@ def main(argv):
             gk.to(torch.bfloat16)
             gv.to(torch.bfloat16)
 
-    def timed(fn, reps):
-        fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            fn()
-            e1.record()
-            torch.cuda.synchronize()
-            ts.append(e0.elapsed_time(e1) / 1e3)
-        return statistics.median(ts), ts
+    def timed(fn, reps):  # CUDA-event median, as the SDPA peer times
+        return time_cuda(fn, warmup=1, samples=reps)["median_s"]
 
     rows = []
     for cp in [int(x) for x in a.cps.split(",")]:
@@ -183,8 +176,8 @@ def main(argv):
             fwd()
             torch.cuda.synchronize()
             saved = saved_holder["s"]
-            row[f"{key}_fwd_s"], _ = timed(fwd, a.reps)
-            row[f"{key}_bwd_s"], _ = timed(lambda: ring_backward(cp, rank, saved, kernels_only),
+            row[f"{key}_fwd_s"] = timed(fwd, a.reps)
+            row[f"{key}_bwd_s"] = timed(lambda: ring_backward(cp, rank, saved, kernels_only),
                                            a.reps)
         if cp == 1:
             row["plain_note"] = "cp 1: the ring is one causal call; ring = plain SDPA"

@@ -161,6 +161,27 @@ TEST_CASE("framework runs: bad lines name file:line and the field") {
   }
 }
 
+namespace {
+// A one-GPU H200 eager run of model m at micro-batch b x 512 tokens, its step time made by
+// `truth` itself (fit tests recover truth's constants from such runs).
+FrameworkRun synthetic_run(const char* m, std::int64_t b, model::Recompute rc,
+                           const FrameworkProfile& truth) {
+  FrameworkRun r;
+  r.id = m;
+  r.framework = "pytorch";
+  r.model = model::load_model(m);
+  r.gpu = hw::load_gpu("h200");
+  r.cluster = hw::single_node_cluster(r.gpu, 1);
+  r.profile = hw::default_profile("h200");
+  r.plan.recompute = rc;
+  r.setup.micro_batch_size = b;
+  r.setup.global_batch_size = b;
+  r.setup.seq_len = 512;
+  r.step_time_s = predict_run(r, truth).step_time_s;
+  return r;
+}
+} // namespace
+
 TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
   // Runs made by the model itself with a known host cost: the fit must find it again.
   FrameworkProfile truth = load_framework("pytorch");
@@ -168,20 +189,8 @@ TEST_CASE("fit recovers the host cost per kernel that generated the runs") {
   truth.host_s_per_checkpoint = 0;
   std::vector<FrameworkRun> runs;
   for (const char* m : {"cs336-small", "cs336-medium", "cs336-large"})
-    for (std::int64_t b : {2, 8}) {
-      FrameworkRun r;
-      r.id = m;
-      r.framework = "pytorch";
-      r.model = model::load_model(m);
-      r.gpu = hw::load_gpu("h200");
-      r.cluster = hw::single_node_cluster(r.gpu, 1);
-      r.profile = hw::default_profile("h200");
-      r.setup.micro_batch_size = b;
-      r.setup.global_batch_size = b;
-      r.setup.seq_len = 512;
-      r.step_time_s = predict_run(r, truth).step_time_s;
-      runs.push_back(r);
-    }
+    for (std::int64_t b : {2, 8})
+      runs.push_back(synthetic_run(m, b, model::Recompute::none, truth));
   FrameworkProfile start = truth;
   start.host_s_per_kernel = 10e-6;
   FitOptions o;
@@ -220,22 +229,8 @@ TEST_CASE("fit recovers per-op checkpointing's dispatch cost beside the host cos
   truth.host_s_per_sac_kernel = 60e-6;
   std::vector<FrameworkRun> runs;
   for (const char* m : {"cs336-small", "cs336-medium", "cs336-large"})
-    for (auto rc :
-         {model::Recompute::none, model::Recompute::full, model::Recompute::selective_op}) {
-      FrameworkRun r;
-      r.id = m;
-      r.framework = "pytorch";
-      r.model = model::load_model(m);
-      r.gpu = hw::load_gpu("h200");
-      r.cluster = hw::single_node_cluster(r.gpu, 1);
-      r.profile = hw::default_profile("h200");
-      r.plan.recompute = rc;
-      r.setup.micro_batch_size = 4;
-      r.setup.global_batch_size = 4;
-      r.setup.seq_len = 512;
-      r.step_time_s = predict_run(r, truth).step_time_s;
-      runs.push_back(r);
-    }
+    for (auto rc : {model::Recompute::none, model::Recompute::full, model::Recompute::selective_op})
+      runs.push_back(synthetic_run(m, 4, rc, truth));
   const FitOptions o = default_fit_options(truth, runs);
   CHECK(o.host_per_sac_kernel);
   FrameworkProfile start = truth;
