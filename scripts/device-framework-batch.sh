@@ -27,6 +27,9 @@
 #           backends) over causal training shapes (scripts/peer_sdpa.py --grid); mechanism
 #   role-parts: (session 10) the eager elementwise parts of a layer one by one (norm, RoPE, the
 #           attention output's copy, SwiGLU, residual; scripts/peer_role_parts.py); mechanism
+#   traces-l: (session 11) allocator traces (--peak-frames) of two fit-side FSDP2 OOM
+#           configurations with full recompute at the batches where trainsim's verdict is
+#           off (docs/frameworks.md); mechanism
 #   kernels-k: (session 10) kernel profiles of six configurations no profile has, held out as
 #           the judge of the next trial of GPU-side constants (docs/frameworks.md)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
@@ -100,6 +103,12 @@ PY
       box 90 python3 scripts/peer_kernel_profile.py --out "$w" --framework "$1" --model "$2" \
         --batch "$3" --seq-len "$4"
     done
+    ;;
+  traces-l)
+    t() { box 200 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
+    t --framework fsdp --model cs336-2.7b --recompute full --batch 66 --seq-len 1024
+    t --framework fsdp --model cs336-medium --recompute full --batch 185 --seq-len 2048
+    t --framework fsdp --model cs336-medium --recompute full --batch 77 --seq-len 2048
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90
