@@ -442,3 +442,15 @@ trainsim_cli_test(compare_kernel_profiles_by_kind "\"attention_measured_s\": 0\\
   compare --kernel-profiles
   ${PROJECT_SOURCE_DIR}/validate/results/kernel-profiles-2026-12-02/pytorch-cs336-large-bf16-mixed-flash-none-b2-s2048.json
   --format json)
+
+# A recorded trace replayed under an allocator cap: FSDP2 cs336-medium, full recompute, micro-batch
+# 77 x 2048 reserved 38.76 GB uncapped; the model needs 36.7 GB once its cache is returned.
+trainsim_cli_test(compare_allocator_trace_under_cap "\"fits_under_cap\": true"
+  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  --allocator-cap-gb 40 --format json)
+trainsim_cli_test(compare_allocator_trace_over_cap "out of memory"
+  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  --allocator-cap-gb 30)
+trainsim_cli_error(allocator_cap_negative "--allocator-cap-gb = -1: must be in \\[0, 1e6\\]"
+  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  --allocator-cap-gb -1)

@@ -48,16 +48,35 @@ struct CompareOptions {
   std::vector<std::string> allocator_traces;
   std::vector<std::string> kernel_profiles;
   double max_reserved_error_pct = 0; // --allocator-traces: 0 = report only
+  double allocator_cap_gb = 0;       // --allocator-traces: also replay under this cap (0: no)
   OutputOptions out;
 };
 
 // Replays of recorded allocator traces through the caching-allocator model
 // (simulate/allocator.hpp): peak allocated and reserved, model vs PyTorch.
 void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
-  Table t({"trace", "events", "alloc model", "alloc measured", "reserved model",
-           "reserved measured", "error"},
-          {"trace", "events", "model_peak_allocated_bytes", "measured_peak_allocated_bytes",
-           "model_peak_reserved_bytes", "measured_peak_reserved_bytes", "reserved_error_pct"});
+  if (o.allocator_cap_gb < 0 || !std::isfinite(o.allocator_cap_gb) || o.allocator_cap_gb > 1e6)
+    throw ConfigError(fmt::format("--allocator-cap-gb = {}: must be in [0, 1e6] (GB = 1e9 bytes; "
+                                  "0 = no cap)",
+                                  o.allocator_cap_gb));
+  const bool capped = o.allocator_cap_gb > 0;
+  const auto cap_bytes = static_cast<std::int64_t>(o.allocator_cap_gb * 1e9);
+  const std::string cap_head = fmt::format("under {:g} GB", o.allocator_cap_gb);
+  std::vector<std::string> head{"trace",          "events",         "alloc model",
+                                "alloc measured", "reserved model", "reserved measured",
+                                "error"};
+  std::vector<std::string> keys{"trace",
+                                "events",
+                                "model_peak_allocated_bytes",
+                                "measured_peak_allocated_bytes",
+                                "model_peak_reserved_bytes",
+                                "measured_peak_reserved_bytes",
+                                "reserved_error_pct"};
+  if (capped) {
+    head.push_back(cap_head);
+    keys.push_back("fits_under_cap");
+  }
+  Table t(head, keys);
   nlohmann::json rows = nlohmann::json::array();
   double worst = 0, sum = 0;
   for (const auto& file : o.allocator_traces) {
@@ -70,23 +89,38 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
     worst = std::max(worst, std::abs(err));
     sum += std::abs(err);
     const std::string id = r.id.empty() ? file : r.id;
-    t.add_row({id, fmt::format("{}", r.events),
-               fmt::format("{:.2f} GB", r.model_peak_allocated_bytes / 1e9),
-               fmt::format("{:.2f} GB", r.measured_peak_allocated_bytes / 1e9),
-               fmt::format("{:.2f} GB", r.model_peak_reserved_bytes / 1e9),
-               fmt::format("{:.2f} GB", r.measured_peak_reserved_bytes / 1e9),
-               fmt::format("{:+.1f}%", err)},
-              {id, fmt::format("{}", r.events), fmt::format("{}", r.model_peak_allocated_bytes),
-               fmt::format("{}", r.measured_peak_allocated_bytes),
-               fmt::format("{}", r.model_peak_reserved_bytes),
-               fmt::format("{}", r.measured_peak_reserved_bytes), fmt::format("{}", err)});
-    rows.push_back({{"trace", id},
-                    {"events", r.events},
-                    {"model_peak_allocated_bytes", r.model_peak_allocated_bytes},
-                    {"measured_peak_allocated_bytes", r.measured_peak_allocated_bytes},
-                    {"model_peak_reserved_bytes", r.model_peak_reserved_bytes},
-                    {"measured_peak_reserved_bytes", r.measured_peak_reserved_bytes},
-                    {"reserved_error_pct", err}});
+    std::vector<std::string> shown{id,
+                                   fmt::format("{}", r.events),
+                                   fmt::format("{:.2f} GB", r.model_peak_allocated_bytes / 1e9),
+                                   fmt::format("{:.2f} GB", r.measured_peak_allocated_bytes / 1e9),
+                                   fmt::format("{:.2f} GB", r.model_peak_reserved_bytes / 1e9),
+                                   fmt::format("{:.2f} GB", r.measured_peak_reserved_bytes / 1e9),
+                                   fmt::format("{:+.1f}%", err)};
+    std::vector<std::string> raw{id,
+                                 fmt::format("{}", r.events),
+                                 fmt::format("{}", r.model_peak_allocated_bytes),
+                                 fmt::format("{}", r.measured_peak_allocated_bytes),
+                                 fmt::format("{}", r.model_peak_reserved_bytes),
+                                 fmt::format("{}", r.measured_peak_reserved_bytes),
+                                 fmt::format("{}", err)};
+    nlohmann::json row{{"trace", id},
+                       {"events", r.events},
+                       {"model_peak_allocated_bytes", r.model_peak_allocated_bytes},
+                       {"measured_peak_allocated_bytes", r.measured_peak_allocated_bytes},
+                       {"model_peak_reserved_bytes", r.model_peak_reserved_bytes},
+                       {"measured_peak_reserved_bytes", r.measured_peak_reserved_bytes},
+                       {"reserved_error_pct", err}};
+    if (capped) {
+      // The same allocations and frees under the cap: the model releases its cache and
+      // retries as PyTorch does, and says whether the step would still have run.
+      const bool fits = !sim::replay_allocator_trace(file, cap_bytes).out_of_memory;
+      shown.push_back(fits ? "fits" : "out of memory");
+      raw.push_back(fits ? "true" : "false");
+      row["fits_under_cap"] = fits;
+      row["cap_bytes"] = cap_bytes;
+    }
+    t.add_row(shown, raw);
+    rows.push_back(row);
   }
   const double mean = sum / static_cast<double>(o.allocator_traces.size());
   if (sink.format() == Format::json) {
@@ -585,6 +619,10 @@ void add_compare(CLI::App& app) {
                   "repeatable): the GPU's summed kernel time per step against the GPU part of "
                   "trainsim's step (no host time), under the run's framework or --framework")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--allocator-cap-gb", o->allocator_cap_gb,
+                  "With --allocator-traces: also replay each trace under this cap (GB = 1e9 "
+                  "bytes, what torch.cuda.set_per_process_memory_fraction lets the allocator "
+                  "reserve) and say whether the step would have run out of memory");
   cmd->add_option("--max-reserved-error-pct", o->max_reserved_error_pct,
                   "With --allocator-traces: exit 3 when a trace's reserved |error| exceeds "
                   "this (0 = report)");

@@ -132,16 +132,17 @@ void CachingAllocatorModel::release(BlockId id) {
   insert(p, Key{b->stream, b->size, b->addr, id});
 }
 
-TraceReplay replay_allocator_trace(const std::string& path) {
-  return replay_allocator_trace_text(read_input_file(path), path);
+TraceReplay replay_allocator_trace(const std::string& path, std::int64_t cap_bytes) {
+  return replay_allocator_trace_text(read_input_file(path), path, cap_bytes);
 }
 
-TraceReplay replay_allocator_trace_text(std::string_view text, const std::string& path) {
+TraceReplay replay_allocator_trace_text(std::string_view text, const std::string& path,
+                                        std::int64_t cap_bytes) {
   std::istringstream in{std::string(text)};
   TraceReplay r;
   r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
       std::numeric_limits<double>::quiet_NaN();
-  CachingAllocatorModel model;
+  CachingAllocatorModel model(std::max<std::int64_t>(cap_bytes, 0));
   std::unordered_map<std::int64_t, CachingAllocatorModel::BlockId> live;
   std::string line;
   std::int64_t n = 0;
@@ -203,6 +204,7 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
   }
   r.model_peak_allocated_bytes = static_cast<double>(model.peak_allocated_bytes());
   r.model_peak_reserved_bytes = static_cast<double>(model.peak_reserved_bytes());
+  r.out_of_memory = model.out_of_memory();
   return r;
 }
 

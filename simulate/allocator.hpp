@@ -89,16 +89,21 @@ struct TraceReplay {
   double model_peak_allocated_bytes = 0, model_peak_reserved_bytes = 0;
   double measured_peak_allocated_bytes = 0, measured_peak_reserved_bytes = 0; // NaN: not given
   bool streams_recorded = false; // its blocks say which stream made them ("a SIZE ID STREAM")
+  bool out_of_memory = false;    // replayed under a cap: a request the cap could not hold
   std::string id;
 };
 /// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID [STREAM]", "f ID", "m
 /// ...", "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).
 /// Throws ConfigError naming file:line for a malformed line (a block above 1 PiB, a free of a
 /// block not held, ...) and for a file the input rules refuse (common/json_io.hpp).
-[[nodiscard]] TraceReplay replay_allocator_trace(const std::string& path);
+/// cap_bytes > 0 replays it under that cap (what torch.cuda.set_per_process_memory_fraction
+/// allows the allocator to reserve) and says whether the step would have run out of memory.
+[[nodiscard]] TraceReplay replay_allocator_trace(const std::string& path,
+                                                 std::int64_t cap_bytes = 0);
 /// The same for trace text already read; `path` names it in errors.
 [[nodiscard]] TraceReplay replay_allocator_trace_text(std::string_view text,
-                                                      const std::string& path);
+                                                      const std::string& path,
+                                                      std::int64_t cap_bytes = 0);
 inline constexpr std::int64_t kMaxTraceBlockBytes = std::int64_t{1} << 50;
 
 /// The tensors of a training step on one GPU, as a PyTorch training loop allocates them

@@ -59,6 +59,20 @@ TEST_CASE("caching allocator: splits, reuse, merges and what cannot be reused") 
   CHECK(b.allocated_bytes() == 12 * MiB);
 }
 
+TEST_CASE("caching allocator: a trace replayed under a cap releases the cache before it fails") {
+  // A 12 MiB block freed, then a 24 MiB request: uncapped, the cached 12 MiB segment stays and
+  // 36 MiB are reserved. Under a 30 MiB cap the cache is returned and the request fits; under
+  // 20 MiB it cannot.
+  const char* text = "a 12582912 0 0\nf 0\na 25165824 1 0\n";
+  const auto free_run = replay_allocator_trace_text(text, "cap.trace");
+  CHECK(free_run.model_peak_reserved_bytes == 36.0 * MiB);
+  CHECK_FALSE(free_run.out_of_memory);
+  const auto capped = replay_allocator_trace_text(text, "cap.trace", 30 * MiB);
+  CHECK_FALSE(capped.out_of_memory);
+  CHECK(capped.model_peak_reserved_bytes == 24.0 * MiB);
+  CHECK(replay_allocator_trace_text(text, "cap.trace", 20 * MiB).out_of_memory);
+}
+
 TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's reserved bytes") {
   const std::filesystem::path dir =
       std::filesystem::path(TRAINSIM_SOURCE_DIR) / "validate/results/fixtures/allocator-traces";
