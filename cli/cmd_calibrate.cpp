@@ -41,6 +41,7 @@ struct CalibrateOptions {
   std::vector<std::string> framework_runs;
   std::vector<std::string> repeat_runs;
   std::string framework;
+  std::string fit_only;
   OutputOptions output;
 };
 
@@ -158,7 +159,7 @@ int run_calibrate(const CalibrateOptions& o) {
     throw ConfigError("--repeat-runs: needs --framework-runs (the runs it repeats)");
   if (!o.framework_runs.empty()) {
     Sink sink(o.output);
-    calibrate_framework(o.framework_runs, o.repeat_runs, o.framework, o.out, sink);
+    calibrate_framework(o.framework_runs, o.repeat_runs, o.framework, o.fit_only, o.out, sink);
     return 0;
   }
   if (o.max_regimes < 1 || o.max_regimes > 3)
@@ -311,6 +312,11 @@ void add_calibrate(CLI::App& app) {
                   "profile to --out");
   cmd->add_option("--framework", o->framework,
                   "With --framework-runs: the framework profile to start from and fit");
+  cmd->add_option("--fit-only", o->fit_only,
+                  "With --framework-runs: fit this one constant and keep the rest of --framework "
+                  "(its residuals too): tp-overlap (tp_overlap_hidden_fraction, on the fit rows "
+                  "that overlap tensor-parallel communication without context parallelism)")
+      ->check(CLI::IsMember({"tp-overlap"}));
   cmd->add_option("--repeat-runs", o->repeat_runs,
                   "With --framework-runs: further passes of runs already given (same ids; "
                   "repeatable): each run's step time becomes the geometric mean of its passes");

@@ -267,12 +267,34 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
 
 void calibrate_framework(const std::vector<std::string>& files,
                          const std::vector<std::string>& repeat_files, const std::string& framework,
-                         const std::string& out_file, Sink& sink) {
+                         const std::string& fit_only, const std::string& out_file, Sink& sink) {
   if (framework.empty())
     throw ConfigError("--framework: required with --framework-runs (the profile to fit)");
   auto runs = fitting::read_framework_runs(files);
   fitting::merge_repeat_runs(runs, repeat_files);
   const auto base = sim::load_framework(framework);
+  auto write = [&out_file](const sim::FrameworkProfile& p) {
+    const nlohmann::json j = sim::framework_to_json(p);
+    std::ofstream f(out_file);
+    if (!f)
+      throw ConfigError(fmt::format("--out {}: cannot open for writing", out_file));
+    f << j.dump(2) << "\n";
+    if (!f)
+      throw ConfigError(fmt::format("--out {}: write failed", out_file));
+  };
+  if (fit_only == "tp-overlap") {
+    const auto r = fitting::fit_tp_overlap_hidden(base, runs);
+    write(r.profile);
+    sink.write(fmt::format("# fitted {}'s tp_overlap_hidden_fraction alone on {} fit rows that "
+                           "overlap tensor-parallel communication without context parallelism\n",
+                           base.name, r.rows));
+    sink.write(
+        fmt::format("tp_overlap_hidden_fraction = {:.2f}\n", r.profile.tp_overlap_hidden_fraction));
+    sink.write(fmt::format("those rows: mean |error| {:.1f}%\nwrote {}\n", 100 * r.mape, out_file));
+    return;
+  }
+  if (!fit_only.empty())
+    throw ConfigError(fmt::format("--fit-only = {}: must be tp-overlap", fit_only));
   const auto options = fitting::default_fit_options(base, runs);
   std::string on;
   for (const auto& f : files)
@@ -284,13 +306,7 @@ void calibrate_framework(const std::vector<std::string>& files,
   }
   on += " (fit half: docs/frameworks.md)";
   const auto r = fitting::fit_framework(base, runs, options, on);
-  nlohmann::json j = sim::framework_to_json(r.profile);
-  std::ofstream f(out_file);
-  if (!f)
-    throw ConfigError(fmt::format("--out {}: cannot open for writing", out_file));
-  f << j.dump(2) << "\n";
-  if (!f)
-    throw ConfigError(fmt::format("--out {}: write failed", out_file));
+  write(r.profile);
   const auto& p = r.profile;
   sink.write(fmt::format("# fitted {} on {} time and {} memory runs (fit half of {})\n", p.name,
                          r.fit_time_runs, r.fit_memory_runs, on));

@@ -26,9 +26,10 @@ struct FrameworkRunsOptions {
 void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann::json& out);
 
 /// Fits `framework`'s free parameters on the fit half of the runs and writes the profile to
-/// `out_file`; prints the fitted values and the fit/test errors.
+/// `out_file`; prints the fitted values and the fit/test errors. fit_only "tp-overlap" fits
+/// tp_overlap_hidden_fraction alone (fitting::fit_tp_overlap_hidden) and keeps the rest.
 void calibrate_framework(const std::vector<std::string>& files,
                          const std::vector<std::string>& repeat_files, const std::string& framework,
-                         const std::string& out_file, Sink& sink);
+                         const std::string& fit_only, const std::string& out_file, Sink& sink);
 
 } // namespace trainsim::cli

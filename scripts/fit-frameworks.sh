@@ -22,5 +22,9 @@ device=(--framework-runs "$runs/runs-a.jsonl" --framework-runs "$runs/runs-c.jso
 for fw in pytorch pytorch-compile fsdp; do
   "$bin" calibrate "${device[@]}" --framework "$fw" --out "$out/$fw.json" -q
 done
+# torchtitan's async TP: the hidden share of the TP collectives, fitted alone on the published
+# fit rows that overlap them without context parallelism (declared in docs/frameworks.md).
+"$bin" calibrate --framework-runs "$pub/torchtitan-benchmarks.jsonl" --framework "$out/fsdp.json" \
+  --fit-only tp-overlap --out "$out/fsdp.json" -q
 "$bin" calibrate --framework-runs "$pub/nvidia-megatron-bridge.jsonl" \
   --framework-runs "$pub/nvidia-nemo.jsonl" --framework megatron --out "$out/megatron.json" -q

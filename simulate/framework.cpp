@@ -69,15 +69,15 @@ bool FrameworkProfile::is_identity() const {
   // plan search's hot path return early without comparing every role.
   if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
         host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 && host_s_per_sac_kernel == 0 &&
-        moe_dispatch_s_per_layer == 0 && gemm_efficiency_scale == 1 &&
-        gpu_gemm_efficiency_scale.empty() && gpu_sdpa_time_factors.empty() &&
-        memory_bw_scale == 1 && optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
-        activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
-        logits_peak_bytes_per_elem_fp32 == 0 && score_bwd_transient_bytes == 0 &&
-        score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
-        !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies && !expand_kv_heads &&
-        allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
-        !caching_allocator))
+        moe_dispatch_s_per_layer == 0 && tp_overlap_hidden_fraction == 1 &&
+        gemm_efficiency_scale == 1 && gpu_gemm_efficiency_scale.empty() &&
+        gpu_sdpa_time_factors.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
+        optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
+        logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
+        score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
+        ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights && !autocast_cast_passes &&
+        !fsdp2_copies && !expand_kv_heads && allocator_overhead_fraction == 0 &&
+        allocator_round_bytes == 0 && context_bytes == 0 && !caching_allocator))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -148,6 +148,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
   non_negative("host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6, 1e4);
   non_negative("moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6, 1e6);
+  non_negative("tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction, 1);
   positive("gemm_efficiency_scale", f.gemm_efficiency_scale, 2);
   positive("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale, 2);
   for (const auto& [gpu, v] : f.gpu_gemm_efficiency_scale)
@@ -215,6 +216,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
     f.host_s_per_sac_kernel = us * 1e-6;
   if (r.get("moe_dispatch_us_per_layer", us))
     f.moe_dispatch_s_per_layer = us * 1e-6;
+  r.get("tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction);
   r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
   r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
   if (const auto* g = r.take("gpu_gemm_efficiency_scale")) {
@@ -383,6 +385,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
                    {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
                    {"host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6},
                    {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
+                   {"tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction},
                    {"gemm_efficiency_scale", f.gemm_efficiency_scale},
                    {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
                    {"gpu_gemm_efficiency_scale", f.gpu_gemm_efficiency_scale},

@@ -153,6 +153,10 @@ struct FrameworkProfile {
   // MoEAlltoAllTokenDispatcher), which drains the launch queue; the dispatcher's small kernels
   // (counts, permutations, sorts) then run at the host's pace. Fitted; 0 = none.
   double moe_dispatch_s_per_layer = 0;
+  // Share of a layer's tensor-parallel collectives hidden behind its GEMMs when the run
+  // overlaps them (StepOptions::tp_overlap: Megatron's TP communication overlap, PyTorch's
+  // async TP); the rest stays exposed. 1 = all hidden, up to the layer's compute time.
+  double tp_overlap_hidden_fraction = 1;
 
   // Optimizer step (AdamW): bytes relative to one fused pass (PyTorch's foreach AdamW makes
   // several passes over each state), and host time per parameter tensor.

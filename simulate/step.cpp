@@ -24,8 +24,11 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
                               ? (plan.sequence_parallel ? 0.5 : 1.0)
                               : 0.0;
   double tp_layer = t.layer_tp_fwd + t.layer_tp_bwd + tp_rerun * t.layer_tp_fwd;
+  const FrameworkProfile& fw = options.fw();
+  // Overlapped, the framework's share of the collectives hides behind the layer's GEMMs (no
+  // more than its compute time); the rest stays exposed.
   if (options.tp_overlap)
-    tp_layer = std::max(0.0, tp_layer - (t.layer_fwd + t.layer_bwd));
+    tp_layer -= std::min(fw.tp_overlap_hidden_fraction * tp_layer, t.layer_fwd + t.layer_bwd);
   StageCosts c;
   const int rc = static_cast<int>(plan.recompute);
   c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, t.layer_cp, t.layer_ep};
@@ -33,7 +36,6 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   c.last_extra = {t.head_fwd, t.head_bwd, 0, t.head_tp, 0, 0};
   // Host issue time (queue-model frameworks): the ops', plus per-layer hooks split over the
   // two passes and the checkpoint wrapper of a recomputed layer in backward.
-  const FrameworkProfile& fw = options.fw();
   const double hooks = fw.host_s_per_layer / 2;
   const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
   // Per-op checkpointing's dispatch mode sees every op of the forward and of its re-run.

@@ -250,6 +250,34 @@ TEST_CASE("pipeline bubble: (p-1)/m of the pipelined work, divided by v when int
   CHECK(ei.breakdown_s.pp_comm == doctest::Approx(2 * e.breakdown_s.pp_comm));
 }
 
+TEST_CASE("TP overlap hides the framework's share of the TP collectives, no more") {
+  // tp_overlap_hidden_fraction 1 hides them all (up to the layer's compute), 0 none: the step
+  // of a run without overlap; a share in between exposes the rest.
+  Job j;
+  j.plan.tp = 8;
+  j.plan.pp = 1;
+  j.plan.dp = 2;
+  j.plan.sequence_parallel = true;
+  auto with = [&](double hidden, bool overlap) {
+    auto fw = std::make_shared<FrameworkProfile>(load_framework("fsdp"));
+    fw->tp_overlap_hidden_fraction = hidden;
+    StepOptions o;
+    o.tp_overlap = overlap;
+    o.framework = fw;
+    return j.run(o).breakdown_s.tp_comm;
+  };
+  const double exposed = with(1, false);
+  REQUIRE(exposed > 0);
+  CHECK(with(0, true) == doctest::Approx(exposed));
+  // The layers' collectives shrink linearly with the share (the embedding's and the head's
+  // are not overlapped).
+  const double quarter = with(0.25, true), half = with(0.5, true);
+  CHECK(quarter < exposed);
+  CHECK(exposed - quarter == doctest::Approx(quarter - half));
+  CHECK(with(1, true) < 0.25 * exposed); // all hidden but what exceeds the layer's compute
+  CHECK(with(0.25, false) == doctest::Approx(exposed)); // no overlap: the share is unused
+}
+
 TEST_CASE("ZeRO-3 moves 1.5x the data-parallel volume of all-reduce (one micro-batch)") {
   Job j;
   j.plan = {};

@@ -765,4 +765,35 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
   return result;
 }
 
+TpOverlapFit fit_tp_overlap_hidden(const FrameworkProfile& base,
+                                   const std::vector<FrameworkRun>& runs) {
+  std::vector<const FrameworkRun*> rows;
+  for (const auto& r : runs)
+    if (r.framework == base.name && r.skip_reason.empty() && r.split == Split::fit &&
+        r.tp_overlap && r.plan.tp > 1 && r.plan.cp == 1 && !r.is_oom_search() &&
+        (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0))
+      rows.push_back(&r);
+  if (rows.empty())
+    throw ConfigError(fmt::format("--framework-runs: no fit row of framework '{}' overlaps "
+                                  "tensor-parallel communication without context parallelism",
+                                  base.name));
+  TpOverlapFit best;
+  best.profile = base;
+  best.rows = static_cast<std::int64_t>(rows.size());
+  best.mape = std::numeric_limits<double>::infinity();
+  FrameworkProfile f = base;
+  for (int step = 0; step <= 100; ++step) {
+    f.tp_overlap_hidden_fraction = step / 100.0;
+    double sum = 0;
+    for (const FrameworkRun* r : rows)
+      sum += std::abs(time_error(*r, predict_run(*r, f)));
+    const double mape = sum / static_cast<double>(rows.size());
+    if (mape < best.mape - 1e-12) {
+      best.mape = mape;
+      best.profile.tp_overlap_hidden_fraction = f.tp_overlap_hidden_fraction;
+    }
+  }
+  return best;
+}
+
 } // namespace trainsim::fitting

@@ -116,4 +116,17 @@ struct FitResult {
                                       const std::vector<FrameworkRun>& runs,
                                       const FitOptions& options, const std::string& fitted_on);
 
+/// The share of tensor-parallel communication a framework hides when it overlaps it
+/// (tp_overlap_hidden_fraction), fitted alone on the fit rows of `runs` of base.name that
+/// overlap it (tp_overlap) without context parallelism: the value in [0, 1], in steps of 0.01,
+/// with the least mean |error| (the smallest such value on a tie). Everything else of `base`,
+/// its residuals included, is kept. Throws ConfigError when no such row exists.
+struct TpOverlapFit {
+  sim::FrameworkProfile profile;
+  std::int64_t rows = 0;
+  double mape = 0; // mean |error| of those rows at the fitted value
+};
+[[nodiscard]] TpOverlapFit fit_tp_overlap_hidden(const sim::FrameworkProfile& base,
+                                                 const std::vector<FrameworkRun>& runs);
+
 } // namespace trainsim::fitting

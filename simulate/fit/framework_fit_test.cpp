@@ -247,6 +247,54 @@ TEST_CASE("fit recovers per-op checkpointing's dispatch cost beside the host cos
   CHECK_FALSE(default_fit_options(truth, plain).host_per_sac_kernel);
 }
 
+TEST_CASE("the hidden share of TP communication is fitted alone on overlapped fit rows") {
+  // Rows made by the model with a known share (0.3): two-GPU tensor-parallel runs with
+  // overlap. The fit finds the share, keeps every other constant and the residuals, and skips
+  // rows without overlap, with context parallelism, or on the test side.
+  FrameworkProfile truth = load_framework("fsdp");
+  truth.tp_overlap_hidden_fraction = 0.3;
+  auto row = [&](const char* m, bool overlap, std::int64_t cp, Split side) {
+    FrameworkRun r;
+    r.id = m;
+    r.framework = "fsdp";
+    r.split = side;
+    r.model = model::load_model(m);
+    r.gpu = hw::load_gpu("h200");
+    r.cluster = hw::single_node_cluster(r.gpu, 2 * cp);
+    r.profile = hw::default_profile("h200");
+    r.plan.tp = 2;
+    r.plan.cp = cp;
+    r.plan.sequence_parallel = true;
+    r.tp_overlap = overlap;
+    r.setup.micro_batch_size = 8;
+    r.setup.global_batch_size = 8;
+    r.setup.seq_len = 1024;
+    r.step_time_s = predict_run(r, truth).step_time_s;
+    return r;
+  };
+  std::vector<FrameworkRun> runs{row("cs336-large", true, 1, Split::fit),
+                                 row("cs336-xl", true, 1, Split::fit)};
+  FrameworkProfile start = truth;
+  start.tp_overlap_hidden_fraction = 1;
+  // Rows the fit must not use: measured 2x slower than the truth says.
+  for (auto r :
+       {row("cs336-medium", false, 1, Split::fit), row("cs336-medium", true, 2, Split::fit),
+        row("cs336-medium", true, 1, Split::test)}) {
+    r.step_time_s *= 2;
+    runs.push_back(r);
+  }
+  const auto fit = fit_tp_overlap_hidden(start, runs);
+  CHECK(fit.rows == 2);
+  CHECK(fit.profile.tp_overlap_hidden_fraction == doctest::Approx(0.3));
+  CHECK(fit.mape < 1e-3);
+  CHECK(fit.profile.host_s_per_kernel == start.host_s_per_kernel);
+  CHECK(fit.profile.fit.time_sigma_fraction == start.fit.time_sigma_fraction);
+  // No overlapped fit row: a clear error, not a silent value.
+  const std::vector<FrameworkRun> none{runs[2], runs[4]};
+  CHECK_THROWS_WITH_AS(fit_tp_overlap_hidden(start, none),
+                       doctest::Contains("overlaps tensor-parallel communication"), ConfigError);
+}
+
 TEST_CASE("a run under torch.compile pays no per-op checkpointing dispatch") {
   // torchtitan's rows say whether torch.compile ran (other.torch_compile): compiled, the
   // per-op policy is traced into the graph and the eager dispatch mode's cost is left out.
