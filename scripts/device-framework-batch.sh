@@ -30,6 +30,9 @@
 #   traces-l: (session 11) allocator traces (--peak-frames) of two fit-side FSDP2 OOM
 #           configurations with full recompute at the batches where trainsim's verdict is
 #           off (docs/frameworks.md); mechanism
+#   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
+#           one fresh process per probe (scripts/peer_oom_fresh_boundary.py -> oom-fresh.jsonl;
+#           ONLY=id,id for a part; docs/frameworks.md)
 #   kernels-k: (session 10) kernel profiles of six configurations no profile has, held out as
 #           the judge of the next trial of GPU-side constants (docs/frameworks.md)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
@@ -109,6 +112,11 @@ PY
     t --framework fsdp --model cs336-2.7b --recompute full --batch 66 --seq-len 1024
     t --framework fsdp --model cs336-medium --recompute full --batch 185 --seq-len 2048
     t --framework fsdp --model cs336-medium --recompute full --batch 77 --seq-len 2048
+    ;;
+  oom-fresh)
+    R=validate/results/runs-2026-12-02
+    box 590 python3 scripts/peer_oom_fresh_boundary.py --runs $R/oom.jsonl $R/oom-b.jsonl \
+      $R/oom-c.jsonl --out "$w/oom-fresh.jsonl" --budget-s ${BUDGET_S:-540} ${ONLY:+--only "$ONLY"}
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The OOM boundary of recorded pairs, re-measured one fresh process per probe.
+
+scripts/peer_framework_runs.py --oom-search probes batch sizes in one process, and a probe that
+ran out of memory can leave memory behind for the next (docs/frameworks.md, session 7); its
+fresh check re-ran only the answer. This script takes the recorded pairs (JSON lines with
+`measured.max_micro_batch` and `memory_cap_bytes`) and, for each, runs
+scripts/peer_oom_leak_check.py once per probe, each in its own process under the pair's cap:
+the recorded answer b first (unless its fresh check already ran it), then b + 1, b + 2, ...
+while they run, or b - 1, b - 2, ... while they fail. The fresh boundary is the largest batch
+that ran with the next one failing, both in fresh processes. Pairs are visited in file order,
+those where something fit first; a pair is skipped once the time budget is spent. Output: one
+JSON line per pair (id, cap, fresh probes with their peaks, fresh_max_micro_batch).
+PyTorch is the measuring peer, never a trainsim dependency.
+
+  python3 scripts/peer_oom_fresh_boundary.py --runs oom.jsonl oom-b.jsonl --out fresh.jsonl
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def probe(row, batch, steps, timeout_s):
+    """One probe of `batch` under the row's cap in a fresh process: (ran, peaks) or None."""
+    cmd = [sys.executable, os.path.join(HERE, "peer_oom_leak_check.py"),
+           "--framework", row["framework"], "--model", row["model"],
+           "--seq-len", str(row["seq_len"]), "--precision", row["precision"],
+           "--attention", row.get("attention", "flash"), "--recompute", row.get("recompute", "none"),
+           "--ok-batch", str(batch), "--cap-gb", str(row["memory_cap_bytes"] / 1e9),
+           "--steps", str(steps)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            p = json.loads(line)["probes"][0]
+            return {"ok": bool(p["ok"]), "peak_allocated_bytes": p["peak_allocated_bytes"],
+                    "peak_reserved_bytes": p["peak_reserved_bytes"]}
+    sys.stderr.write(out.stderr[-2000:])
+    return None
+
+
+def boundary(row, steps, timeout_s, deadline):
+    m = row["measured"]
+    b = int(m["max_micro_batch"])
+    probes = {}
+    if b > 0 and m.get("fresh_ok") is True:
+        probes[b] = {"ok": True, "peak_allocated_bytes": m.get("fresh_peak_allocated_bytes"),
+                     "peak_reserved_bytes": m.get("fresh_peak_reserved_bytes"),
+                     "from": "the search's fresh check"}
+    start = max(b, 1)
+    if start not in probes:
+        p = probe(row, start, steps, timeout_s)
+        if p is None:
+            return probes, None
+        probes[start] = p
+    if probes[start]["ok"]:
+        k = start + 1
+        while time.time() < deadline:
+            p = probe(row, k, steps, timeout_s)
+            if p is None:
+                return probes, None
+            probes[k] = p
+            if not p["ok"]:
+                return probes, k - 1
+            k += 1
+        return probes, None
+    k = start - 1
+    while k >= 1 and time.time() < deadline:
+        p = probe(row, k, steps, timeout_s)
+        if p is None:
+            return probes, None
+        probes[k] = p
+        if p["ok"]:
+            return probes, k
+        k -= 1
+    return probes, (0 if k < 1 else None)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", nargs="+", required=True, help="recorded OOM pairs (JSON lines)")
+    ap.add_argument("--frameworks", default="pytorch,fsdp")
+    ap.add_argument("--steps", type=int, default=2, help="training steps per probe (the search's)")
+    ap.add_argument("--probe-timeout-s", type=float, default=150)
+    ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--only", default="", help="comma-separated pair ids")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    frameworks = set(a.frameworks.split(","))
+    only = set(filter(None, a.only.split(",")))
+    rows = []
+    for path in a.runs:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if "measured" not in r or r.get("framework") not in frameworks:
+                    continue
+                if only and r["id"] not in only:
+                    continue
+                rows.append(r)
+    rows.sort(key=lambda r: r["measured"]["max_micro_batch"] == 0)  # stable: file order kept
+    deadline = time.time() + a.budget_s
+    with open(a.out, "a") as out:
+        for r in rows:
+            if time.time() >= deadline:
+                print(f"{r['id']}: skipped (budget spent)", file=sys.stderr)
+                continue
+            t0 = time.time()
+            probes, fresh = boundary(r, a.steps, a.probe_timeout_s, deadline)
+            rec = {"id": r["id"], "memory_cap_bytes": r["memory_cap_bytes"],
+                   "searched_max_micro_batch": r["measured"]["max_micro_batch"],
+                   "fresh_max_micro_batch": fresh,
+                   "fresh_probes": {str(k): v for k, v in sorted(probes.items())},
+                   "seconds": round(time.time() - t0, 1)}
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            print(f"{r['id']}: searched {r['measured']['max_micro_batch']}, fresh {fresh} "
+                  f"({rec['seconds']} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
