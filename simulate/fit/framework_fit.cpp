@@ -141,9 +141,11 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
   if (const auto m = j.find("measured"); m != j.end()) {
     check(*m, "measured.",
           {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_bytes", "peak_reserved_bytes",
-           "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes"},
+           "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes",
+           "fresh_boundary_peak_allocated_bytes", "fresh_boundary_peak_reserved_bytes"},
           "a number", is_number);
-    check(*m, "measured.", {"max_micro_batch"}, "an integer", is_integer);
+    check(*m, "measured.", {"max_micro_batch", "fresh_max_micro_batch"}, "an integer",
+          is_integer);
     check(*m, "measured.", {"fresh_ok"}, "true or false",
           [](const nlohmann::json& v) { return v.is_boolean(); });
   }
@@ -196,6 +198,15 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   run.memory_cap_bytes = number_or(j, "memory_cap_bytes", 0);
   if (m.contains("max_micro_batch"))
     run.max_micro_batch = int_or(m, "max_micro_batch", -1);
+  // The boundary re-measured one fresh process per probe (scripts/peer_oom_fresh_boundary.py)
+  // takes precedence over the search's, with the peaks of its largest batch that ran.
+  const std::int64_t fresh_max = int_or(m, "fresh_max_micro_batch", -1);
+  if (run.max_micro_batch >= 0 && fresh_max >= 0) {
+    run.searched_max_micro_batch = run.max_micro_batch;
+    run.max_micro_batch = fresh_max;
+    run.peak_allocated_bytes = number_or(m, "fresh_boundary_peak_allocated_bytes", 0);
+    run.peak_reserved_bytes = number_or(m, "fresh_boundary_peak_reserved_bytes", 0);
+  }
   for (double v : {run.step_time_s, run.tokens_per_s_per_gpu, run.peak_allocated_bytes,
                    run.peak_reserved_bytes, run.memory_cap_bytes})
     if (!std::isfinite(v) || v < 0)
@@ -285,6 +296,10 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   if (run.is_oom_search() && run.max_micro_batch == 0) {
     run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked from batch 1 up
     run.setup.global_batch_size = run.plan.dp;
+  } else if (run.searched_max_micro_batch >= 0) {
+    // A fresh boundary: its peaks are those of its own largest batch.
+    run.setup.micro_batch_size = run.max_micro_batch;
+    run.setup.global_batch_size = run.max_micro_batch * run.plan.dp;
   }
   if (run.setup.micro_batch_size <= 0 && run.setup.global_batch_size > 0 && run.plan.dp > 0 &&
       run.setup.global_batch_size % run.plan.dp == 0 && run.plan.pp == 1)

@@ -46,6 +46,8 @@ struct FrameworkRun {
   double memory_cap_bytes = 0;       // OOM-boundary runs: the allocator cap
   std::int64_t time_passes = 1;      // passes whose step times make step_time_s (geometric mean)
   std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch that trained
+  // The search's answer where a fresh-process boundary replaced it (-1: not replaced).
+  std::int64_t searched_max_micro_batch = -1;
   [[nodiscard]] bool is_oom_search() const { return max_micro_batch >= 0; }
   // An OOM-search configuration, measured or not ("oom_search": true on a failed search):
   // it takes its configuration's fit/test side either way.

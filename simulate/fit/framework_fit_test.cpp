@@ -98,6 +98,33 @@ TEST_CASE("framework runs: an OOM pair's peaks re-measured in a fresh process ta
   CHECK(failed.peak_reserved_bytes == doctest::Approx(76e9));
 }
 
+TEST_CASE("framework runs: a boundary re-measured in fresh processes takes precedence") {
+  const auto run = parse_framework_run(
+      nlohmann::json::parse(
+          R"({"id": "oom-y-cap80", "framework": "fsdp", "model": "cs336-small", "gpu": "h200",)"
+          R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 512, "micro_batch": 8,)"
+          R"( "global_batch": 8, "memory_cap_bytes": 80e9, "measured": {"max_micro_batch": 8,)"
+          R"( "peak_allocated_bytes": 70e9, "peak_reserved_bytes": 79e9, "fresh_ok": true,)"
+          R"( "fresh_peak_allocated_bytes": 69e9, "fresh_peak_reserved_bytes": 78e9,)"
+          R"( "fresh_max_micro_batch": 10, "fresh_boundary_peak_allocated_bytes": 74e9,)"
+          R"( "fresh_boundary_peak_reserved_bytes": 79.5e9}})"),
+      "row");
+  CHECK(run.max_micro_batch == 10);
+  CHECK(run.searched_max_micro_batch == 8);
+  CHECK(run.setup.micro_batch_size == 10); // the peaks are compared at the fresh boundary
+  CHECK(run.setup.global_batch_size == 10);
+  CHECK(run.peak_allocated_bytes == 74e9);
+  CHECK(run.peak_reserved_bytes == 79.5e9);
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(
+                           nlohmann::json::parse(
+                               R"({"id": "z", "framework": "fsdp", "model": "cs336-small",)"
+                               R"( "measured": {"max_micro_batch": 8,)"
+                               R"( "fresh_max_micro_batch": 9.5}})"),
+                           "row"),
+                       doctest::Contains("measured.fresh_max_micro_batch: expected an integer"),
+                       ConfigError);
+}
+
 TEST_CASE("framework runs: further passes merge by id into the geometric mean") {
   const std::string first = "framework_runs_pass1_test.jsonl",
                     second = "framework_runs_pass2_test.jsonl";
