@@ -116,7 +116,7 @@ PY
   oom-fresh)
     R=validate/results/runs-2026-12-02
     box 590 python3 scripts/peer_oom_fresh_boundary.py --runs $R/oom.jsonl $R/oom-b.jsonl \
-      $R/oom-c.jsonl --out "$w/oom-fresh.jsonl" --budget-s ${BUDGET_S:-540} ${ONLY:+--only "$ONLY"}
+      $R/oom-c.jsonl --out "$w/oom-fresh.jsonl" --budget-s ${BUDGET_S:-540} ${ONLY:+--only "$ONLY"} ${KNOWN:+--known "$KNOWN"}
     ;;
   runs-c)
     box 560 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-c.json --output "$w/runs-e.jsonl" --limit-s 90

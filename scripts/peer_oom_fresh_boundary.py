@@ -6,9 +6,11 @@ ran out of memory can leave memory behind for the next (docs/frameworks.md, sess
 fresh check re-ran only the answer. This script takes the recorded pairs (JSON lines with
 `measured.max_micro_batch` and `memory_cap_bytes`) and, for each, runs
 scripts/peer_oom_leak_check.py once per probe, each in its own process under the pair's cap:
-the recorded answer b first (unless its fresh check already ran it), then b + 1, b + 2, ...
-while they run, or b - 1, b - 2, ... while they fail. The fresh boundary is the largest batch
-that ran with the next one failing, both in fresh processes. Pairs are visited in file order,
+the recorded answer b first (unless its fresh check already ran it), then upward while
+batches run (b + 1, b + 2, b + 4, ...: the stride doubles) or downward while they fail, and
+between the last batch that ran and the first that failed by bisection. The fresh boundary is
+the largest batch that ran with the next one failing, both in fresh processes. --known FILE
+(this script's output of an earlier call) seeds the probes already made. Pairs are visited in file order,
 those where something fit first; a pair is skipped once the time budget is spent. Output: one
 JSON line per pair (id, cap, fresh probes with their peaks, fresh_max_micro_batch).
 PyTorch is the measuring peer, never a trainsim dependency.
@@ -46,41 +48,62 @@ def probe(row, batch, steps, timeout_s):
     return None
 
 
-def boundary(row, steps, timeout_s, deadline):
+def boundary(row, steps, timeout_s, deadline, known):
     m = row["measured"]
     b = int(m["max_micro_batch"])
-    probes = {}
-    if b > 0 and m.get("fresh_ok") is True:
+    probes = dict(known)
+    if b > 0 and m.get("fresh_ok") is True and b not in probes:
         probes[b] = {"ok": True, "peak_allocated_bytes": m.get("fresh_peak_allocated_bytes"),
                      "peak_reserved_bytes": m.get("fresh_peak_reserved_bytes"),
                      "from": "the search's fresh check"}
-    start = max(b, 1)
-    if start not in probes:
-        p = probe(row, start, steps, timeout_s)
-        if p is None:
-            return probes, None
-        probes[start] = p
-    if probes[start]["ok"]:
-        k = start + 1
-        while time.time() < deadline:
+
+    def run(k):
+        if k not in probes:
+            if time.time() >= deadline:
+                return None
             p = probe(row, k, steps, timeout_s)
             if p is None:
-                return probes, None
+                return None
             probes[k] = p
-            if not p["ok"]:
-                return probes, k - 1
-            k += 1
+        return probes[k]["ok"]
+
+    def bracket():
+        oks = [k for k, p in probes.items() if p["ok"]]
+        fails = [k for k, p in probes.items() if not p["ok"]]
+        return (max(oks) if oks else 0), (min(f for f in fails if f > max(oks, default=0))
+                                          if any(f > max(oks, default=0) for f in fails) else None)
+
+    start = max(b, 1)
+    if run(start) is None:
         return probes, None
-    k = start - 1
-    while k >= 1 and time.time() < deadline:
-        p = probe(row, k, steps, timeout_s)
-        if p is None:
+    lo, hi = bracket()
+    stride = 1
+    while hi is None:  # upward: the stride doubles while batches run
+        r = run(lo + stride)
+        if r is None:
             return probes, None
-        probes[k] = p
-        if p["ok"]:
-            return probes, k
-        k -= 1
-    return probes, (0 if k < 1 else None)
+        stride *= 2
+        lo, hi = bracket()
+    if lo == 0 and probes.get(1, {}).get("ok") is False:
+        return probes, 0
+    if lo == 0:  # downward from a failing start: walk down, doubling the stride
+        k, stride = start, 1
+        while True:
+            k = max(k - stride, 1)
+            r = run(k)
+            if r is None:
+                return probes, None
+            if r or k == 1:
+                break
+            stride *= 2
+        lo, hi = bracket()
+        if lo == 0:
+            return probes, 0
+    while hi - lo > 1:  # bisect between the last that ran and the first that failed
+        if run((lo + hi) // 2) is None:
+            return probes, None
+        lo, hi = bracket()
+    return probes, lo
 
 
 def main(argv):
@@ -91,6 +114,7 @@ def main(argv):
     ap.add_argument("--probe-timeout-s", type=float, default=150)
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--only", default="", help="comma-separated pair ids")
+    ap.add_argument("--known", default="", help="an earlier call's output: probes already made")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     frameworks = set(a.frameworks.split(","))
@@ -106,6 +130,12 @@ def main(argv):
                     continue
                 rows.append(r)
     rows.sort(key=lambda r: r["measured"]["max_micro_batch"] == 0)  # stable: file order kept
+    known = {}
+    if a.known:
+        with open(a.known) as f:
+            for line in f:
+                r = json.loads(line)
+                known[r["id"]] = {int(k): v for k, v in r["fresh_probes"].items()}
     deadline = time.time() + a.budget_s
     with open(a.out, "a") as out:
         for r in rows:
@@ -113,7 +143,8 @@ def main(argv):
                 print(f"{r['id']}: skipped (budget spent)", file=sys.stderr)
                 continue
             t0 = time.time()
-            probes, fresh = boundary(r, a.steps, a.probe_timeout_s, deadline)
+            probes, fresh = boundary(r, a.steps, a.probe_timeout_s, deadline,
+                                     known.get(r["id"], {}))
             rec = {"id": r["id"], "memory_cap_bytes": r["memory_cap_bytes"],
                    "searched_max_micro_batch": r["measured"]["max_micro_batch"],
                    "fresh_max_micro_batch": fresh,
