@@ -347,7 +347,12 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
         v->insert(v->end(), copies.begin(), copies.end());
       full.push_back(2 * piece);
     } else {
-      list(true, true, full);
+      // torch.utils.checkpoint keeps the layer's input as it is: not scaled by the activation
+      // factor (allocator traces at the loss's peak, validate/results/fixtures/allocator-traces/
+      // fsdp-cs336-medium-*-full-*.peak.txt: 24 checkpoints of exactly the bf16 input each).
+      std::vector<double> scores;
+      saved_tensor_list(l, true, true, fw, fp32, full, &scores);
+      full.insert(full.end(), scores.begin(), scores.end());
     }
     // Per-op checkpointing keeps the checkpointed input and the kept outputs: exactly those
     // op outputs (the policy's cache), not scaled by the activation factor, which stands for
@@ -512,7 +517,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       for (const auto& t : op.saved)
         if (t.role == model::TensorRole::layer_input)
           a.layer_act[static_cast<int>(Recompute::full)] =
-              autocast ? 2 * t.bytes : t.bytes * fw.role(op.role).saved_factor(fp32) * act_factor;
+              autocast ? 2 * t.bytes : t.bytes * fw.role(op.role).saved_factor(fp32);
     // Full recompute re-materialises one layer at a time: the largest kind.
     a.layer_saved_all = std::max(
         a.layer_saved_all, framework_saved_bytes(kind.ops, true, fw, fp32) + copies(kind.ops));
