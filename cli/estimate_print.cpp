@@ -16,7 +16,11 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
       ->capture_default_str();
   cmd.add_flag("--no-dp-overlap", f.no_dp_overlap,
                "Reduce gradients after backward instead of overlapping buckets with it");
-  cmd.add_flag("--tp-overlap", f.tp_overlap, "Hide tensor-parallel collectives behind GEMMs");
+  cmd.add_flag("--tp-overlap", f.tp_overlap,
+               "Overlap tensor-parallel collectives with the layer's GEMMs (Megatron's TP comm "
+               "overlap, PyTorch's async TP): the framework's share of them is hidden "
+               "(tp_overlap_hidden_fraction: 1 in most profiles; fsdp 0, fitted on torchtitan's "
+               "async-TP runs, docs/frameworks.md)");
   cmd.add_option(
          "--dp-algorithm", f.dp_algorithm,
          "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
