@@ -142,7 +142,15 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       }
       row["max_micro_batch_measured"] = r.max_micro_batch;
       row["max_micro_batch_predicted"] = p.max_micro_batch;
-      t.add_row({r.id, half(r.split), fw_name, fmt::format("max batch {}", r.max_micro_batch),
+      // A boundary re-measured in fresh processes says where the one-process search differed.
+      const bool moved =
+          r.searched_max_micro_batch >= 0 && r.searched_max_micro_batch != r.max_micro_batch;
+      if (r.searched_max_micro_batch >= 0)
+        row["max_micro_batch_searched"] = r.searched_max_micro_batch;
+      t.add_row({r.id, half(r.split), fw_name,
+                 moved ? fmt::format("max batch {} (search {})", r.max_micro_batch,
+                                     r.searched_max_micro_batch)
+                       : fmt::format("max batch {}", r.max_micro_batch),
                  fmt::format("{}", p.max_micro_batch),
                  p.max_micro_batch == r.max_micro_batch
                      ? "="
