@@ -670,7 +670,10 @@ void add_compare(CLI::App& app) {
       "--only pytorch\n"
       "  trainsim compare --allocator-traces "
       "validate/results/fixtures/allocator-traces/"
-      "pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace");
+      "pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace\n"
+      "  trainsim compare --allocator-traces "
+      "validate/results/fixtures/allocator-traces/"
+      "fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace --allocator-cap-gb 40");
   cmd->callback([o] { run_compare(*o); });
 }
 
