@@ -144,8 +144,7 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
            "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes",
            "fresh_boundary_peak_allocated_bytes", "fresh_boundary_peak_reserved_bytes"},
           "a number", is_number);
-    check(*m, "measured.", {"max_micro_batch", "fresh_max_micro_batch"}, "an integer",
-          is_integer);
+    check(*m, "measured.", {"max_micro_batch", "fresh_max_micro_batch"}, "an integer", is_integer);
     check(*m, "measured.", {"fresh_ok"}, "true or false",
           [](const nlohmann::json& v) { return v.is_boolean(); });
   }

@@ -115,14 +115,13 @@ TEST_CASE("framework runs: a boundary re-measured in fresh processes takes prece
   CHECK(run.setup.global_batch_size == 10);
   CHECK(run.peak_allocated_bytes == 74e9);
   CHECK(run.peak_reserved_bytes == 79.5e9);
-  CHECK_THROWS_WITH_AS((void)parse_framework_run(
-                           nlohmann::json::parse(
-                               R"({"id": "z", "framework": "fsdp", "model": "cs336-small",)"
-                               R"( "measured": {"max_micro_batch": 8,)"
-                               R"( "fresh_max_micro_batch": 9.5}})"),
-                           "row"),
-                       doctest::Contains("measured.fresh_max_micro_batch: expected an integer"),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      (void)parse_framework_run(
+          nlohmann::json::parse(R"({"id": "z", "framework": "fsdp", "model": "cs336-small",)"
+                                R"( "measured": {"max_micro_batch": 8,)"
+                                R"( "fresh_max_micro_batch": 9.5}})"),
+          "row"),
+      doctest::Contains("measured.fresh_max_micro_batch: expected an integer"), ConfigError);
 }
 
 TEST_CASE("framework runs: further passes merge by id into the geometric mean") {
