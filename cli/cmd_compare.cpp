@@ -80,7 +80,8 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
   nlohmann::json rows = nlohmann::json::array();
   double worst = 0, sum = 0;
   for (const auto& file : o.allocator_traces) {
-    const sim::TraceReplay r = sim::replay_allocator_trace(file);
+    const std::string text = read_input_file(file); // read once, replayed with and without a cap
+    const sim::TraceReplay r = sim::replay_allocator_trace_text(text, file);
     if (!std::isfinite(r.measured_peak_reserved_bytes) ||
         !std::isfinite(r.measured_peak_allocated_bytes))
       throw ConfigError(
@@ -113,7 +114,7 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
     if (capped) {
       // The same allocations and frees under the cap: the model releases its cache and
       // retries as PyTorch does, and says whether the step would still have run.
-      const bool fits = !sim::replay_allocator_trace(file, cap_bytes).out_of_memory;
+      const bool fits = !sim::replay_allocator_trace_text(text, file, cap_bytes).out_of_memory;
       shown.push_back(fits ? "fits" : "out of memory");
       raw.push_back(fits ? "true" : "false");
       row["fits_under_cap"] = fits;

@@ -350,9 +350,7 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
       // torch.utils.checkpoint keeps the layer's input as it is: not scaled by the activation
       // factor (allocator traces at the loss's peak, validate/results/fixtures/allocator-traces/
       // fsdp-cs336-medium-*-full-*.peak.txt: 24 checkpoints of exactly the bf16 input each).
-      std::vector<double> scores;
-      saved_tensor_list(l, true, true, fw, fp32, full, &scores);
-      full.insert(full.end(), scores.begin(), scores.end());
+      saved_tensor_list(l, true, true, fw, fp32, full);
     }
     // Per-op checkpointing keeps the checkpointed input and the kept outputs: exactly those
     // op outputs (the policy's cache), not scaled by the activation factor, which stands for
