@@ -59,9 +59,24 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
     throw ConfigError(fmt::format("--allocator-cap-gb = {}: must be in [0, 1e6] (GB = 1e9 bytes; "
                                   "0 = no cap)",
                                   o.allocator_cap_gb));
-  const bool capped = o.allocator_cap_gb > 0;
-  const auto cap_bytes = static_cast<std::int64_t>(o.allocator_cap_gb * 1e9);
-  const std::string cap_head = fmt::format("under {:g} GB", o.allocator_cap_gb);
+  const auto cli_cap_bytes = static_cast<std::int64_t>(o.allocator_cap_gb * 1e9);
+  // Each trace is read once, replayed without a cap and, where one applies (--allocator-cap-gb,
+  // else the cap the trace was recorded under), under it.
+  struct Read {
+    std::string file, text;
+    sim::TraceReplay free_run;
+    std::int64_t cap_bytes = 0;
+  };
+  std::vector<Read> reads;
+  bool any_cap = false;
+  for (const auto& file : o.allocator_traces) {
+    Read r{file, read_input_file(file), {}, 0};
+    r.free_run = sim::replay_allocator_trace_text(r.text, file);
+    r.cap_bytes = cli_cap_bytes > 0 ? cli_cap_bytes
+                                    : static_cast<std::int64_t>(r.free_run.recorded_cap_bytes);
+    any_cap = any_cap || r.cap_bytes > 0;
+    reads.push_back(std::move(r));
+  }
   std::vector<std::string> head{"trace",          "events",         "alloc model",
                                 "alloc measured", "reserved model", "reserved measured",
                                 "error"};
@@ -72,16 +87,23 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
                                 "model_peak_reserved_bytes",
                                 "measured_peak_reserved_bytes",
                                 "reserved_error_pct"};
-  if (capped) {
-    head.push_back(cap_head);
-    keys.push_back("fits_under_cap");
+  if (any_cap) {
+    head.insert(head.end(), {"cap", "model under cap", "PyTorch under cap"});
+    keys.insert(keys.end(), {"cap_bytes", "fits_under_cap", "measured_fits_under_cap"});
   }
   Table t(head, keys);
   nlohmann::json rows = nlohmann::json::array();
   double worst = 0, sum = 0;
-  for (const auto& file : o.allocator_traces) {
-    const std::string text = read_input_file(file); // read once, replayed with and without a cap
-    const sim::TraceReplay r = sim::replay_allocator_trace_text(text, file);
+  int verdicts = 0, agreed = 0;
+  for (const auto& rd : reads) {
+    const std::string& file = rd.file;
+    // A trace recorded under a cap is compared with its capped replay: what PyTorch reserved
+    // there is what the cap let it keep.
+    const bool recorded_capped = rd.free_run.recorded_cap_bytes > 0;
+    const sim::TraceReplay capped_run =
+        rd.cap_bytes > 0 ? sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes)
+                         : rd.free_run;
+    const sim::TraceReplay& r = recorded_capped ? capped_run : rd.free_run;
     if (!std::isfinite(r.measured_peak_reserved_bytes) ||
         !std::isfinite(r.measured_peak_allocated_bytes))
       throw ConfigError(
@@ -111,28 +133,57 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
                        {"model_peak_reserved_bytes", r.model_peak_reserved_bytes},
                        {"measured_peak_reserved_bytes", r.measured_peak_reserved_bytes},
                        {"reserved_error_pct", err}};
-    if (capped) {
+    if (any_cap) {
       // The same allocations and frees under the cap: the model releases its cache and
-      // retries as PyTorch does, and says whether the step would still have run.
-      const bool fits = !sim::replay_allocator_trace_text(text, file, cap_bytes).out_of_memory;
-      shown.push_back(fits ? "fits" : "out of memory");
-      raw.push_back(fits ? "true" : "false");
-      row["fits_under_cap"] = fits;
-      row["cap_bytes"] = cap_bytes;
+      // retries as PyTorch does, and says whether the step would still have run; a trace
+      // recorded under that cap says whether PyTorch's did.
+      const bool fits = !capped_run.out_of_memory;
+      const int measured = rd.cap_bytes == static_cast<std::int64_t>(r.recorded_cap_bytes)
+                               ? r.measured_out_of_memory
+                               : -1;
+      const std::string said = measured < 0 ? "-" : measured == 0 ? "ran" : "out of memory";
+      if (rd.cap_bytes > 0 && measured >= 0) {
+        ++verdicts;
+        agreed += fits == (measured == 0) ? 1 : 0;
+      }
+      shown.insert(shown.end(),
+                   {rd.cap_bytes > 0 ? fmt::format("{:g} GB", rd.cap_bytes / 1e9) : "-",
+                    rd.cap_bytes > 0 ? (fits ? "fits" : "out of memory") : "-", said});
+      raw.insert(raw.end(), {fmt::format("{}", rd.cap_bytes),
+                             rd.cap_bytes > 0 ? (fits ? "true" : "false") : "",
+                             measured < 0    ? ""
+                             : measured == 0 ? "true"
+                                             : "false"});
+      if (rd.cap_bytes > 0) {
+        row["fits_under_cap"] = fits;
+        row["cap_bytes"] = rd.cap_bytes;
+      }
+      if (measured >= 0)
+        row["measured_fits_under_cap"] = measured == 0;
     }
     t.add_row(shown, raw);
     rows.push_back(row);
   }
   const double mean = sum / static_cast<double>(o.allocator_traces.size());
   if (sink.format() == Format::json) {
-    sink.json({{"allocator_traces", rows},
-               {"reserved_mean_abs_error_pct", mean},
-               {"reserved_max_abs_error_pct", worst}});
+    nlohmann::json j{{"allocator_traces", rows},
+                     {"reserved_mean_abs_error_pct", mean},
+                     {"reserved_max_abs_error_pct", worst}};
+    if (verdicts > 0) {
+      j["verdicts_under_cap"] = verdicts;
+      j["verdicts_agreed"] = agreed;
+    }
+    sink.json(j);
   } else {
     t.print(sink);
-    if (sink.format() == Format::table)
+    if (sink.format() == Format::table) {
       sink.write(fmt::format("reserved: mean |error| {:.1f}%, worst {:.1f}% ({} traces)\n", mean,
                              worst, o.allocator_traces.size()));
+      if (verdicts > 0)
+        sink.write(fmt::format("under the cap each was recorded under: the model's verdict is "
+                               "PyTorch's for {} of {} traces\n",
+                               agreed, verdicts));
+    }
   }
   if (o.max_reserved_error_pct > 0 && worst > o.max_reserved_error_pct)
     throw CheckFailed(fmt::format("allocator traces: worst reserved |error| {:.1f}% > {:.1f}% "

@@ -30,6 +30,8 @@
 #   traces-l: (session 11) allocator traces (--peak-frames) of two fit-side FSDP2 OOM
 #           configurations with full recompute at the batches where trainsim's verdict is
 #           off (docs/frameworks.md); mechanism
+#   traces-m: (session 12) allocator traces recorded under the allocator cap at the fresh
+#           boundaries where trainsim's max micro-batch is off (docs/frameworks.md); mechanism
 #   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
 #           one fresh process per probe (scripts/peer_oom_fresh_boundary.py -> oom-fresh.jsonl;
 #           ONLY=id,id for a part; docs/frameworks.md)
@@ -112,6 +114,22 @@ PY
     t --framework fsdp --model cs336-2.7b --recompute full --batch 66 --seq-len 1024
     t --framework fsdp --model cs336-medium --recompute full --batch 185 --seq-len 2048
     t --framework fsdp --model cs336-medium --recompute full --batch 77 --seq-len 2048
+    ;;
+  traces-m)
+    t() { box 200 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
+    if [ -z "${ONLY:-}" ] || [ "$ONLY" = 1 ]; then
+      t --framework fsdp --model cs336-2.7b --recompute full --batch 79 --seq-len 1024 --memory-cap-gb 80
+      t --framework pytorch --model cs336-large --attention naive --recompute full --batch 46 --seq-len 1024 --memory-cap-gb 40
+    fi
+    if [ -z "${ONLY:-}" ] || [ "$ONLY" = 2 ]; then # these run out of memory under the cap
+      t --framework fsdp --model cs336-2.7b --recompute full --batch 80 --seq-len 1024 --memory-cap-gb 80
+      t --framework fsdp --model cs336-medium --recompute full --batch 197 --seq-len 2048 --memory-cap-gb 80
+    fi
+    if [ "${ONLY:-}" = 3 ]; then # with each segment's device address (the driver's placement)
+      t --addresses --framework fsdp --model cs336-2.7b --recompute full --batch 80 --seq-len 1024 --memory-cap-gb 80
+      t --addresses --framework pytorch --model cs336-large --attention naive --recompute full --batch 46 --seq-len 1024 --memory-cap-gb 40
+      t --addresses --framework fsdp --model cs336-2.7b --recompute full --batch 66 --seq-len 1024
+    fi
     ;;
   oom-fresh)
     R=validate/results/runs-2026-12-02

@@ -166,6 +166,24 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
         if (last.contains("max_reserved_bytes") && last["max_reserved_bytes"].is_number())
           r.measured_peak_reserved_bytes = last["max_reserved_bytes"].get<double>();
       }
+      if (doc.contains("memory_cap_bytes")) {
+        const auto& c = doc["memory_cap_bytes"];
+        if (!c.is_number() || !(c.get<double>() > 0) ||
+            c.get<double>() > static_cast<double>(kMaxTraceBlockBytes))
+          throw bad("memory_cap_bytes must be a number in (0, 2^50]");
+        r.recorded_cap_bytes = c.get<double>();
+        if (doc.contains("out_of_memory")) {
+          const auto& oom = doc["out_of_memory"];
+          r.measured_out_of_memory = oom.is_null() ? 0 : 1;
+          // The peaks when the step failed (past the last phase boundary it reached).
+          if (oom.is_object() && oom.contains("max_allocated_bytes") &&
+              oom["max_allocated_bytes"].is_number() && oom.contains("max_reserved_bytes") &&
+              oom["max_reserved_bytes"].is_number()) {
+            r.measured_peak_allocated_bytes = oom["max_allocated_bytes"].get<double>();
+            r.measured_peak_reserved_bytes = oom["max_reserved_bytes"].get<double>();
+          }
+        }
+      }
       continue;
     }
     std::istringstream s(line);

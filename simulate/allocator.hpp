@@ -91,6 +91,11 @@ struct TraceReplay {
   bool streams_recorded = false; // its blocks say which stream made them ("a SIZE ID STREAM")
   bool out_of_memory = false;    // replayed under a cap: a request the cap could not hold
   std::string id;
+  // Recorded under a cap (header "memory_cap_bytes", scripts/peer_allocator_trace.py
+  // --memory-cap-gb): the cap, and whether PyTorch ran out of memory under it (header
+  // "out_of_memory": null when every step ran). 0 and -1 when the header does not say.
+  double recorded_cap_bytes = 0;
+  int measured_out_of_memory = -1;
 };
 /// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID [STREAM]", "f ID", "m
 /// ...", "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).

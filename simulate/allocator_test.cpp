@@ -111,6 +111,65 @@ TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's r
           << n << " traces (FSDP2 ones without streams apart): " << worst * 100 << "%");
 }
 
+TEST_CASE("caching allocator: a trace recorded under a cap says the cap and PyTorch's verdict") {
+  const char* ran = "# {\"memory_cap_bytes\": 31457280, \"out_of_memory\": null}\n"
+                    "a 12582912 0 0\nf 0\na 25165824 1 0\n";
+  const auto r = replay_allocator_trace_text(ran, "ran.trace");
+  CHECK(r.recorded_cap_bytes == 30.0 * MiB);
+  CHECK(r.measured_out_of_memory == 0);
+  // A failed step: its peaks are those at the failure, past the last phase boundary.
+  const char* failed = "# {\"memory_cap_bytes\": 2e7, \"phases\": [{\"max_allocated_bytes\": 1, "
+                       "\"max_reserved_bytes\": 2}], \"out_of_memory\": {\"step\": 1, "
+                       "\"max_allocated_bytes\": 12582912, \"max_reserved_bytes\": 12582912}}\n"
+                       "a 12582912 0 0\n# {\"oom_request_bytes\": 25165824}\n";
+  const auto f = replay_allocator_trace_text(failed, "failed.trace");
+  CHECK(f.measured_out_of_memory == 1);
+  CHECK(f.measured_peak_reserved_bytes == 12.0 * MiB);
+  // No cap recorded: nothing said.
+  const auto none = replay_allocator_trace_text("a 512 0 0\n", "plain.trace");
+  CHECK(none.recorded_cap_bytes == 0);
+  CHECK(none.measured_out_of_memory == -1);
+  for (const char* bad : {"# {\"memory_cap_bytes\": -1}\n", "# {\"memory_cap_bytes\": \"80\"}\n",
+                          "# {\"memory_cap_bytes\": 1e300}\n"})
+    CHECK_THROWS_WITH_AS(replay_allocator_trace_text(bad, "cap.trace"),
+                         doctest::Contains("memory_cap_bytes must be a number in (0, 2^50]"),
+                         ConfigError);
+}
+
+TEST_CASE("caching allocator: traces recorded under a cap replay under it") {
+  // validate/results/fixtures/allocator-traces-capped/: steps at the measured OOM boundary,
+  // recorded under the cap (docs/frameworks.md). Up to the failure the replay's live bytes are
+  // PyTorch's; where the model runs the requests PyTorch made (up to PyTorch's failure, if any)
+  // under the cap, its reserved bytes land within 2% of PyTorch's. The verdict itself turns on
+  // where free blocks lie; `trainsim compare --allocator-traces` reports it, this does not
+  // assert it.
+  const std::filesystem::path dir = std::filesystem::path(TRAINSIM_SOURCE_DIR) /
+                                    "validate/results/fixtures/allocator-traces-capped";
+  int n = 0, failed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".trace")
+      continue;
+    const auto free_run = replay_allocator_trace(e.path().string());
+    CAPTURE(free_run.id);
+    REQUIRE(free_run.recorded_cap_bytes > 0);
+    REQUIRE(free_run.measured_out_of_memory >= 0);
+    failed += free_run.measured_out_of_memory;
+    const auto r = replay_allocator_trace(e.path().string(),
+                                          static_cast<std::int64_t>(free_run.recorded_cap_bytes));
+    CHECK(r.model_peak_allocated_bytes ==
+          doctest::Approx(r.measured_peak_allocated_bytes).epsilon(0.002));
+    CHECK(r.measured_peak_reserved_bytes <= free_run.recorded_cap_bytes); // the cap held
+    // Unbounded, the same step reserves more than the cap let PyTorch keep.
+    CHECK(free_run.model_peak_reserved_bytes > r.measured_peak_reserved_bytes);
+    if (!r.out_of_memory)
+      CHECK(r.model_peak_reserved_bytes ==
+            doctest::Approx(r.measured_peak_reserved_bytes).epsilon(0.02));
+    ++n;
+  }
+  CHECK(n >= 4);
+  CHECK(failed >= 2);
+}
+
 TEST_CASE("caching allocator: a stream's free blocks serve only that stream") {
   CachingAllocatorModel a;
   const auto x = a.allocate(12 * MiB, 0);
