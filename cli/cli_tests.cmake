@@ -25,6 +25,11 @@ trainsim_cli_test(memory_max_params_12 "\"zero3\": 53333333333"
   memory --gpu h100-sxm --num-gpus 8 --max-params --precision bf16 --format json)
 trainsim_cli_test(memory_fits "\"fits\": true"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 --seq-len 4096 --format json)
+# The verdict of the asked micro-batch is that of the allocator capped at the GPU's memory, as
+# max_micro_batch's: at the largest micro-batch it reports, the step fits.
+trainsim_cli_test(memory_verdict_under_the_cap "\"fits\": true,[^}]*\"max_micro_batch\": 20,"
+  memory --framework pytorch --model cs336-large --attention naive --recompute full --seq-len 1024
+  --gpu h200 --gpu-memory-gb 24 --micro-batch 20 --format json)
 trainsim_cli_test(memory_does_not_fit "DOES NOT FIT"
   memory --model llama3-70b --gpu h100-sxm --num-gpus 8)
 trainsim_cli_test(presets_list "llama3-405b" presets list models)

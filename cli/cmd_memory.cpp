@@ -203,6 +203,10 @@ int run_memory(const MemoryOptions& o) {
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
   }
   const double sigma = mo.framework->fit.memory_sigma_fraction;
+  // The allocator runs under this GPU's memory: at the cap it returns its cached segments and
+  // retries (allocator.hpp), as max_micro_batch below assumes; the verdict and the reserved
+  // bytes are those of the step on this GPU, not of an unbounded one.
+  mo.device_bytes = mc.gpu.memory_bytes;
   const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
   const bool fits = b.total <= mc.gpu.memory_bytes;
   const std::string said = verdict(b.total, mc.gpu.memory_bytes, sigma);

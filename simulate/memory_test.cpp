@@ -106,6 +106,34 @@ TEST_CASE("max micro-batch is the boundary of fitting") {
   CHECK(estimate_memory(m, p, s, prof).total > mem);
 }
 
+TEST_CASE("a framework that simulates its allocator: its max micro-batch fits under the same cap") {
+  // The step at max_micro_batch runs on a GPU of that memory when the allocator is capped at it
+  // (it returns its cache there, as PyTorch's does): `trainsim memory` gives the verdict of the
+  // asked micro-batch that way. Uncapped, the reserved bytes of that step may exceed the GPU.
+  const auto m = model::load_model("cs336-large");
+  const auto prof = hw::default_profile("h200");
+  model::ParallelPlan p;
+  p.recompute = model::Recompute::full;
+  model::TrainingSetup s;
+  s.seq_len = 1024;
+  s.attention = model::AttentionImpl::naive;
+  MemoryOptions o;
+  o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  REQUIRE(o.framework->caching_allocator);
+  bool uncapped_beyond = false;
+  for (const double mem : {24e9, 40e9, 80e9}) {
+    CAPTURE(mem);
+    const auto b = max_micro_batch(m, p, s, prof, mem, o);
+    REQUIRE(b >= 1);
+    s.micro_batch_size = b;
+    MemoryOptions capped = o;
+    capped.device_bytes = mem;
+    CHECK(estimate_memory(m, p, s, prof, capped).total <= mem);
+    uncapped_beyond = uncapped_beyond || estimate_memory(m, p, s, prof, o).total > mem;
+  }
+  CHECK(uncapped_beyond); // the case the cap exists for: the uncapped step reserves more
+}
+
 TEST_CASE("full recompute: the end of backward holds every gradient and one re-made layer") {
   // Eager PyTorch (the pytorch profile), cs336-medium with naive attention under full
   // recompute at micro-batch 16, seq 1024: the checkpoints (24 x 64 MiB) are fewer bytes than
