@@ -60,8 +60,15 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
       oom_ = oom_ || reserved_ + seg > cap_;
     }
     id = static_cast<BlockId>(blocks_.size());
-    blocks_.push_back(Block{next_addr_, seg, -1, -1, small, false, stream});
-    next_addr_ += seg;
+    std::int64_t addr = 0;
+    if (placement_ == SegmentPlacement::below) {
+      below_addr_ -= seg;
+      addr = below_addr_;
+    } else {
+      addr = above_addr_;
+      above_addr_ += seg;
+    }
+    blocks_.push_back(Block{addr, seg, -1, -1, small, false, stream});
     reserved_ += seg;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
   }
@@ -142,10 +149,14 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
   TraceReplay r;
   r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
       std::numeric_limits<double>::quiet_NaN();
-  CachingAllocatorModel model(std::max<std::int64_t>(cap_bytes, 0));
+  // As the driver placed the segments of the recorded steps (docs/frameworks.md, session 12).
+  CachingAllocatorModel model(std::max<std::int64_t>(cap_bytes, 0),
+                              CachingAllocatorModel::SegmentPlacement::below);
   std::unordered_map<std::int64_t, CachingAllocatorModel::BlockId> live;
   std::string line;
   std::int64_t n = 0;
+  bool tried_failed_request = false;
+  std::array<std::int64_t, 2> peaks_before_failed_request{};
   while (std::getline(in, line)) {
     ++n;
     if (line.empty())
@@ -157,6 +168,21 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       const auto doc = nlohmann::json::parse(line.substr(1), nullptr, false);
       if (doc.is_discarded() || !doc.is_object())
         throw bad("header must be '# ' and a JSON object");
+      if (doc.contains("oom_request_bytes")) {
+        // The request PyTorch could not serve under its cap (the trace ends there): under a
+        // cap the model tries it too, and its verdict is whether it could; the peaks reported
+        // are those before it, as PyTorch's are.
+        const auto& q = doc["oom_request_bytes"];
+        if (!q.is_number_integer() || q.get<std::int64_t>() < 0 ||
+            q.get<std::int64_t>() > kMaxTraceBlockBytes)
+          throw bad("oom_request_bytes must be an integer in [0, 2^50]");
+        if (cap_bytes > 0 && !tried_failed_request) {
+          tried_failed_request = true;
+          peaks_before_failed_request = {model.peak_allocated_bytes(), model.peak_reserved_bytes()};
+          (void)model.allocate(q.get<std::int64_t>());
+        }
+        continue;
+      }
       if (doc.contains("id") && doc["id"].is_string())
         r.id = doc["id"].get<std::string>();
       if (doc.contains("phases") && doc["phases"].is_array() && !doc["phases"].empty()) {
@@ -220,8 +246,12 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       throw bad("a line is '#', 'a', 'f', 'm', 's' or 'x'");
     }
   }
-  r.model_peak_allocated_bytes = static_cast<double>(model.peak_allocated_bytes());
-  r.model_peak_reserved_bytes = static_cast<double>(model.peak_reserved_bytes());
+  const auto peaks =
+      tried_failed_request
+          ? peaks_before_failed_request
+          : std::array<std::int64_t, 2>{model.peak_allocated_bytes(), model.peak_reserved_bytes()};
+  r.model_peak_allocated_bytes = static_cast<double>(peaks[0]);
+  r.model_peak_reserved_bytes = static_cast<double>(peaks[1]);
   r.out_of_memory = model.out_of_memory();
   return r;
 }

@@ -9,6 +9,11 @@
 //     each stream's free blocks apart, so a block freed by one stream never serves another's
 //     request, e.g. FSDP2's reduce-scatter stream); on a miss a new segment is cudaMalloc'd: 2 MiB
 //     for the small pool, 20 MiB for requests under 10 MiB, else the request rounded up to 2 MiB;
+//   - equal free blocks are taken lowest address first, so where the driver puts a new segment
+//     matters: traces recorded with each segment's address show it below the ones before (of
+//     equal free blocks the newest segment's serves), which replays of recorded traces follow
+//     (SegmentPlacement::below); the step generator keeps each new segment above (`above`,
+//     the placement its fitted profiles were judged with; docs/frameworks.md, session 12);
 //   - the block is split when what is left is at least 512 B (small pool) or more than 1 MiB
 //     (large pool); otherwise the whole block is handed out (and counted as allocated);
 //   - a freed block merges with free neighbours of its segment;
@@ -43,8 +48,12 @@ class CachingAllocatorModel {
   /// The segment a miss of a rounded request cudaMallocs.
   [[nodiscard]] static std::int64_t segment_bytes(std::int64_t rounded);
 
+  /// Where a new segment's addresses lie: above every earlier segment or below.
+  enum class SegmentPlacement { above, below };
   /// cap_bytes: what the allocator may reserve (0: no cap).
-  explicit CachingAllocatorModel(std::int64_t cap_bytes = 0) : cap_(cap_bytes) {}
+  explicit CachingAllocatorModel(std::int64_t cap_bytes = 0,
+                                 SegmentPlacement placement = SegmentPlacement::above)
+      : cap_(cap_bytes), placement_(placement) {}
 
   /// Serves `bytes` (>= 0); returns the block's id for release(). A request the cap cannot
   /// hold even after the cache is released sets out_of_memory() and is served beyond the cap
@@ -79,7 +88,9 @@ class CachingAllocatorModel {
   Pool small_pool_, large_pool_;
   std::int64_t cap_ = 0;
   bool oom_ = false;
-  std::int64_t next_addr_ = 0;
+  SegmentPlacement placement_ = SegmentPlacement::above;
+  std::int64_t above_addr_ = 0;                     // the next segment above
+  std::int64_t below_addr_ = std::int64_t{1} << 62; // the lowest segment so far
   std::int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
 };
 

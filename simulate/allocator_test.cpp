@@ -101,14 +101,38 @@ TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's r
       continue;
     }
     worst = std::max(worst, std::abs(err));
-    CHECK(std::abs(err) < 0.03);
+    CHECK(std::abs(err) < 0.01); // 2.8% before segments were placed as the driver places them
     ++n;
   }
   CHECK(n >= 8);
   CHECK(multi_stream >= 1);
-  CHECK(with_streams >= 6); // the FSDP2 traces with streams replay within 3% like the rest
+  CHECK(with_streams >= 6); // the FSDP2 traces with streams replay within 1% like the rest
   MESSAGE("worst reserved error over "
           << n << " traces (FSDP2 ones without streams apart): " << worst * 100 << "%");
+}
+
+TEST_CASE("caching allocator: of equal free blocks the lowest address serves") {
+  // Segment A (40 MiB) ends up holding a free 30 MiB block beside a live 10 MiB one; segment B,
+  // made after it, is a whole free 30 MiB block. A 30 MiB request ties on size and takes the
+  // lower address: A's block when segments are placed above the earlier ones, B when below (as
+  // the driver placed them in the recorded steps). Then under an 80 MiB cap a 35 MiB request
+  // needs a new segment: only a wholly free segment can be returned for it, so it fits when B
+  // was left free and not when A's block was.
+  using P = CachingAllocatorModel::SegmentPlacement;
+  for (const P placement : {P::above, P::below}) {
+    CAPTURE(placement == P::above);
+    CachingAllocatorModel a(80 * MiB, placement);
+    a.release(a.allocate(40 * MiB));     // A: 40 MiB, free
+    const auto y = a.allocate(30 * MiB); // A: [30 live | 10 free]
+    (void)a.allocate(10 * MiB);          // A: [30 live | 10 live]
+    a.release(a.allocate(30 * MiB));     // B: 30 MiB, free
+    a.release(y);                        // A: [30 free | 10 live]
+    (void)a.allocate(30 * MiB);          // the tie
+    CHECK(a.reserved_bytes() == 70 * MiB);
+    (void)a.allocate(35 * MiB); // a 36 MiB segment: 106 MiB > 80 without a release
+    CHECK(a.out_of_memory() == (placement == P::below));
+    CHECK(a.reserved_bytes() == (placement == P::above ? 76 : 106) * MiB);
+  }
 }
 
 TEST_CASE("caching allocator: a trace recorded under a cap says the cap and PyTorch's verdict") {
@@ -139,10 +163,9 @@ TEST_CASE("caching allocator: a trace recorded under a cap says the cap and PyTo
 TEST_CASE("caching allocator: traces recorded under a cap replay under it") {
   // validate/results/fixtures/allocator-traces-capped/: steps at the measured OOM boundary,
   // recorded under the cap (docs/frameworks.md). Up to the failure the replay's live bytes are
-  // PyTorch's; where the model runs the requests PyTorch made (up to PyTorch's failure, if any)
-  // under the cap, its reserved bytes land within 2% of PyTorch's. The verdict itself turns on
-  // where free blocks lie; `trainsim compare --allocator-traces` reports it, this does not
-  // assert it.
+  // PyTorch's; under the cap, with segments placed as the driver placed them, the replay's
+  // reserved bytes are PyTorch's within 0.5% and its verdict (the request PyTorch could not
+  // serve tried too) is PyTorch's.
   const std::filesystem::path dir = std::filesystem::path(TRAINSIM_SOURCE_DIR) /
                                     "validate/results/fixtures/allocator-traces-capped";
   int n = 0, failed = 0;
@@ -161,9 +184,9 @@ TEST_CASE("caching allocator: traces recorded under a cap replay under it") {
     CHECK(r.measured_peak_reserved_bytes <= free_run.recorded_cap_bytes); // the cap held
     // Unbounded, the same step reserves more than the cap let PyTorch keep.
     CHECK(free_run.model_peak_reserved_bytes > r.measured_peak_reserved_bytes);
-    if (!r.out_of_memory)
-      CHECK(r.model_peak_reserved_bytes ==
-            doctest::Approx(r.measured_peak_reserved_bytes).epsilon(0.02));
+    CHECK(r.model_peak_reserved_bytes ==
+          doctest::Approx(r.measured_peak_reserved_bytes).epsilon(0.005));
+    CHECK(r.out_of_memory == (free_run.measured_out_of_memory == 1));
     ++n;
   }
   CHECK(n >= 4);
