@@ -664,7 +664,8 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--allocator-traces", o->allocator_traces,
                   "Allocator traces of PyTorch steps (scripts/peer_allocator_trace.py; "
                   "repeatable): each replayed through trainsim's caching-allocator model, peak "
-                  "allocated and reserved against PyTorch's")
+                  "allocated and reserved against PyTorch's; a trace recorded under a cap "
+                  "(--memory-cap-gb) is replayed under it, its verdict beside PyTorch's")
       ->check(CLI::ExistingFile);
   cmd->add_option("--kernel-profiles", o->kernel_profiles,
                   "Kernel profiles of framework steps (scripts/peer_kernel_profile.py; "
@@ -674,7 +675,8 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--allocator-cap-gb", o->allocator_cap_gb,
                   "With --allocator-traces: also replay each trace under this cap (GB = 1e9 "
                   "bytes, what torch.cuda.set_per_process_memory_fraction lets the allocator "
-                  "reserve) and say whether the step would have run out of memory");
+                  "reserve) and say whether the step would have run out of memory (default: "
+                  "the cap a trace was recorded under, if any)");
   cmd->add_option("--max-reserved-error-pct", o->max_reserved_error_pct,
                   "With --allocator-traces: exit 3 when a trace's reserved |error| exceeds "
                   "this (0 = report)");
@@ -725,7 +727,10 @@ void add_compare(CLI::App& app) {
       "pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace\n"
       "  trainsim compare --allocator-traces "
       "validate/results/fixtures/allocator-traces/"
-      "fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace --allocator-cap-gb 40");
+      "fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace --allocator-cap-gb 40\n"
+      "  trainsim compare --allocator-traces "
+      "validate/results/fixtures/allocator-traces-capped/"
+      "pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace");
   cmd->callback([o] { run_compare(*o); });
 }
 

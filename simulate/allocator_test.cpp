@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "simulate/allocator.hpp"
@@ -215,6 +218,84 @@ TEST_CASE("caching allocator: a stream's free blocks serve only that stream") {
                        doctest::Contains("s.trace:1"), ConfigError);
   CHECK_THROWS_WITH_AS((void)replay_allocator_trace_text("a 1024 0 0\na 1024 1 5000\n", "s.trace"),
                        doctest::Contains("s.trace:2"), ConfigError);
+}
+
+TEST_CASE("fuzz: mutated allocator traces replay or name the line, with and without a cap") {
+  // Seeded, so a failure reproduces. The corpus is the start of a recorded capped trace (its
+  // header with memory_cap_bytes and out_of_memory) and a small trace with a failed request;
+  // mutations replace a line with random text, headers with random JSON values, drop or
+  // duplicate lines, or truncate. Every result must replay (reserved >= allocated) or throw
+  // ConfigError.
+  std::vector<std::string> corpus;
+  {
+    const auto path = std::filesystem::path(TRAINSIM_SOURCE_DIR) /
+                      "validate/results/fixtures/allocator-traces-capped/"
+                      "fsdp-cs336-2.7b-bf16-mixed-flash-full-b80-s1024-cap80.trace";
+    std::FILE* f = std::fopen(path.string().c_str(), "r");
+    REQUIRE(f != nullptr);
+    std::string text;
+    char buf[4096];
+    for (int i = 0; i < 40 && std::fgets(buf, sizeof buf, f); ++i)
+      text += buf;
+    std::fclose(f);
+    corpus.push_back(text);
+  }
+  corpus.push_back("# {\"memory_cap_bytes\": 31457280, \"out_of_memory\": {\"step\": 0}}\n"
+                   "a 12582912 0 0\na 12582912 1 1\nf 0\n# {\"oom_request_bytes\": 25165824}\n");
+  const std::vector<std::string> junk = {"# {\"memory_cap_bytes\": -5}",
+                                         "# {\"memory_cap_bytes\": 1e400}",
+                                         "# {\"oom_request_bytes\": -1}",
+                                         "# {\"oom_request_bytes\": 1.5}",
+                                         "# {\"out_of_memory\": 7, \"memory_cap_bytes\": 1e9}",
+                                         "# [1, 2]",
+                                         "# {",
+                                         "a 1125899906842625 9 0",
+                                         "a -4 9 0",
+                                         "f 999999",
+                                         "a 512 0 0",
+                                         "x 2097152",
+                                         "s",
+                                         "m 1",
+                                         "zzz",
+                                         "a 512 77 1024",
+                                         "# {\"oom_request_bytes\": 1125899906842624}"};
+  std::mt19937_64 rng(20261203);
+  int replayed = 0, refused = 0;
+  for (int iter = 0; iter < 600; ++iter) {
+    std::vector<std::string> lines;
+    {
+      const std::string& text = corpus[rng() % corpus.size()];
+      std::size_t at = 0;
+      while (at < text.size()) {
+        const auto nl = text.find('\n', at);
+        lines.push_back(text.substr(at, nl == std::string::npos ? nl : nl - at));
+        at = nl == std::string::npos ? text.size() : nl + 1;
+      }
+    }
+    for (int m = 0, n = 1 + static_cast<int>(rng() % 3); m < n && !lines.empty(); ++m) {
+      const std::size_t i = rng() % lines.size();
+      switch (rng() % 4) {
+      case 0: lines[i] = junk[rng() % junk.size()]; break;
+      case 1: lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(i)); break;
+      case 2: lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(i), lines[i]); break;
+      default: lines[i] = lines[i].substr(0, rng() % (lines[i].size() + 1)); break;
+      }
+    }
+    std::string text;
+    for (const auto& l : lines)
+      text += l + "\n";
+    for (const std::int64_t cap : {std::int64_t{0}, std::int64_t{24} * MiB}) {
+      try {
+        const auto r = replay_allocator_trace_text(text, "fuzz.trace", cap);
+        CHECK(r.model_peak_reserved_bytes >= r.model_peak_allocated_bytes);
+        ++replayed;
+      } catch (const ConfigError&) {
+        ++refused;
+      }
+    }
+  }
+  CHECK(replayed > 100);
+  CHECK(refused > 100);
 }
 
 TEST_CASE("caching allocator: a malformed trace names file:line") {

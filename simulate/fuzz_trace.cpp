@@ -12,9 +12,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    const auto r = trainsim::sim::replay_allocator_trace_text(text, "fuzz.trace");
-    if (r.model_peak_reserved_bytes < r.model_peak_allocated_bytes)
-      __builtin_trap();
+    for (const std::int64_t cap : {std::int64_t{0}, std::int64_t{24} << 20}) { // and under a cap
+      const auto r = trainsim::sim::replay_allocator_trace_text(text, "fuzz.trace", cap);
+      if (r.model_peak_reserved_bytes < r.model_peak_allocated_bytes)
+        __builtin_trap();
+    }
   } catch (const trainsim::ConfigError&) {
   }
   return 0;
