@@ -26,6 +26,7 @@
 #include "simulate/fit/collective_fit.hpp"
 #include "simulate/fit/framework_fit.hpp"
 #include "simulate/framework.hpp"
+#include "simulate/memory.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -47,8 +48,9 @@ struct CompareOptions {
   FrameworkRunsOptions framework_runs;
   std::vector<std::string> allocator_traces;
   std::vector<std::string> kernel_profiles;
-  double max_reserved_error_pct = 0; // --allocator-traces: 0 = report only
-  double allocator_cap_gb = 0;       // --allocator-traces: also replay under this cap (0: no)
+  double max_reserved_error_pct = 0;      // --allocator-traces: 0 = report only
+  double allocator_cap_gb = 0;            // --allocator-traces: also replay under this cap (0: no)
+  bool allocator_with_prediction = false; // --allocator-traces: also predict each configuration
   OutputOptions out;
 };
 
@@ -90,6 +92,14 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
   if (any_cap) {
     head.insert(head.end(), {"cap", "model under cap", "PyTorch under cap"});
     keys.insert(keys.end(), {"cap_bytes", "fits_under_cap", "measured_fits_under_cap"});
+  }
+  if (o.allocator_with_prediction) {
+    head.insert(head.end(), {"step alloc", "step reserved"});
+    keys.insert(keys.end(), {"predicted_peak_allocated_bytes", "predicted_peak_reserved_bytes"});
+    if (any_cap) {
+      head.push_back("step under cap");
+      keys.push_back("predicted_fits_under_cap");
+    }
   }
   Table t(head, keys);
   nlohmann::json rows = nlohmann::json::array();
@@ -160,6 +170,42 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
       }
       if (measured >= 0)
         row["measured_fits_under_cap"] = measured == 0;
+    }
+    if (o.allocator_with_prediction) {
+      // The configuration the header records, predicted as `trainsim memory` would (the
+      // framework's generated step through the allocator model, under the cap if any).
+      const std::string first = rd.text.substr(0, rd.text.find('\n'));
+      nlohmann::json j = first.starts_with("#")
+                             ? nlohmann::json::parse(first.substr(1), nullptr, false)
+                             : nlohmann::json();
+      if (!j.is_object())
+        throw ConfigError(fmt::format("{}:1: the header must be '# ' and a JSON object to "
+                                      "predict the step (--with-prediction)",
+                                      file));
+      j["measured"] = nlohmann::json::object();
+      const fitting::FrameworkRun run = fitting::parse_framework_run(j, file);
+      if (!run.skip_reason.empty())
+        throw ConfigError(fmt::format("{}: {}", file, run.skip_reason));
+      sim::MemoryOptions mo;
+      mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(
+          o.framework_runs.framework.empty() ? run.framework : o.framework_runs.framework));
+      mo.allocator_cap_bytes = static_cast<double>(rd.cap_bytes);
+      const sim::MemoryBreakdown m =
+          sim::estimate_memory(run.model, run.plan, run.setup, run.profile, mo);
+      shown.insert(shown.end(), {fmt::format("{:.2f} GB", m.peak_allocated() / 1e9),
+                                 fmt::format("{:.2f} GB", m.peak_reserved() / 1e9)});
+      raw.insert(raw.end(),
+                 {fmt::format("{}", m.peak_allocated()), fmt::format("{}", m.peak_reserved())});
+      row["predicted_peak_allocated_bytes"] = m.peak_allocated();
+      row["predicted_peak_reserved_bytes"] = m.peak_reserved();
+      if (any_cap) {
+        const bool step_fits =
+            rd.cap_bytes <= 0 || m.peak_reserved() <= static_cast<double>(rd.cap_bytes);
+        shown.push_back(rd.cap_bytes > 0 ? (step_fits ? "fits" : "out of memory") : "-");
+        raw.push_back(rd.cap_bytes > 0 ? (step_fits ? "true" : "false") : "");
+        if (rd.cap_bytes > 0)
+          row["predicted_fits_under_cap"] = step_fits;
+      }
     }
     t.add_row(shown, raw);
     rows.push_back(row);
@@ -677,6 +723,11 @@ void add_compare(CLI::App& app) {
                   "bytes, what torch.cuda.set_per_process_memory_fraction lets the allocator "
                   "reserve) and say whether the step would have run out of memory (default: "
                   "the cap a trace was recorded under, if any)");
+  cmd->add_flag("--with-prediction", o->allocator_with_prediction,
+                "With --allocator-traces: also predict each trace's configuration (its header: "
+                "model, batch, precision, recompute, attention; the framework it names, or "
+                "--framework) as `trainsim memory` does, from trainsim's own step, not the trace: "
+                "peak allocated and reserved, and under a cap whether it fits");
   cmd->add_option("--max-reserved-error-pct", o->max_reserved_error_pct,
                   "With --allocator-traces: exit 3 when a trace's reserved |error| exceeds "
                   "this (0 = report)");
