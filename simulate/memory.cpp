@@ -273,6 +273,14 @@ std::int64_t max_micro_batch(const model::ModelSpec& model, const model::Paralle
   if (!fits(1))
     return 0;
   std::int64_t lo = 1, hi = 2;
+  if (o.framework && o.framework->caching_allocator) {
+    constexpr std::int64_t kScanUpTo = 4096;
+    for (std::int64_t b = 2; b <= kScanUpTo; ++b)
+      if (!fits(b))
+        return b - 1;
+    lo = kScanUpTo;
+    hi = 2 * kScanUpTo;
+  }
   while (hi <= (1 << 20) && fits(hi)) {
     lo = hi;
     hi *= 2;

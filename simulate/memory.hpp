@@ -102,7 +102,12 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
                                               const hw::HardwareProfile& profile,
                                               const MemoryOptions& options = {});
 
-/// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does).
+/// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does). Where the
+/// framework simulates its caching allocator, fitting is not monotone in the micro-batch (the
+/// segments fall differently: 107 may fit, 108 not, 110 again): the answer is then the one
+/// below the first micro-batch that does not fit, scanned from 1 up to 4096 (the definition
+/// the recorded OOM boundaries are compared with, docs/frameworks.md), and searched by
+/// doubling and bisection above that.
 [[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,
                                            const model::ParallelPlan& plan,
                                            model::TrainingSetup setup,

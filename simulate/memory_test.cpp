@@ -130,6 +130,17 @@ TEST_CASE("a framework that simulates its allocator: its max micro-batch fits un
     capped.device_bytes = mem;
     CHECK(estimate_memory(m, p, s, prof, capped).total <= mem);
     uncapped_beyond = uncapped_beyond || estimate_memory(m, p, s, prof, o).total > mem;
+    // Every smaller micro-batch fits too, and the next does not: fitting is not monotone under
+    // the allocator (at 80 GB this step fits at 107 and 110-117 but not 108), so the answer
+    // is the one below the first that does not fit.
+    bool all_below = true;
+    for (std::int64_t below = 1; below < b; ++below) {
+      s.micro_batch_size = below;
+      all_below = all_below && estimate_memory(m, p, s, prof, capped).total <= mem;
+    }
+    CHECK(all_below);
+    s.micro_batch_size = b + 1;
+    CHECK(estimate_memory(m, p, s, prof, capped).total > mem);
   }
   CHECK(uncapped_beyond); // the case the cap exists for: the uncapped step reserves more
 }
