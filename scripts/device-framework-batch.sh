@@ -125,6 +125,10 @@ PY
       t --framework fsdp --model cs336-2.7b --recompute full --batch 80 --seq-len 1024 --memory-cap-gb 80
       t --framework fsdp --model cs336-medium --recompute full --batch 197 --seq-len 2048 --memory-cap-gb 80
     fi
+    if [ "${ONLY:-}" = 4 ]; then # the +2 miss: 18 runs and 19 fails at 24 GB (fresh probes)
+      t --framework pytorch --model cs336-large --attention naive --recompute full --batch 18 --seq-len 1024 --memory-cap-gb 24
+      t --framework pytorch --model cs336-large --attention naive --recompute full --batch 19 --seq-len 1024 --memory-cap-gb 24
+    fi
     if [ "${ONLY:-}" = 3 ]; then # with each segment's device address (the driver's placement)
       t --addresses --framework fsdp --model cs336-2.7b --recompute full --batch 80 --seq-len 1024 --memory-cap-gb 80
       t --addresses --framework pytorch --model cs336-large --attention naive --recompute full --batch 46 --seq-len 1024 --memory-cap-gb 40
