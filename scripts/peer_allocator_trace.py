@@ -46,8 +46,10 @@ def run(a):
     if a.memory_cap_gb:
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(a.memory_cap_gb * 1e9 / total, 1.0))
+    # context=None records no tracebacks at all (the peak files of sessions 7-12 say "?"):
+    # --peak-frames needs each allocation's Python frames.
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python",
-                                             context=None)
+                                             context="alloc" if a.peak_frames else None)
     model, opt, _, cfg = peer.setup(a)
     dev = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(1)
