@@ -54,6 +54,28 @@ struct CompareOptions {
   OutputOptions out;
 };
 
+// The configuration a trace's header records, predicted as `trainsim memory` would (the
+// framework's generated step through the allocator model, under `cap_bytes` if > 0).
+sim::MemoryBreakdown predict_traced_step(const std::string& text, const std::string& file,
+                                         std::int64_t cap_bytes, const CompareOptions& o) {
+  const std::string first = text.substr(0, text.find('\n'));
+  nlohmann::json j = first.starts_with("#") ? nlohmann::json::parse(first.substr(1), nullptr, false)
+                                            : nlohmann::json();
+  if (!j.is_object())
+    throw ConfigError(fmt::format("{}:1: the header must be '# ' and a JSON object to "
+                                  "predict the step (--with-prediction)",
+                                  file));
+  j["measured"] = nlohmann::json::object();
+  const fitting::FrameworkRun run = fitting::parse_framework_run(j, file);
+  if (!run.skip_reason.empty())
+    throw ConfigError(fmt::format("{}: {}", file, run.skip_reason));
+  sim::MemoryOptions mo;
+  mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(
+      o.framework_runs.framework.empty() ? run.framework : o.framework_runs.framework));
+  mo.allocator_cap_bytes = static_cast<double>(cap_bytes);
+  return sim::estimate_memory(run.model, run.plan, run.setup, run.profile, mo);
+}
+
 // Replays of recorded allocator traces through the caching-allocator model
 // (simulate/allocator.hpp): peak allocated and reserved, model vs PyTorch.
 void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
@@ -172,26 +194,7 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
         row["measured_fits_under_cap"] = measured == 0;
     }
     if (o.allocator_with_prediction) {
-      // The configuration the header records, predicted as `trainsim memory` would (the
-      // framework's generated step through the allocator model, under the cap if any).
-      const std::string first = rd.text.substr(0, rd.text.find('\n'));
-      nlohmann::json j = first.starts_with("#")
-                             ? nlohmann::json::parse(first.substr(1), nullptr, false)
-                             : nlohmann::json();
-      if (!j.is_object())
-        throw ConfigError(fmt::format("{}:1: the header must be '# ' and a JSON object to "
-                                      "predict the step (--with-prediction)",
-                                      file));
-      j["measured"] = nlohmann::json::object();
-      const fitting::FrameworkRun run = fitting::parse_framework_run(j, file);
-      if (!run.skip_reason.empty())
-        throw ConfigError(fmt::format("{}: {}", file, run.skip_reason));
-      sim::MemoryOptions mo;
-      mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(
-          o.framework_runs.framework.empty() ? run.framework : o.framework_runs.framework));
-      mo.allocator_cap_bytes = static_cast<double>(rd.cap_bytes);
-      const sim::MemoryBreakdown m =
-          sim::estimate_memory(run.model, run.plan, run.setup, run.profile, mo);
+      const sim::MemoryBreakdown m = predict_traced_step(rd.text, file, rd.cap_bytes, o);
       shown.insert(shown.end(), {fmt::format("{:.2f} GB", m.peak_allocated() / 1e9),
                                  fmt::format("{:.2f} GB", m.peak_reserved() / 1e9)});
       raw.insert(raw.end(),
