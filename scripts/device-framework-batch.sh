@@ -30,6 +30,10 @@
 #   traces-l: (session 11) allocator traces (--peak-frames) of two fit-side FSDP2 OOM
 #           configurations with full recompute at the batches where trainsim's verdict is
 #           off (docs/frameworks.md); mechanism
+#   sac-f8: (session 13) which op torchtitan's per-op checkpointing policy sees for an FP8
+#           linear built as torchao's Float8Linear runs it, and the FP8 GEMMs a checkpointed
+#           layer re-runs (scripts/peer_sac_float8.py); then the capped traces of traces-m
+#           ONLY=4 and the 40 GB one again with Python frames; mechanism
 #   traces-m: (session 12) allocator traces recorded under the allocator cap at the fresh
 #           boundaries where trainsim's max micro-batch is off (docs/frameworks.md); mechanism
 #   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
@@ -114,6 +118,13 @@ PY
     t --framework fsdp --model cs336-2.7b --recompute full --batch 66 --seq-len 1024
     t --framework fsdp --model cs336-medium --recompute full --batch 185 --seq-len 2048
     t --framework fsdp --model cs336-medium --recompute full --batch 77 --seq-len 2048
+    ;;
+  sac-f8)
+    box 240 python3 scripts/peer_sac_float8.py --output "$w/sac-float8.json"
+    t() { box 200 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
+    t --framework pytorch --model cs336-large --attention naive --recompute full --batch 18 --seq-len 1024 --memory-cap-gb 24
+    t --framework pytorch --model cs336-large --attention naive --recompute full --batch 19 --seq-len 1024 --memory-cap-gb 24
+    t --framework pytorch --model cs336-large --attention naive --recompute full --batch 46 --seq-len 1024 --memory-cap-gb 40
     ;;
   traces-m)
     t() { box 200 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
