@@ -252,7 +252,10 @@ double ffn_bwd_transient(const std::vector<model::Op>& l, const FrameworkProfile
 // aten.mm (counted per layer in execution order); everything else is recomputed in backward.
 // The op list fuses what the model runs as separate matmuls, so the count walks Q, K, V of the
 // QKV projection (Llama's wq, wk, wv) and the gate and up halves of a gated FFN (w1, w3). FP8
-// linears (torchao's Float8Linear calls _scaled_mm) and grouped expert GEMMs are not aten.mm:
+// linears count as aten.mm too: torchao's Float8Linear calls torch.mm on its float8 tensor
+// subclass, and the checkpoint's dispatch mode sees aten.mm before the subclass turns it into
+// _scaled_mm (measured, eager and compiled: validate/results/runs-2026-12-03/sac-float8/);
+// their kept output is in the 16-bit activation dtype. Grouped expert GEMMs are not aten.mm:
 // recomputed, and not counted.
 struct OpSac {
   std::vector<double> recompute_fraction; // of each op's forward, by op
@@ -283,9 +286,9 @@ OpSac op_sac(const std::vector<model::Op>& l) {
       r.saved.push_back(rows * 4.0);
       continue;
     }
-    if (op.kind != model::OpKind::gemm || op.dtype == Dtype::fp8 ||
-        model::is_routed_expert(op.role) || op.n <= 0)
+    if (op.kind != model::OpKind::gemm || model::is_routed_expert(op.role) || op.n <= 0)
       continue;
+    const double out_bytes = op.dtype == Dtype::fp8 ? 2.0 : dtype_bytes(op.dtype);
     const double n = static_cast<double>(op.n);
     std::array<double, 3> widths{n, 0, 0};
     if (op.role == model::OpRole::qkv_proj && q_width > 0 && q_width < n)
@@ -299,7 +302,7 @@ OpSac op_sac(const std::vector<model::Op>& l) {
       if (++mm % 2 == 0)
         recomputed += wdt;
       else
-        r.saved.push_back(static_cast<double>(op.m) * wdt * op.count * dtype_bytes(op.dtype));
+        r.saved.push_back(static_cast<double>(op.m) * wdt * op.count * out_bytes);
     }
     r.recompute_fraction[i] = recomputed / n;
   }
