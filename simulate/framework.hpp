@@ -219,6 +219,14 @@ struct FrameworkProfile {
   // backward the gradients are copied into the fp32 reduce-scatter buffer (chunk_cat); at world
   // size 1 the all-gather and reduce-scatter are local copies too.
   bool fsdp2_copies = false;
+  // Pipeline parallelism over FSDP (ZeRO-3) keeps each stage's parameters unsharded from the
+  // first micro-batch's forward to the last one's backward (torchtitan: reshard_after_forward
+  // = False when pp is enabled, "to avoid per-microbatch all-gathers"), in the parameter
+  // dtype, and accumulates the unsharded gradients in the reduce dtype, fp32, until the last
+  // micro-batch reduce-scatters them (torch.distributed.pipelining runs the other micro-batches'
+  // backward without gradient sync; FSDP2 upcasts the accumulated unsharded gradient to its
+  // reduce dtype).
+  bool pp_unsharded_stage = false;
   // (fp32 copy, log-probs, their gradients); 0: the op
   // list's own (fp32 softmax + 16-bit logits)
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors

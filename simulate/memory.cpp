@@ -139,8 +139,18 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   double buffers = 0;
   if (plan.dp_cp() > 1)
     buffers += 2 * options.bucket_bytes;
-  if (plan.zero_stage == 3 && plan.dp_cp() > 1)
+  const double gathered_bytes_per_param =
+      fw.fsdp2_copies && setup.precision != model::Precision::fp32
+          ? 2.0 // FSDP2 gathers into the mixed-precision policy's 16-bit parameters
+          : state_bytes_per_param(setup.precision, setup.optimizer).weights;
+  if (fw.pp_unsharded_stage && plan.pp > 1 && plan.zero_stage == 3 && plan.dp_cp() > 1 &&
+      micro_batches > 1) {
+    // The stage's parameters stay gathered across its micro-batches, and their unsharded
+    // gradients accumulate in fp32 until the last one (FrameworkProfile::pp_unsharded_stage).
+    buffers += params * (gathered_bytes_per_param + 4.0);
+  } else if (plan.zero_stage == 3 && plan.dp_cp() > 1) {
     buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
+  }
   if (plan.pp > 1)
     buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
                (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "hardware/load.hpp"
+#include "model/count.hpp"
 #include "model/load.hpp"
 #include "simulate/framework.hpp"
 #include "simulate/memory.hpp"
@@ -165,4 +166,39 @@ TEST_CASE("full recompute: the end of backward holds every gradient and one re-m
   CHECK(b.gradients > 0);
   CHECK(b.activations > 0);
   CHECK(b.peak_allocated() == doctest::Approx(11.50e9).epsilon(0.05));
+}
+
+TEST_CASE("FSDP under pipeline parallelism keeps the stage gathered and its gradients in fp32") {
+  // torchtitan (reshard_after_forward = False with pp) and PyTorch's pipelining (no gradient
+  // sync before the last micro-batch): 2 B per parameter of the stage gathered plus 4 B of
+  // accumulated fp32 gradients, in place of two layers gathered at a time. Only with pp > 1,
+  // ZeRO-3 over more than one GPU and more than one micro-batch.
+  const auto m = model::load_model("llama3.1-8b");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan p;
+  p.pp = 4;
+  p.dp = 8;
+  p.zero_stage = 3;
+  p.recompute = model::Recompute::full;
+  p.stage_layers = {8, 8, 8, 8};
+  model::TrainingSetup s;
+  s.seq_len = 2048;
+  s.micro_batch_size = 1;
+  s.global_batch_size = 8 * 8; // 8 micro-batches per stage
+  FrameworkProfile fw = load_framework("fsdp");
+  REQUIRE(fw.pp_unsharded_stage);
+  MemoryOptions with, without;
+  with.framework = std::make_shared<const FrameworkProfile>(fw);
+  fw.pp_unsharded_stage = false;
+  without.framework = std::make_shared<const FrameworkProfile>(fw);
+  const auto a = estimate_memory(m, p, s, prof, with);
+  const auto b = estimate_memory(m, p, s, prof, without);
+  const double params = a.params_on_gpu;
+  const double layer = model::count_params(m).per_layer;
+  CHECK(a.stage == b.stage);
+  CHECK(a.buffers - b.buffers == doctest::Approx(6 * params - 2 * 2 * layer).epsilon(1e-9));
+  // One micro-batch per step, or pp = 1: unchanged.
+  s.global_batch_size = 8;
+  CHECK(estimate_memory(m, p, s, prof, with).buffers ==
+        doctest::Approx(estimate_memory(m, p, s, prof, without).buffers));
 }
