@@ -289,6 +289,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
     const auto tc = j["other"].find("torch_compile");
     run.compiled = tc != j["other"].end() && tc->is_boolean() && tc->get<bool>();
+    const auto cl = j["other"].find("compiled_loss");
+    run.compiled_loss = cl != j["other"].end() && cl->is_boolean() && cl->get<bool>();
   }
   if (j.contains("global_batch")) // else torchtitan's local batch x dp above, or micro x dp below
     run.setup.global_batch_size = int_or(j, "global_batch", 0);
@@ -496,13 +498,15 @@ FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& whe
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
-  if (run.compiled && fw.host_s_per_sac_kernel > 0) {
-    FrameworkProfile traced = fw; // torch.compile traces the policy's dispatch mode away
+  FrameworkProfile traced = fw;
+  if (run.compiled) // torch.compile traces the policy's dispatch mode away
     traced.host_s_per_sac_kernel = 0;
-    so.framework = std::make_shared<const FrameworkProfile>(traced);
-  } else {
-    so.framework = std::make_shared<const FrameworkProfile>(fw);
+  if (run.compiled_loss) {
+    static const FrameworkProfile compiled = load_framework("pytorch-compile");
+    traced.logits_peak_bytes_per_elem = compiled.logits_peak_bytes_per_elem;
+    traced.logits_peak_bytes_per_elem_fp32 = compiled.logits_peak_bytes_per_elem_fp32;
   }
+  so.framework = std::make_shared<const FrameworkProfile>(traced);
   so.tp_overlap = run.tp_overlap;
   auto estimate = [&](std::int64_t micro_batch) {
     model::TrainingSetup s = run.setup;

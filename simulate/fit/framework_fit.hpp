@@ -39,6 +39,10 @@ struct FrameworkRun {
   // Run under torch.compile (torchtitan's other.torch_compile): the per-op checkpointing
   // policy is traced into the graph, so its eager dispatch cost does not apply.
   bool compiled = false;
+  // The loss compiled too (other.compiled_loss; torchtitan since April 2025 compiles its
+  // cross-entropy when training.compile is set): the loss chain of the pytorch-compile profile
+  // (one 16-bit logits tensor, its gradient in place) replaces the eager one.
+  bool compiled_loss = false;
   // Measured (0 = not recorded).
   double step_time_s = 0;
   double tokens_per_s_per_gpu = 0;

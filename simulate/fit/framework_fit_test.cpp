@@ -346,6 +346,32 @@ TEST_CASE("a run under torch.compile pays no per-op checkpointing dispatch") {
         doctest::Approx(predict_run(eager, without).step_time_s));
 }
 
+TEST_CASE("a run whose loss is compiled keeps the compiled loss chain's memory") {
+  // torchtitan since April 2025 compiles its cross-entropy under training.compile
+  // (other.compiled_loss): the eager chain's 12 B per logit becomes the compiled one's 2 B.
+  auto row = [](bool compiled_loss) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "t", "framework": "fsdp", "model": "cs336-small", "gpu": "h200",)"
+                    R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 512,)"
+                    R"( "micro_batch": 64, "recompute": "full",)"
+                    R"( "other": {"torch_compile": true, "compiled_loss": )") +
+        (compiled_loss ? "true" : "false") + R"(}, "measured": {"step_time_s": 0.1}})");
+  };
+  const FrameworkRun eager_loss = parse_framework_run(row(false), "row");
+  const FrameworkRun compiled_loss = parse_framework_run(row(true), "row");
+  CHECK_FALSE(eager_loss.compiled_loss);
+  REQUIRE(compiled_loss.compiled_loss);
+  const FrameworkProfile fw = load_framework("fsdp");
+  REQUIRE(fw.logits_peak_bytes_per_elem == 12);
+  FrameworkProfile two = fw;
+  two.logits_peak_bytes_per_elem = load_framework("pytorch-compile").logits_peak_bytes_per_elem;
+  REQUIRE(two.logits_peak_bytes_per_elem == 2);
+  CHECK(predict_run(compiled_loss, fw).peak_allocated_bytes <
+        predict_run(eager_loss, fw).peak_allocated_bytes);
+  CHECK(predict_run(compiled_loss, fw).peak_allocated_bytes ==
+        doctest::Approx(predict_run(eager_loss, two).peak_allocated_bytes));
+}
+
 TEST_CASE("a GEMM scale per GPU: runs of two GPUs whose rates differ get one scale each") {
   // Runs made by the model with GEMMs 20% slower on the B200 than on the H100: the shared
   // scale must come out at the H100's (the GPU with most rows) and the B200's own at 0.8.
