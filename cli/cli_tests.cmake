@@ -472,3 +472,16 @@ trainsim_cli_test(compare_allocator_trace_recorded_cap
 trainsim_cli_error(allocator_trace_prediction_needs_config "allocator_no_config.trace: framework: missing"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_no_config.trace
   --with-prediction)
+
+# torch.compile over the eager fsdp profile as torchtitan applies it (docs/frameworks.md):
+# compiling the loss too replaces eager's fp32 chain at the loss with one 16-bit logits tensor,
+# so the 8B step at micro-batch 2 x 8192 needs far less; the flag says so in the output, and a
+# profile that is not eager PyTorch is refused with the flag named.
+trainsim_cli_test(memory_torch_compile_blocks_and_loss
+  "framework: fsdp under torch.compile \\(blocks\\+loss\\).*peak allocated 42\\.[0-9]+ GB"
+  memory -m llama3.1-8b --cluster dgx-h200 -n 32 --zero 3 --framework fsdp --micro-batch 2
+  -s 8192 --precision fp8 --recompute selective-op --torch-compile blocks+loss)
+trainsim_cli_error(torch_compile_needs_eager_pytorch "--torch-compile blocks: torch.compile applies to the eager PyTorch profiles"
+  estimate -g h200 -m llama3.1-8b --framework megatron --torch-compile blocks)
+trainsim_cli_error(torch_compile_bad_value "--torch-compile = fast: must be none, blocks"
+  memory -g h200 -m llama3.1-8b --framework fsdp --torch-compile fast)

@@ -31,6 +31,7 @@ struct MemoryOptions {
   bool max_params = false;
   double bucket_mb = 25;
   std::string framework = "megatron";
+  std::string torch_compile = "none";
   std::string deepspeed;      // ds_config.json: stage, offload, buckets, micro-batch, precision
   double nvme_gb_per_s = 6.0; // per node, for ZeRO-Infinity's NVMe traffic
   std::string plot;
@@ -196,7 +197,11 @@ int run_memory(const MemoryOptions& o) {
   mo.bucket_bytes = ds ? ds->reduce_bucket_elems * dtype_bytes(model::compute_dtype(s.precision)) /
                              (ds->overlap_comm ? 1.0 : 2.0)
                        : o.bucket_mb * 1024 * 1024;
-  mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(framework));
+  if (ds && o.torch_compile != "none")
+    throw ConfigError("--torch-compile: a DeepSpeed config's run is modelled with the deepspeed "
+                      "profile, which has no torch.compile variant; leave it at none");
+  mo.framework =
+      std::make_shared<const sim::FrameworkProfile>(resolve_framework(framework, o.torch_compile));
   require_recompute_supported(p.recompute, *mo.framework);
   if (ds) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
@@ -229,6 +234,7 @@ int run_memory(const MemoryOptions& o) {
                          {"pipeline_stage_layers", b.stage_num_layers},
                          {"in_flight_micro_batches", b.in_flight_micro_batches},
                          {"framework", mo.framework->name},
+                         {"torch_compile", mo.framework->torch_compile},
                          {"per_gpu_bytes", memory_json(b)},
                          {"peak_allocated_bytes", b.peak_allocated()},
                          {"peak_reserved_bytes", b.peak_reserved()},
@@ -246,7 +252,11 @@ int run_memory(const MemoryOptions& o) {
     sink.comment(fmt::format("model {} ({} params), {} x {} ({} GB each)", m.name,
                              format_count(params), mc.num_gpus, mc.gpu.name,
                              gb(mc.gpu.memory_bytes)));
-    sink.comment(fmt::format("framework: {}", mo.framework->name));
+    sink.comment(
+        fmt::format("framework: {}{}", mo.framework->name,
+                    mo.framework->torch_compile == "none"
+                        ? ""
+                        : fmt::format(" under torch.compile ({})", mo.framework->torch_compile)));
     sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch "
                              "{}, seq_len {}, {} {}, {} attention",
                              p.tp, p.pp, stage_split_note(p), p.dp, p.cp,
@@ -340,6 +350,7 @@ void add_memory(CLI::App& app) {
   cmd->add_option("--bucket-mb", o->bucket_mb, "Gradient bucket size in MiB (buffers)")
       ->capture_default_str();
   add_framework_option(*cmd, o->framework);
+  add_torch_compile_option(*cmd, o->torch_compile);
   cmd->add_option("--deepspeed", o->deepspeed,
                   "A DeepSpeed config (ds_config.json): its ZeRO stage, offload devices, "
                   "buckets, micro-batch and precision; prints DeepSpeed's own model-state "

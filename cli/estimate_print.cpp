@@ -26,6 +26,28 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
          "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
       ->capture_default_str();
   add_framework_option(cmd, f.framework);
+  add_torch_compile_option(cmd, f.torch_compile);
+}
+
+void add_torch_compile_option(CLI::App& cmd, std::string& torch_compile) {
+  cmd.add_option("--torch-compile", torch_compile,
+                 "torch.compile over an eager PyTorch profile (pytorch, fsdp), as torchtitan "
+                 "applies it: none | blocks (each transformer block: per-op checkpointing's "
+                 "dispatch cost traced away, kernels as measured eager) | blocks+loss (the loss "
+                 "too, torchtitan since April 2025: one 16-bit logits tensor at the loss instead "
+                 "of eager's fp32 chain); docs/frameworks.md")
+      ->capture_default_str();
+}
+
+sim::FrameworkProfile resolve_framework(const std::string& framework,
+                                        const std::string& torch_compile) {
+  const auto c = sim::parse_torch_compile(torch_compile, "--torch-compile");
+  const sim::FrameworkProfile base = sim::load_framework(framework);
+  try {
+    return sim::with_torch_compile(base, c);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("--torch-compile {}: {}", torch_compile, e.what()));
+  }
 }
 
 void add_framework_option(CLI::App& cmd, std::string& framework) {
@@ -66,7 +88,8 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   o.bucket_bytes = f.bucket_mb * 1024 * 1024;
   o.dp_overlap = !f.no_dp_overlap;
   o.tp_overlap = f.tp_overlap;
-  o.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(f.framework));
+  o.framework = std::make_shared<const sim::FrameworkProfile>(
+      resolve_framework(f.framework, f.torch_compile));
   if (f.dp_algorithm == "ring")
     o.dp_algorithm = sim::Algorithm::ring;
   else if (f.dp_algorithm == "tree")
@@ -115,6 +138,7 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"num_gpus", p.num_gpus()},
                    {"profile", mc.profile.name},
                    {"framework", e.framework},
+                   {"torch_compile", e.torch_compile},
                    {"setup", setup_json(s)},
                    {"plan", plan_json(p)},
                    {"micro_batches", e.micro_batches},
@@ -164,7 +188,9 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   sink.comment(fmt::format("model {} ({} params) on {} ({} GPUs of {}, {} per node), profile: {}",
                            m.name, format_count(model::count_params(m).total), mc.cluster.name,
                            p.num_gpus(), mc.gpu.name, mc.cluster.gpus_per_node, mc.profile.name));
-  sink.comment(fmt::format("framework: {}", e.framework));
+  sink.comment(fmt::format(
+      "framework: {}{}", e.framework,
+      e.torch_compile == "none" ? "" : fmt::format(" under torch.compile ({})", e.torch_compile)));
   sink.comment(fmt::format(
       "tp {} pp {}{} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
       "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "

@@ -25,8 +25,14 @@ struct StepFlags {
   bool tp_overlap = false;
   std::string dp_algorithm = "auto";
   std::string framework = "megatron";
+  std::string torch_compile = "none";
 };
 void add_step_flags(CLI::App& cmd, StepFlags& f);
+/// --torch-compile none|blocks|blocks+loss (eager PyTorch profiles, as torchtitan compiles).
+void add_torch_compile_option(CLI::App& cmd, std::string& torch_compile);
+/// The named profile under --torch-compile (sim::with_torch_compile).
+[[nodiscard]] sim::FrameworkProfile resolve_framework(const std::string& framework,
+                                                      const std::string& torch_compile);
 /// --framework NAME|FILE (the step flags include it; `memory` adds it on its own).
 void add_framework_option(CLI::App& cmd, std::string& framework);
 /// "+-6% (1 sigma over 21 pytorch runs)" or why there is no band.

@@ -464,4 +464,37 @@ FrameworkProfile load_framework(const std::string& name_or_path) {
   return framework_from_json(load_json_file(path), path);
 }
 
+TorchCompile parse_torch_compile(const std::string& text, const std::string& field) {
+  if (text == "none")
+    return TorchCompile::none;
+  if (text == "blocks")
+    return TorchCompile::blocks;
+  if (text == "blocks+loss")
+    return TorchCompile::blocks_and_loss;
+  throw ConfigError(fmt::format("{} = {}: must be none, blocks (torch.compile per transformer "
+                                "block) or blocks+loss (the loss compiled too)",
+                                field, text));
+}
+
+FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c) {
+  if (c == TorchCompile::none)
+    return fw;
+  if (!fw.caching_allocator)
+    throw ConfigError(fmt::format("torch.compile applies to the eager PyTorch profiles (pytorch, "
+                                  "fsdp); the {} profile does not model PyTorch",
+                                  fw.name));
+  if (fw.name == "pytorch-compile")
+    throw ConfigError("the pytorch-compile profile is compiled already (the whole model, the "
+                      "loss included): leave torch.compile at none");
+  FrameworkProfile out = fw;
+  out.torch_compile = c == TorchCompile::blocks ? "blocks" : "blocks+loss";
+  out.host_s_per_sac_kernel = 0; // the per-op policy is traced into the graph
+  if (c == TorchCompile::blocks_and_loss) {
+    static const FrameworkProfile compiled = load_framework("pytorch-compile");
+    out.logits_peak_bytes_per_elem = compiled.logits_peak_bytes_per_elem;
+    out.logits_peak_bytes_per_elem_fp32 = compiled.logits_peak_bytes_per_elem_fp32;
+  }
+  return out;
+}
+
 } // namespace trainsim::sim

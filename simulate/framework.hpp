@@ -238,6 +238,9 @@ struct FrameworkProfile {
                             // hardware profile's context_overhead_bytes
 
   FitResiduals fit;
+  // What with_torch_compile applied ("none", "blocks", "blocks+loss"): printed beside the
+  // name; not a profile field (a profile file cannot set it).
+  std::string torch_compile = "none";
 
   [[nodiscard]] const RoleCost& role(model::OpRole r) const {
     return roles[static_cast<std::size_t>(r)];
@@ -251,6 +254,20 @@ struct FrameworkProfile {
 
 /// Loads presets/frameworks/<name>.json (or a path); strict keys, every problem reported.
 [[nodiscard]] FrameworkProfile load_framework(const std::string& name_or_path);
+
+/// torch.compile over an eager PyTorch profile the way torchtitan applies it: `blocks`
+/// compiles each transformer block (the per-op checkpointing policy is traced into the graph:
+/// no dispatch cost per kernel; the kernels keep the eager profile's costs, as the published
+/// rows measured them, docs/frameworks.md), `blocks_and_loss` compiles the loss too (torchtitan
+/// since April 2025): the loss chain of the pytorch-compile profile (one 16-bit logits tensor,
+/// its gradient in place) replaces the eager one.
+enum class TorchCompile { none, blocks, blocks_and_loss };
+/// "none", "blocks" or "blocks+loss"; ConfigError naming `field` otherwise.
+[[nodiscard]] TorchCompile parse_torch_compile(const std::string& text, const std::string& field);
+/// The profile under that compilation; ConfigError for a profile that is not eager PyTorch
+/// (no caching allocator: megatron, deepspeed, trainsim) or is compiled already
+/// (pytorch-compile: no per-op dispatch cost and its own loss chain).
+[[nodiscard]] FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c);
 [[nodiscard]] FrameworkProfile framework_from_json(const nlohmann::json& j,
                                                    const std::string& source);
 [[nodiscard]] nlohmann::json framework_to_json(const FrameworkProfile& f);

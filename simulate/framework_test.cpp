@@ -501,3 +501,27 @@ TEST_CASE("fuzz: mutated framework profiles load into a valid profile or name th
   CHECK(loaded > 0);
   CHECK(refused > 0);
 }
+
+TEST_CASE("torch.compile over an eager profile, as torchtitan applies it") {
+  const FrameworkProfile fsdp = load_framework("fsdp");
+  REQUIRE(fsdp.host_s_per_sac_kernel > 0);
+  REQUIRE(fsdp.logits_peak_bytes_per_elem == 12);
+  const FrameworkProfile blocks = with_torch_compile(fsdp, TorchCompile::blocks);
+  CHECK(blocks.host_s_per_sac_kernel == 0);                  // the policy traced away
+  CHECK(blocks.logits_peak_bytes_per_elem == 12);            // the loss still eager
+  CHECK(blocks.host_s_per_kernel == fsdp.host_s_per_kernel); // kernels as measured eager
+  CHECK(blocks.torch_compile == "blocks");
+  const FrameworkProfile loss = with_torch_compile(fsdp, TorchCompile::blocks_and_loss);
+  CHECK(loss.logits_peak_bytes_per_elem == 2); // one 16-bit logits tensor (pytorch-compile's)
+  CHECK(loss.logits_peak_bytes_per_elem_fp32 == 4);
+  CHECK(loss.torch_compile == "blocks+loss");
+  CHECK(with_torch_compile(fsdp, TorchCompile::none).torch_compile == "none");
+  CHECK(parse_torch_compile("blocks+loss", "f") == TorchCompile::blocks_and_loss);
+  CHECK_THROWS_WITH_AS((void)parse_torch_compile("yes", "--torch-compile"),
+                       doctest::Contains("--torch-compile = yes: must be none"), ConfigError);
+  CHECK_THROWS_WITH_AS((void)with_torch_compile(load_framework("megatron"), TorchCompile::blocks),
+                       doctest::Contains("does not model PyTorch"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      (void)with_torch_compile(load_framework("pytorch-compile"), TorchCompile::blocks),
+      doctest::Contains("compiled already"), ConfigError);
+}

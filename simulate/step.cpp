@@ -350,6 +350,7 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
   compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
                model::flops_per_token(m, setup.seq_len).total, est);
   est.framework = options.fw().name;
+  est.torch_compile = options.fw().torch_compile;
   for (const auto& kind : ops.layers) // one layer of each kind
     for (const auto& op : kind.ops) {
       if (model::is_communication(op.kind))

@@ -651,8 +651,7 @@ TEST_CASE("torchtitan's per-op checkpointing keeps every other matmul's output a
   for (const auto& o : ops8.layers.front().ops)
     if (o.kind != model::OpKind::gemm && o.role != model::OpRole::attention_core)
       elementwise8 += o.fwd_flops;
-  CHECK(a8.layer_recompute_flops[op] ==
-        doctest::Approx(rerun_mm + elementwise8).epsilon(1e-12));
+  CHECK(a8.layer_recompute_flops[op] == doctest::Approx(rerun_mm + elementwise8).epsilon(1e-12));
   // Time sits between none and full, and so does memory.
   const auto gpu = hw::load_gpu("h100-sxm");
   const auto prof = hw::default_profile("h100-sxm");

@@ -498,15 +498,14 @@ FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& whe
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
-  FrameworkProfile traced = fw;
-  if (run.compiled) // torch.compile traces the policy's dispatch mode away
-    traced.host_s_per_sac_kernel = 0;
-  if (run.compiled_loss) {
-    static const FrameworkProfile compiled = load_framework("pytorch-compile");
-    traced.logits_peak_bytes_per_elem = compiled.logits_peak_bytes_per_elem;
-    traced.logits_peak_bytes_per_elem_fp32 = compiled.logits_peak_bytes_per_elem_fp32;
-  }
-  so.framework = std::make_shared<const FrameworkProfile>(traced);
+  // torch.compile as the row says torchtitan ran it (framework.hpp, with_torch_compile).
+  const TorchCompile compile = run.compiled_loss ? TorchCompile::blocks_and_loss
+                               : run.compiled    ? TorchCompile::blocks
+                                                 : TorchCompile::none;
+  so.framework = std::make_shared<const FrameworkProfile>(
+      compile != TorchCompile::none && fw.caching_allocator && fw.name != "pytorch-compile"
+          ? with_torch_compile(fw, compile)
+          : fw);
   so.tp_overlap = run.tp_overlap;
   auto estimate = [&](std::int64_t micro_batch) {
     model::TrainingSetup s = run.setup;
