@@ -370,7 +370,7 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
   params(ops.embedding, t.emb_params);
   params(ops.head, t.head_params);
   for (const auto& op : ops.head) {
-    if (op.role == model::OpRole::loss && fw.logits_peak_bytes(fp32) > 0)
+    if (op.role == model::OpRole::loss && fw.logits_peak_bytes(fp32, plan.tp) > 0)
       continue; // replaced by the framework's chain at the loss, below
     const std::size_t from = t.head_saved.size();
     saved_tensor_list({op}, true, false, fw, fp32, t.head_saved);
@@ -384,8 +384,9 @@ void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
     // The chain at the loss in pieces of at most 4 B per logit (16-bit logits, fp32 copies,
     // log-probabilities and their gradients), or the op list's 16-bit logits.
     const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
-    double per = fw.logits_peak_bytes(fp32) > 0 ? fw.logits_peak_bytes(fp32)
-                                                : static_cast<double>(dtype_bytes(op.dtype));
+    double per = fw.logits_peak_bytes(fp32, plan.tp) > 0
+                     ? fw.logits_peak_bytes(fp32, plan.tp)
+                     : static_cast<double>(dtype_bytes(op.dtype));
     for (; per > 0; per -= 4)
       t.head_saved.push_back(logits * std::min(per, 4.0));
   }
@@ -578,14 +579,14 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       continue;
     a.head_act += copies({op});
     const double logits = static_cast<double>(op.m) * static_cast<double>(op.n);
-    if (fw.logits_peak_bytes(fp32) > 0) {
+    if (fw.logits_peak_bytes(fp32, plan.tp) > 0) {
       // The framework's own chain at the loss (e.g. eager: the fp32 log-probabilities
       // log_softmax keeps, with the incoming gradient and the one it makes, at the start of
       // backward) replaces the op list's fused fp32 softmax.
       for (const auto& l : ops.head)
         if (l.role == model::OpRole::loss)
           a.head_act -= framework_saved_bytes({l}, true, fw, fp32);
-      a.head_act += logits * fw.logits_peak_bytes(fp32);
+      a.head_act += logits * fw.logits_peak_bytes(fp32, plan.tp);
     } else {
       a.head_act += logits * dtype_bytes(op.dtype); // the 16-bit logits beside their fp32 copy
     }

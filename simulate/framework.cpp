@@ -74,11 +74,11 @@ bool FrameworkProfile::is_identity() const {
         gpu_sdpa_time_factors.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
         optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
         logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
-        score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
-        ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights && !autocast_cast_passes &&
-        !fsdp2_copies && !expand_kv_heads && allocator_overhead_fraction == 0 &&
-        allocator_round_bytes == 0 && context_bytes == 0 && !caching_allocator &&
-        !pp_unsharded_stage))
+        logits_peak_bytes_per_elem_loss_parallel == 0 && score_bwd_transient_bytes == 0 &&
+        score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
+        !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies && !expand_kv_heads &&
+        allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
+        !caching_allocator && !pp_unsharded_stage))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -169,6 +169,8 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("mixed_state_bytes_per_param.optimizer", f.mixed_optimizer_bytes, 64);
   non_negative("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem, 1000);
   non_negative("logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32, 1000);
+  non_negative("logits_peak_bytes_per_elem_loss_parallel",
+               f.logits_peak_bytes_per_elem_loss_parallel, 1000);
   non_negative("score_bwd_transient_bytes", f.score_bwd_transient_bytes, 100);
   non_negative("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32, 100);
   non_negative("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors, 16);
@@ -277,6 +279,7 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param);
   r.get("logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem);
   r.get("logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32);
+  r.get("logits_peak_bytes_per_elem_loss_parallel", f.logits_peak_bytes_per_elem_loss_parallel);
   r.get("expand_kv_heads", f.expand_kv_heads);
   r.get("score_bwd_transient_bytes", f.score_bwd_transient_bytes);
   r.get("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32);
@@ -375,48 +378,50 @@ nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFacto
 } // namespace
 
 nlohmann::json framework_to_json(const FrameworkProfile& f) {
-  nlohmann::json j{{"name", f.name},
-                   {"source", f.source},
-                   {"version", f.version},
-                   {"notes", f.notes},
-                   {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
-                   {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
-                   {"host_bwd_kernel_factor", f.host_bwd_kernel_factor},
-                   {"host_ms_per_step", f.host_s_per_step * 1e3},
-                   {"host_us_per_layer", f.host_s_per_layer * 1e6},
-                   {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
-                   {"host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6},
-                   {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
-                   {"tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction},
-                   {"gemm_efficiency_scale", f.gemm_efficiency_scale},
-                   {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
-                   {"gpu_gemm_efficiency_scale", f.gpu_gemm_efficiency_scale},
-                   {"gpu_sdpa_time_factors", sdpa_json(f.gpu_sdpa_time_factors)},
-                   {"memory_bw_scale", f.memory_bw_scale},
-                   {"optimizer_bytes_factor", f.optimizer_bytes_factor},
-                   {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},
-                   {"activation_bytes_factor", f.activation_bytes_factor},
-                   {"activation_bytes_factor_fp32", f.activation_bytes_factor_fp32},
-                   {"memory_timeline", f.memory_timeline},
-                   {"mixed_state_bytes_per_param",
-                    {{"weights", f.mixed_weight_bytes},
-                     {"gradients", f.mixed_grad_bytes},
-                     {"optimizer", f.mixed_optimizer_bytes}}},
-                   {"optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param},
-                   {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
-                   {"logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32},
-                   {"score_bwd_transient_bytes", f.score_bwd_transient_bytes},
-                   {"score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32},
-                   {"ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors},
-                   {"autocast_fp32_weights", f.autocast_fp32_weights},
-                   {"autocast_cast_passes", f.autocast_cast_passes},
-                   {"fsdp2_copies", f.fsdp2_copies},
-                   {"pp_unsharded_stage", f.pp_unsharded_stage},
-                   {"expand_kv_heads", f.expand_kv_heads},
-                   {"caching_allocator", f.caching_allocator},
-                   {"allocator_overhead_fraction", f.allocator_overhead_fraction},
-                   {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
-                   {"context_gb", f.context_bytes / 1e9}};
+  nlohmann::json j{
+      {"name", f.name},
+      {"source", f.source},
+      {"version", f.version},
+      {"notes", f.notes},
+      {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
+      {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
+      {"host_bwd_kernel_factor", f.host_bwd_kernel_factor},
+      {"host_ms_per_step", f.host_s_per_step * 1e3},
+      {"host_us_per_layer", f.host_s_per_layer * 1e6},
+      {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
+      {"host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6},
+      {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
+      {"tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction},
+      {"gemm_efficiency_scale", f.gemm_efficiency_scale},
+      {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
+      {"gpu_gemm_efficiency_scale", f.gpu_gemm_efficiency_scale},
+      {"gpu_sdpa_time_factors", sdpa_json(f.gpu_sdpa_time_factors)},
+      {"memory_bw_scale", f.memory_bw_scale},
+      {"optimizer_bytes_factor", f.optimizer_bytes_factor},
+      {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},
+      {"activation_bytes_factor", f.activation_bytes_factor},
+      {"activation_bytes_factor_fp32", f.activation_bytes_factor_fp32},
+      {"memory_timeline", f.memory_timeline},
+      {"mixed_state_bytes_per_param",
+       {{"weights", f.mixed_weight_bytes},
+        {"gradients", f.mixed_grad_bytes},
+        {"optimizer", f.mixed_optimizer_bytes}}},
+      {"optimizer_transient_bytes_per_param", f.optimizer_transient_bytes_per_param},
+      {"logits_peak_bytes_per_elem", f.logits_peak_bytes_per_elem},
+      {"logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32},
+      {"logits_peak_bytes_per_elem_loss_parallel", f.logits_peak_bytes_per_elem_loss_parallel},
+      {"score_bwd_transient_bytes", f.score_bwd_transient_bytes},
+      {"score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32},
+      {"ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors},
+      {"autocast_fp32_weights", f.autocast_fp32_weights},
+      {"autocast_cast_passes", f.autocast_cast_passes},
+      {"fsdp2_copies", f.fsdp2_copies},
+      {"pp_unsharded_stage", f.pp_unsharded_stage},
+      {"expand_kv_heads", f.expand_kv_heads},
+      {"caching_allocator", f.caching_allocator},
+      {"allocator_overhead_fraction", f.allocator_overhead_fraction},
+      {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
+      {"context_gb", f.context_bytes / 1e9}};
   nlohmann::json roles = nlohmann::json::object();
   for (std::size_t i = 0; i < f.roles.size(); ++i) {
     const RoleCost& c = f.roles[i];
@@ -493,6 +498,7 @@ FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c) 
     static const FrameworkProfile compiled = load_framework("pytorch-compile");
     out.logits_peak_bytes_per_elem = compiled.logits_peak_bytes_per_elem;
     out.logits_peak_bytes_per_elem_fp32 = compiled.logits_peak_bytes_per_elem_fp32;
+    out.logits_peak_bytes_per_elem_loss_parallel = 0; // the compiled chain, tp or not
   }
   return out;
 }

@@ -187,7 +187,13 @@ struct FrameworkProfile {
   // The same in fp32 training (0 = as in mixed precision): torch.compile keeps one logits
   // tensor in the compute dtype and writes its gradient in place (2 B in bf16, 4 B in fp32).
   double logits_peak_bytes_per_elem_fp32 = 0;
-  [[nodiscard]] double logits_peak_bytes(bool fp32) const {
+  // The same with tensor parallelism (tp > 1, 16-bit training), where the framework runs a
+  // vocabulary-parallel cross-entropy (torchtitan: PyTorch's loss_parallel whenever tp > 1,
+  // its log-softmax and NLL decomposed into DTensor ops); 0 = as without.
+  double logits_peak_bytes_per_elem_loss_parallel = 0;
+  [[nodiscard]] double logits_peak_bytes(bool fp32, std::int64_t tp = 1) const {
+    if (!fp32 && tp > 1 && logits_peak_bytes_per_elem_loss_parallel > 0)
+      return logits_peak_bytes_per_elem_loss_parallel;
     return fp32 && logits_peak_bytes_per_elem_fp32 > 0 ? logits_peak_bytes_per_elem_fp32
                                                        : logits_peak_bytes_per_elem;
   }

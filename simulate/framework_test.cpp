@@ -512,7 +512,8 @@ TEST_CASE("torch.compile over an eager profile, as torchtitan applies it") {
   CHECK(blocks.host_s_per_kernel == fsdp.host_s_per_kernel); // kernels as measured eager
   CHECK(blocks.torch_compile == "blocks");
   const FrameworkProfile loss = with_torch_compile(fsdp, TorchCompile::blocks_and_loss);
-  CHECK(loss.logits_peak_bytes_per_elem == 2); // one 16-bit logits tensor (pytorch-compile's)
+  CHECK(loss.logits_peak_bytes_per_elem == 2);  // one 16-bit logits tensor (pytorch-compile's)
+  CHECK(loss.logits_peak_bytes(false, 8) == 2); // compiled, with or without loss_parallel
   CHECK(loss.logits_peak_bytes_per_elem_fp32 == 4);
   CHECK(loss.torch_compile == "blocks+loss");
   CHECK(with_torch_compile(fsdp, TorchCompile::none).torch_compile == "none");
@@ -524,4 +525,29 @@ TEST_CASE("torch.compile over an eager profile, as torchtitan applies it") {
   CHECK_THROWS_WITH_AS(
       (void)with_torch_compile(load_framework("pytorch-compile"), TorchCompile::blocks),
       doctest::Contains("compiled already"), ConfigError);
+}
+
+TEST_CASE("the loss under tensor parallelism: loss_parallel's chain") {
+  // torchtitan runs PyTorch's loss_parallel whenever tp > 1: 16 B per logit at the peak where
+  // eager F.cross_entropy on fp32 logits holds 12 (measured on the H200,
+  // validate/results/runs-2026-12-03/loss-parallel/); fp32 training keeps its own figure.
+  const FrameworkProfile fsdp = load_framework("fsdp");
+  CHECK(fsdp.logits_peak_bytes(false, 1) == 12);
+  CHECK(fsdp.logits_peak_bytes(false, 8) == 16);
+  CHECK(fsdp.logits_peak_bytes(true, 8) == fsdp.logits_peak_bytes(true, 1));
+  // In the step: the last stage's head activations grow by 4 B per (vocabulary-sharded) logit.
+  const auto m = model::load_model("llama3.1-8b");
+  model::ParallelPlan plan;
+  plan.tp = 8;
+  plan.sequence_parallel = true;
+  model::TrainingSetup setup;
+  setup.seq_len = 2048;
+  setup.micro_batch_size = 2;
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  FrameworkProfile without = fsdp;
+  without.logits_peak_bytes_per_elem_loss_parallel = 0;
+  const auto a = account_micro_batch(m, ops, plan, setup, fsdp);
+  const auto b = account_micro_batch(m, ops, plan, setup, without);
+  const double logits = 2.0 * 2048 * static_cast<double>(m.vocab_size) / 8;
+  CHECK(a.head_act - b.head_act == doctest::Approx(4 * logits).epsilon(1e-9));
 }
