@@ -106,9 +106,13 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
       std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
   double in_flight =
       static_cast<double>(std::max<std::int64_t>(std::min(plan.pp - stage, micro_batches), 1));
-  if (plan.interleave > 1 && plan.pp > 1 && first) // Korthikanti et al. 2022 Sec. 4.2.3
-    in_flight *=
-        1.0 + static_cast<double>(plan.pp - 1) / static_cast<double>(plan.pp * plan.interleave);
+  // Korthikanti et al. 2022 Sec. 4.2.3; never more than every micro-batch of the step (with
+  // as many micro-batches as stages the interleaved schedule's first rank runs every forward
+  // before its first backward and holds all of them, as 1F1B's does).
+  if (plan.interleave > 1 && plan.pp > 1 && first)
+    in_flight = std::min(in_flight * (1.0 + static_cast<double>(plan.pp - 1) /
+                                                static_cast<double>(plan.pp * plan.interleave)),
+                         static_cast<double>(micro_batches));
   double act = in_flight * layers * a.layer_act[static_cast<int>(plan.recompute)];
   if (first)
     act += in_flight * a.emb_act;

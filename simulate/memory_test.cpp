@@ -202,3 +202,25 @@ TEST_CASE("FSDP under pipeline parallelism keeps the stage gathered and its grad
   CHECK(estimate_memory(m, p, s, prof, with).buffers ==
         doctest::Approx(estimate_memory(m, p, s, prof, without).buffers));
 }
+
+TEST_CASE("interleaved pipeline: the first stage holds 1 + (p-1)/(pv) times 1F1B's, never more "
+          "micro-batches than the step has") {
+  // Korthikanti et al. 2022 Sec. 4.2.3 for many micro-batches; with as many micro-batches as
+  // stages the first rank runs every forward before its first backward: all of them, as 1F1B.
+  const auto m = model::load_model("llama3.1-8b");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan p;
+  p.pp = 4;
+  p.dp = 1;
+  p.interleave = 2;
+  p.stage_layers = {8, 8, 8, 8};
+  model::TrainingSetup s;
+  s.seq_len = 2048;
+  s.micro_batch_size = 1;
+  s.global_batch_size = 64; // 64 micro-batches
+  const auto many = estimate_memory(m, p, s, prof, {});
+  CHECK(many.in_flight_micro_batches == doctest::Approx(4 * (1 + 3.0 / 8)));
+  s.global_batch_size = 4; // as many micro-batches as stages
+  const auto few = estimate_memory(m, p, s, prof, {});
+  CHECK(few.in_flight_micro_batches == doctest::Approx(4));
+}
