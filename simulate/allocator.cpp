@@ -31,15 +31,11 @@ std::int64_t CachingAllocatorModel::segment_bytes(std::int64_t rounded) {
   return (rounded + kLargeRoundingBytes - 1) / kLargeRoundingBytes * kLargeRoundingBytes;
 }
 
-void CachingAllocatorModel::insert(Pool& p, const Key& k) {
-  p.insert(std::lower_bound(p.begin(), p.end(), k), k);
-}
+void CachingAllocatorModel::insert(Pool& p, const Key& k) { p.insert(k); }
 
 void CachingAllocatorModel::erase(Pool& p, const Key& k) {
-  const auto it = std::lower_bound(p.begin(), p.end(), k);
-  if (it == p.end() || *it != k)
+  if (p.erase(k) != 1)
     throw std::logic_error("CachingAllocatorModel: free block missing from its pool");
-  p.erase(it);
 }
 
 CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t bytes,
@@ -48,8 +44,7 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   const bool small = size <= kSmallRequestBytes;
   auto& p = pool(small);
   BlockId id;
-  auto it = std::lower_bound(p.begin(), p.end(),
-                             Key{stream, size, std::numeric_limits<std::int64_t>::min(), 0});
+  auto it = p.lower_bound(Key{stream, size, std::numeric_limits<std::int64_t>::min(), 0});
   if (it != p.end() && (*it)[0] == stream) {
     id = (*it)[3];
     p.erase(it);
@@ -92,16 +87,14 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
 }
 
 void CachingAllocatorModel::release_cached_segments() {
-  for (Pool* p : {&small_pool_, &large_pool_}) {
-    auto keep = std::remove_if(p->begin(), p->end(), [&](const Key& k) {
+  for (Pool* p : {&small_pool_, &large_pool_})
+    std::erase_if(*p, [&](const Key& k) {
       const Block& b = blocks_[static_cast<std::size_t>(k[3])];
       if (b.prev >= 0 || b.next >= 0)
         return false; // part of a segment that is partly in use
       reserved_ -= b.size;
       return true;
     });
-    p->erase(keep, p->end());
-  }
 }
 
 void CachingAllocatorModel::release(BlockId id) {

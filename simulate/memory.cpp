@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "model/count.hpp"
 #include "simulate/allocator.hpp"
@@ -162,6 +163,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   m.activations_saved = m.activations;
   m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
   AllocatorPeaks simulated;
+  std::optional<StepTensors> step_tensors; // simulated once the analytic peak is known
   if (fw.caching_allocator && params > 0) {
     // The step's tensors through the caching-allocator model (allocator.hpp), before the
     // timeline below reduces the parts to those alive at the peak.
@@ -205,7 +207,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.cap_bytes = options.allocator_cap_bytes > 0 ? options.allocator_cap_bytes
                    : options.device_bytes > 0 ? std::max(options.device_bytes - m.overhead, 1.0)
                                               : 0.0;
-    simulated = simulate_step_allocator(st);
+    step_tensors = std::move(st);
   }
   if (fw.memory_timeline) {
     // Backward: activations freed as gradients are made (state + max of the two); optimizer
@@ -224,6 +226,9 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
       m.gradients = 0; // start of backward: every activation, no gradient yet
     }
   }
+  if (step_tensors && !(options.verdict_only_above_bytes > 0 &&
+                        m.peak_allocated() + m.overhead > options.verdict_only_above_bytes))
+    simulated = simulate_step_allocator(*step_tensors);
   // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
   // allocated bytes): a fraction of what is allocated plus segment rounding.
   m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;

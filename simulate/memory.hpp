@@ -66,6 +66,11 @@ struct MemoryOptions {
   // (CUDA context, library workspaces), else (both 0) no cap.
   double allocator_cap_bytes = 0;
   double device_bytes = 0;
+  // A verdict is all the caller needs above this total (the plan search: the GPU's memory):
+  // when the analytic peak of allocated bytes plus the overhead already exceeds it, the
+  // allocator is not simulated (reserved >= allocated, so the step cannot fit either way) and
+  // reserved is reported as allocated. 0: always simulate.
+  double verdict_only_above_bytes = 0;
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.

@@ -383,9 +383,10 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                   ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
                   continue;
                 }
-                const MemoryBreakdown mem = compose_memory_fullest(
-                    p1.acc, m, plan, s, c.profile,
-                    MemoryOptions{c.o.step.bucket_bytes, c.o.step.framework}, c.o.memory_bytes);
+                MemoryOptions mo{c.o.step.bucket_bytes, c.o.step.framework};
+                mo.verdict_only_above_bytes = c.o.memory_bytes; // a misfit needs no allocator
+                const MemoryBreakdown mem =
+                    compose_memory_fullest(p1.acc, m, plan, s, c.profile, mo, c.o.memory_bytes);
                 if (mem.total > c.o.memory_bytes) {
                   no_fit = true;
                   ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
