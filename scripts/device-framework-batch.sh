@@ -34,6 +34,8 @@
 #           linear built as torchao's Float8Linear runs it, and the FP8 GEMMs a checkpointed
 #           layer re-runs (scripts/peer_sac_float8.py); then the capped traces of traces-m
 #           ONLY=4 and the 40 GB one again with Python frames; mechanism
+#   loss-parallel: (session 13) peak memory per logit of eager cross-entropy against PyTorch's
+#           loss_parallel on a one-rank mesh (scripts/peer_loss_parallel.py); mechanism
 #   traces-m: (session 12) allocator traces recorded under the allocator cap at the fresh
 #           boundaries where trainsim's max micro-batch is off (docs/frameworks.md); mechanism
 #   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
@@ -118,6 +120,9 @@ PY
     t --framework fsdp --model cs336-2.7b --recompute full --batch 66 --seq-len 1024
     t --framework fsdp --model cs336-medium --recompute full --batch 185 --seq-len 2048
     t --framework fsdp --model cs336-medium --recompute full --batch 77 --seq-len 2048
+    ;;
+  loss-parallel)
+    box 120 python3 scripts/peer_loss_parallel.py --output "$w/loss-parallel.json"
     ;;
   sac-f8)
     box 240 python3 scripts/peer_sac_float8.py --output "$w/sac-float8.json"
