@@ -129,7 +129,8 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const auto& fw = profiles.at(fw_name);
     const auto p = fitting::predict_run(r, fw);
     Tally& k = tally[fw_name + "/" + half(r.split)];
-    const double sigma = fw.fit.time_band_fraction(1), sigma2 = fw.fit.time_band_fraction(2);
+    const auto& residuals = fw.time_residuals(r.plan.num_gpus()); // of this kind of run
+    const double sigma = residuals.time_band_fraction(1), sigma2 = residuals.time_band_fraction(2);
     if (r.is_oom_search()) {
       ++k.oom_n;
       k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
@@ -291,14 +292,25 @@ void calibrate_framework(const std::vector<std::string>& files,
       throw ConfigError(fmt::format("--out {}: write failed", out_file));
   };
   if (fit_only == "tp-overlap") {
-    const auto r = fitting::fit_tp_overlap_hidden(base, runs);
+    auto r = fitting::fit_tp_overlap_hidden(base, runs);
+    // The band of multi-GPU predictions: this profile's residuals on the multi-GPU fit rows
+    // (one parameter, tp_overlap_hidden_fraction, fitted on some of them).
+    std::string on;
+    for (const auto& f : files)
+      on += (on.empty() ? "" : ", ") + f;
+    r.profile.fit_multi_gpu = fitting::multi_gpu_residuals(
+        r.profile, runs, 1, on + " (fit half, runs on more than one GPU: docs/frameworks.md)");
     write(r.profile);
     sink.write(fmt::format("# fitted {}'s tp_overlap_hidden_fraction alone on {} fit rows that "
                            "overlap tensor-parallel communication without context parallelism\n",
                            base.name, r.rows));
     sink.write(
         fmt::format("tp_overlap_hidden_fraction = {:.2f}\n", r.profile.tp_overlap_hidden_fraction));
-    sink.write(fmt::format("those rows: mean |error| {:.1f}%\nwrote {}\n", 100 * r.mape, out_file));
+    sink.write(fmt::format("those rows: mean |error| {:.1f}%\n", 100 * r.mape));
+    sink.write(fmt::format("multi-GPU band: sigma {:.1f}% over {} fit rows ({} dof)\nwrote {}\n",
+                           100 * r.profile.fit_multi_gpu.time_sigma_fraction,
+                           r.profile.fit_multi_gpu.time_runs, r.profile.fit_multi_gpu.time_dof(),
+                           out_file));
     return;
   }
   if (!fit_only.empty())

@@ -66,7 +66,8 @@ std::string band_text(const sim::StepEstimate& e) {
                      e.band_leave_one_out ? ", leave-one-out" : "",
                      e.band_dof > 0 ? fmt::format(", Student t with {} dof,", e.band_dof)
                                     : std::string(e.band_leave_one_out ? "," : ""),
-                     e.band_runs, e.framework);
+                     e.band_runs,
+                     e.band_multi_gpu ? fmt::format("multi-GPU {}", e.framework) : e.framework);
 }
 
 double parse_tokens(const std::string& text) {

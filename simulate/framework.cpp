@@ -182,6 +182,7 @@ void validate(const FrameworkProfile& f, const std::string& source) {
           "allocator_overhead_fraction and allocator_round_mib must be 0");
   non_negative("fit.time_sigma_pct", f.fit.time_sigma_fraction * 100, 1e4);
   non_negative("fit.memory_sigma_pct", f.fit.memory_sigma_fraction * 100, 1e4);
+  non_negative("fit_multi_gpu.time_sigma_pct", f.fit_multi_gpu.time_sigma_fraction * 100, 1e4);
   p.throw_if_any();
 }
 
@@ -332,34 +333,37 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       }
     }
   }
-  if (const auto* fit = r.take("fit")) {
+  for (auto [key, out] : {std::pair{"fit", &f.fit}, std::pair{"fit_multi_gpu", &f.fit_multi_gpu}}) {
+    const auto* fit = r.take(key);
+    if (fit == nullptr)
+      continue;
     if (!fit->is_object()) {
-      p.add("fit: expected an object");
-    } else {
-      JsonObjectReader fr(*fit, p);
-      double pct = 0;
-      fr.get("time_runs", f.fit.time_runs);
-      std::int64_t dof = 0;
-      if (fr.get("time_dof", dof))
-        f.fit.set_time_dof(dof);
-      if (fr.get("time_sigma_pct", pct))
-        f.fit.time_sigma_fraction = pct / 100;
-      if (fr.get("time_bias_pct", pct))
-        f.fit.time_bias_fraction = pct / 100;
-      std::string method;
-      if (fr.get("time_sigma_method", method)) {
-        if (method != "leave-one-out" && method != "in-sample")
-          p.add(fmt::format("fit.time_sigma_method = \"{}\": expected \"leave-one-out\" or "
-                            "\"in-sample\"",
-                            method));
-        f.fit.time_sigma_leave_one_out = method == "leave-one-out";
-      }
-      fr.get("memory_runs", f.fit.memory_runs);
-      if (fr.get("memory_sigma_pct", pct))
-        f.fit.memory_sigma_fraction = pct / 100;
-      fr.get("fitted_on", f.fit.fitted_on);
-      fr.finish();
+      p.add(fmt::format("{}: expected an object", key));
+      continue;
     }
+    JsonObjectReader fr(*fit, p);
+    double pct = 0;
+    fr.get("time_runs", out->time_runs);
+    std::int64_t dof = 0;
+    if (fr.get("time_dof", dof))
+      out->set_time_dof(dof);
+    if (fr.get("time_sigma_pct", pct))
+      out->time_sigma_fraction = pct / 100;
+    if (fr.get("time_bias_pct", pct))
+      out->time_bias_fraction = pct / 100;
+    std::string method;
+    if (fr.get("time_sigma_method", method)) {
+      if (method != "leave-one-out" && method != "in-sample")
+        p.add(fmt::format("{}.time_sigma_method = \"{}\": expected \"leave-one-out\" or "
+                          "\"in-sample\"",
+                          key, method));
+      out->time_sigma_leave_one_out = method == "leave-one-out";
+    }
+    fr.get("memory_runs", out->memory_runs);
+    if (fr.get("memory_sigma_pct", pct))
+      out->memory_sigma_fraction = pct / 100;
+    fr.get("fitted_on", out->fitted_on);
+    fr.finish();
   }
   r.finish();
   p.throw_if_any();
@@ -453,14 +457,20 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
     roles[std::string(model::to_string(static_cast<model::OpRole>(i)))] = rj;
   }
   j["roles"] = roles;
-  j["fit"] = {{"time_runs", f.fit.time_runs},
-              {"time_sigma_pct", f.fit.time_sigma_fraction * 100},
-              {"time_sigma_method", f.fit.time_sigma_leave_one_out ? "leave-one-out" : "in-sample"},
-              {"time_dof", f.fit.time_dof()},
-              {"time_bias_pct", f.fit.time_bias_fraction * 100},
-              {"memory_runs", f.fit.memory_runs},
-              {"memory_sigma_pct", f.fit.memory_sigma_fraction * 100},
-              {"fitted_on", f.fit.fitted_on}};
+  auto fit_json = [](const FitResiduals& r) {
+    return nlohmann::json{
+        {"time_runs", r.time_runs},
+        {"time_sigma_pct", r.time_sigma_fraction * 100},
+        {"time_sigma_method", r.time_sigma_leave_one_out ? "leave-one-out" : "in-sample"},
+        {"time_dof", r.time_dof()},
+        {"time_bias_pct", r.time_bias_fraction * 100},
+        {"memory_runs", r.memory_runs},
+        {"memory_sigma_pct", r.memory_sigma_fraction * 100},
+        {"fitted_on", r.fitted_on}};
+  };
+  j["fit"] = fit_json(f.fit);
+  if (f.fit_multi_gpu.time_runs > 0)
+    j["fit_multi_gpu"] = fit_json(f.fit_multi_gpu);
   return j;
 }
 

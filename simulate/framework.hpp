@@ -244,6 +244,14 @@ struct FrameworkProfile {
                             // hardware profile's context_overhead_bytes
 
   FitResiduals fit;
+  // Time residuals of the profile on fit-half runs on more than one GPU, where they differ in
+  // kind from `fit`'s (the fsdp profile: `fit` over one lent GPU, these over the published
+  // multi-node rows; `trainsim calibrate --fit-only tp-overlap` writes them). A prediction on
+  // more than one GPU takes its band from these when there are any (time_residuals).
+  FitResiduals fit_multi_gpu;
+  [[nodiscard]] const FitResiduals& time_residuals(std::int64_t num_gpus) const {
+    return num_gpus > 1 && fit_multi_gpu.time_runs > 0 ? fit_multi_gpu : fit;
+  }
   // What with_torch_compile applied ("none", "blocks", "blocks+loss"): printed beside the
   // name; not a profile field (a profile file cannot set it).
   std::string torch_compile = "none";

@@ -551,3 +551,25 @@ TEST_CASE("the loss under tensor parallelism: loss_parallel's chain") {
   const double logits = 2.0 * 2048 * static_cast<double>(m.vocab_size) / 8;
   CHECK(a.head_act - b.head_act == doctest::Approx(4 * logits).epsilon(1e-9));
 }
+
+TEST_CASE("a prediction on several GPUs takes the band of the profile's multi-GPU residuals") {
+  FrameworkProfile fw = load_framework("fsdp");
+  REQUIRE(fw.fit.time_runs > 0);
+  REQUIRE(fw.fit_multi_gpu.time_runs > 0); // the published torchtitan fit rows
+  CHECK(&fw.time_residuals(1) == &fw.fit);
+  CHECK(&fw.time_residuals(8) == &fw.fit_multi_gpu);
+  // Written and read back as it was; a profile without them keeps `fit` for every size.
+  const FrameworkProfile back = framework_from_json(framework_to_json(fw), "round trip");
+  CHECK(back.fit_multi_gpu.time_runs == fw.fit_multi_gpu.time_runs);
+  CHECK(back.fit_multi_gpu.time_dof() == fw.fit_multi_gpu.time_dof());
+  CHECK(back.fit_multi_gpu.time_band_fraction(1) ==
+        doctest::Approx(fw.fit_multi_gpu.time_band_fraction(1)));
+  const FrameworkProfile pytorch = load_framework("pytorch");
+  CHECK(pytorch.fit_multi_gpu.time_runs == 0);
+  CHECK(&pytorch.time_residuals(64) == &pytorch.fit);
+  CHECK_FALSE(framework_to_json(pytorch).contains("fit_multi_gpu"));
+  nlohmann::json bad = framework_to_json(fw);
+  bad["fit_multi_gpu"] = 3;
+  CHECK_THROWS_WITH_AS((void)framework_from_json(bad, "bad"),
+                       doctest::Contains("fit_multi_gpu: expected an object"), ConfigError);
+}

@@ -301,10 +301,13 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     }
   }
   est.step_time_s = b.total();
-  est.band_sigma_fraction = options.fw().fit.time_band_fraction(1);
-  est.band_dof = options.fw().fit.time_dof();
-  est.band_runs = options.fw().fit.time_runs;
-  est.band_leave_one_out = options.fw().fit.time_sigma_leave_one_out;
+  // The band from the residuals of runs of this kind (one GPU or several: FrameworkProfile).
+  const FitResiduals& residuals = options.fw().time_residuals(plan.num_gpus());
+  est.band_sigma_fraction = residuals.time_band_fraction(1);
+  est.band_dof = residuals.time_dof();
+  est.band_runs = residuals.time_runs;
+  est.band_leave_one_out = residuals.time_sigma_leave_one_out;
+  est.band_multi_gpu = &residuals == &options.fw().fit_multi_gpu;
 
   // ---- rates ----
   const double n = static_cast<double>(plan.num_gpus());

@@ -813,4 +813,40 @@ TpOverlapFit fit_tp_overlap_hidden(const FrameworkProfile& base,
   return best;
 }
 
+FitResiduals multi_gpu_residuals(const FrameworkProfile& profile,
+                                 const std::vector<FrameworkRun>& runs, std::int64_t fitted_params,
+                                 const std::string& fitted_on) {
+  FitResiduals out;
+  double t2 = 0, tb = 0, m2 = 0;
+  std::int64_t nt = 0, nm = 0;
+  for (const auto& r : runs) {
+    if (r.framework != profile.name || !r.skip_reason.empty() || r.split != Split::fit ||
+        r.is_oom_search() || r.plan.num_gpus() <= 1)
+      continue;
+    const RunPrediction p = predict_run(r, profile);
+    if (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0) {
+      const double e = time_error(r, p);
+      t2 += e * e;
+      tb += e;
+      ++nt;
+    }
+    const double me = memory_error(r, p);
+    if (std::isfinite(me)) {
+      m2 += me * me;
+      ++nm;
+    }
+  }
+  if (nt == 0)
+    return out;
+  out.time_runs = nt;
+  out.time_sigma_fraction = std::sqrt(t2 / static_cast<double>(nt));
+  out.time_bias_fraction = tb / static_cast<double>(nt);
+  out.time_sigma_leave_one_out = false;
+  out.set_time_dof(std::max<std::int64_t>(nt - fitted_params, 0));
+  out.memory_runs = nm;
+  out.memory_sigma_fraction = nm > 0 ? std::sqrt(m2 / static_cast<double>(nm)) : 0;
+  out.fitted_on = fitted_on;
+  return out;
+}
+
 } // namespace trainsim::fitting

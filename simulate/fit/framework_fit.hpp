@@ -135,4 +135,13 @@ struct TpOverlapFit {
 [[nodiscard]] TpOverlapFit fit_tp_overlap_hidden(const sim::FrameworkProfile& base,
                                                  const std::vector<FrameworkRun>& runs);
 
+/// Time residuals of `profile` on the fit rows of `runs` of its framework that ran on more than
+/// one GPU (sim::FrameworkProfile::fit_multi_gpu): in-sample RMS of the relative step-time
+/// errors, time_dof = rows - `fitted_params` (the parameters fitted on those rows), the
+/// memory residuals of the rows that measured memory. time_runs 0 when there is no such row.
+[[nodiscard]] sim::FitResiduals multi_gpu_residuals(const sim::FrameworkProfile& profile,
+                                                    const std::vector<FrameworkRun>& runs,
+                                                    std::int64_t fitted_params,
+                                                    const std::string& fitted_on);
+
 } // namespace trainsim::fitting
