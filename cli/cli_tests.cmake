@@ -485,3 +485,11 @@ trainsim_cli_error(torch_compile_needs_eager_pytorch "--torch-compile blocks: to
   estimate -g h200 -m llama3.1-8b --framework megatron --torch-compile blocks)
 trainsim_cli_error(torch_compile_bad_value "--torch-compile = fast: must be none, blocks"
   memory -g h200 -m llama3.1-8b --framework fsdp --torch-compile fast)
+
+# Bands by kind of run: a multi-GPU fsdp layout's memory band comes from the multi-GPU fit rows'
+# memory residuals (the published torchtitan rows), one GPU's from the device runs'.
+trainsim_cli_test(memory_band_multi_gpu "band \\+-[0-9]+% \\(1 sigma over 10 multi-GPU fsdp runs\\)"
+  memory -m llama3.1-70b --cluster grand-teton-h100 -n 256 --tp 8 --sequence-parallel --zero 3
+  --framework fsdp --micro-batch 16 -s 8192 --precision fp8 --recompute full)
+trainsim_cli_test(memory_band_one_gpu "band \\+-[0-9]+% \\(1 sigma over [0-9]+ fsdp runs\\)"
+  memory -m cs336-large -g h200 --framework fsdp --zero 3 --micro-batch 4 -s 1024)

@@ -207,7 +207,12 @@ int run_memory(const MemoryOptions& o) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
   }
-  const double sigma = mo.framework->fit.memory_sigma_fraction;
+  // The memory band from the residuals of runs of this kind (one GPU or several), where the
+  // profile has memory residuals of that kind (FrameworkProfile::time_residuals).
+  const sim::FitResiduals& kind = mo.framework->time_residuals(p.num_gpus());
+  const sim::FitResiduals& residuals = kind.memory_runs > 0 ? kind : mo.framework->fit;
+  const bool multi_gpu = &residuals == &mo.framework->fit_multi_gpu;
+  const double sigma = residuals.memory_sigma_fraction;
   // The allocator runs under this GPU's memory: at the cap it returns its cached segments and
   // retries (allocator.hpp), as max_micro_batch below assumes; the verdict and the reserved
   // bytes are those of the step on this GPU, not of an unbounded one.
@@ -216,9 +221,9 @@ int run_memory(const MemoryOptions& o) {
   const bool fits = b.total <= mc.gpu.memory_bytes;
   const std::string said = verdict(b.total, mc.gpu.memory_bytes, sigma);
   const std::string band =
-      mo.framework->fit.memory_runs > 0
-          ? fmt::format("+-{:.0f}% (1 sigma over {} {} runs)", 100 * sigma,
-                        mo.framework->fit.memory_runs, mo.framework->name)
+      residuals.memory_runs > 0
+          ? fmt::format("+-{:.0f}% (1 sigma over {} {}{} runs)", 100 * sigma, residuals.memory_runs,
+                        multi_gpu ? "multi-GPU " : "", mo.framework->name)
           : fmt::format("none (the {} profile has no memory residuals)", mo.framework->name);
   const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
   const double params = model::count_params(m).total;
