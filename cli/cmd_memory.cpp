@@ -207,10 +207,8 @@ int run_memory(const MemoryOptions& o) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
   }
-  // The memory band from the residuals of runs of this kind (one GPU or several), where the
-  // profile has memory residuals of that kind (FrameworkProfile::time_residuals).
-  const sim::FitResiduals& kind = mo.framework->time_residuals(p.num_gpus());
-  const sim::FitResiduals& residuals = kind.memory_runs > 0 ? kind : mo.framework->fit;
+  // The memory band from the residuals of runs of this kind (one GPU or several).
+  const sim::FitResiduals& residuals = mo.framework->memory_residuals(p.num_gpus());
   const bool multi_gpu = &residuals == &mo.framework->fit_multi_gpu;
   const double sigma = residuals.memory_sigma_fraction;
   // The allocator runs under this GPU's memory: at the cap it returns its cached segments and

@@ -291,13 +291,13 @@ void calibrate_framework(const std::vector<std::string>& files,
     if (!f)
       throw ConfigError(fmt::format("--out {}: write failed", out_file));
   };
+  std::string on;
+  for (const auto& f : files)
+    on += (on.empty() ? "" : ", ") + f;
   if (fit_only == "tp-overlap") {
     auto r = fitting::fit_tp_overlap_hidden(base, runs);
     // The band of multi-GPU predictions: this profile's residuals on the multi-GPU fit rows
     // (one parameter, tp_overlap_hidden_fraction, fitted on some of them).
-    std::string on;
-    for (const auto& f : files)
-      on += (on.empty() ? "" : ", ") + f;
     r.profile.fit_multi_gpu = fitting::multi_gpu_residuals(
         r.profile, runs, 1, on + " (fit half, runs on more than one GPU: docs/frameworks.md)");
     write(r.profile);
@@ -316,9 +316,6 @@ void calibrate_framework(const std::vector<std::string>& files,
   if (!fit_only.empty())
     throw ConfigError(fmt::format("--fit-only = {}: must be tp-overlap", fit_only));
   const auto options = fitting::default_fit_options(base, runs);
-  std::string on;
-  for (const auto& f : files)
-    on += (on.empty() ? "" : ", ") + f;
   if (!repeat_files.empty()) {
     on += "; further passes merged:";
     for (const auto& f : repeat_files)

@@ -491,6 +491,10 @@ TorchCompile parse_torch_compile(const std::string& text, const std::string& fie
                                 field, text));
 }
 
+bool torch_compile_applies(const FrameworkProfile& fw) {
+  return fw.caching_allocator && fw.name != "pytorch-compile";
+}
+
 FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c) {
   if (c == TorchCompile::none)
     return fw;

@@ -252,6 +252,10 @@ struct FrameworkProfile {
   [[nodiscard]] const FitResiduals& time_residuals(std::int64_t num_gpus) const {
     return num_gpus > 1 && fit_multi_gpu.time_runs > 0 ? fit_multi_gpu : fit;
   }
+  /// The same for the memory band: the multi-GPU rows' when they measured memory.
+  [[nodiscard]] const FitResiduals& memory_residuals(std::int64_t num_gpus) const {
+    return num_gpus > 1 && fit_multi_gpu.memory_runs > 0 ? fit_multi_gpu : fit;
+  }
   // What with_torch_compile applied ("none", "blocks", "blocks+loss"): printed beside the
   // name; not a profile field (a profile file cannot set it).
   std::string torch_compile = "none";
@@ -278,6 +282,9 @@ struct FrameworkProfile {
 enum class TorchCompile { none, blocks, blocks_and_loss };
 /// "none", "blocks" or "blocks+loss"; ConfigError naming `field` otherwise.
 [[nodiscard]] TorchCompile parse_torch_compile(const std::string& text, const std::string& field);
+/// Whether torch.compile is modelled over this profile: eager PyTorch (a caching allocator),
+/// not pytorch-compile (compiled already).
+[[nodiscard]] bool torch_compile_applies(const FrameworkProfile& fw);
 /// The profile under that compilation; ConfigError for a profile that is not eager PyTorch
 /// (no caching allocator: megatron, deepspeed, trainsim) or is compiled already
 /// (pytorch-compile: no per-op dispatch cost and its own loss chain).

@@ -558,6 +558,15 @@ TEST_CASE("a prediction on several GPUs takes the band of the profile's multi-GP
   REQUIRE(fw.fit_multi_gpu.time_runs > 0); // the published torchtitan fit rows
   CHECK(&fw.time_residuals(1) == &fw.fit);
   CHECK(&fw.time_residuals(8) == &fw.fit_multi_gpu);
+  REQUIRE(fw.fit_multi_gpu.memory_runs > 0); // the published rows' max reserved memory
+  CHECK(&fw.memory_residuals(8) == &fw.fit_multi_gpu);
+  CHECK(&fw.memory_residuals(1) == &fw.fit);
+  FrameworkProfile no_memory = fw;
+  no_memory.fit_multi_gpu.memory_runs = 0; // time residuals only: the memory band stays
+  CHECK(&no_memory.memory_residuals(8) == &no_memory.fit);
+  CHECK(torch_compile_applies(fw));
+  CHECK_FALSE(torch_compile_applies(load_framework("pytorch-compile")));
+  CHECK_FALSE(torch_compile_applies(load_framework("megatron")));
   // Written and read back as it was; a profile without them keeps `fit` for every size.
   const FrameworkProfile back = framework_from_json(framework_to_json(fw), "round trip");
   CHECK(back.fit_multi_gpu.time_runs == fw.fit_multi_gpu.time_runs);

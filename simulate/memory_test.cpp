@@ -168,22 +168,30 @@ TEST_CASE("full recompute: the end of backward holds every gradient and one re-m
   CHECK(b.peak_allocated() == doctest::Approx(11.50e9).epsilon(0.05));
 }
 
+// Llama 3.1 8B on four pipeline stages of 8 layers, one sequence of 2048 per micro-batch.
+struct FourStages {
+  model::ModelSpec m = model::load_model("llama3.1-8b");
+  hw::HardwareProfile prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan p;
+  model::TrainingSetup s;
+  FourStages() {
+    p.pp = 4;
+    p.stage_layers = {8, 8, 8, 8};
+    s.seq_len = 2048;
+    s.micro_batch_size = 1;
+  }
+};
+
 TEST_CASE("FSDP under pipeline parallelism keeps the stage gathered and its gradients in fp32") {
   // torchtitan (reshard_after_forward = False with pp) and PyTorch's pipelining (no gradient
   // sync before the last micro-batch): 2 B per parameter of the stage gathered plus 4 B of
   // accumulated fp32 gradients, in place of two layers gathered at a time. Only with pp > 1,
   // ZeRO-3 over more than one GPU and more than one micro-batch.
-  const auto m = model::load_model("llama3.1-8b");
-  const auto prof = hw::default_profile("h100-sxm");
-  model::ParallelPlan p;
-  p.pp = 4;
+  FourStages t;
+  auto& [m, prof, p, s] = t;
   p.dp = 8;
   p.zero_stage = 3;
   p.recompute = model::Recompute::full;
-  p.stage_layers = {8, 8, 8, 8};
-  model::TrainingSetup s;
-  s.seq_len = 2048;
-  s.micro_batch_size = 1;
   s.global_batch_size = 8 * 8; // 8 micro-batches per stage
   FrameworkProfile fw = load_framework("fsdp");
   REQUIRE(fw.pp_unsharded_stage);
@@ -207,16 +215,10 @@ TEST_CASE("interleaved pipeline: the first stage holds 1 + (p-1)/(pv) times 1F1B
           "micro-batches than the step has") {
   // Korthikanti et al. 2022 Sec. 4.2.3 for many micro-batches; with as many micro-batches as
   // stages the first rank runs every forward before its first backward: all of them, as 1F1B.
-  const auto m = model::load_model("llama3.1-8b");
-  const auto prof = hw::default_profile("h100-sxm");
-  model::ParallelPlan p;
-  p.pp = 4;
+  FourStages t;
+  auto& [m, prof, p, s] = t;
   p.dp = 1;
   p.interleave = 2;
-  p.stage_layers = {8, 8, 8, 8};
-  model::TrainingSetup s;
-  s.seq_len = 2048;
-  s.micro_batch_size = 1;
   s.global_batch_size = 64; // 64 micro-batches
   const auto many = estimate_memory(m, p, s, prof, {});
   CHECK(many.in_flight_micro_batches == doctest::Approx(4 * (1 + 3.0 / 8)));

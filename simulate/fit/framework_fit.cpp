@@ -503,9 +503,8 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
                                : run.compiled    ? TorchCompile::blocks
                                                  : TorchCompile::none;
   so.framework = std::make_shared<const FrameworkProfile>(
-      compile != TorchCompile::none && fw.caching_allocator && fw.name != "pytorch-compile"
-          ? with_torch_compile(fw, compile)
-          : fw);
+      compile != TorchCompile::none && torch_compile_applies(fw) ? with_torch_compile(fw, compile)
+                                                                 : fw);
   so.tp_overlap = run.tp_overlap;
   auto estimate = [&](std::int64_t micro_batch) {
     model::TrainingSetup s = run.setup;
