@@ -419,6 +419,24 @@ TEST_CASE("Phi-3-mini, Phi-2, OLMo, OLMo 2, OLMoE, Falcon, DBRX, Nemotron-4") {
     CHECK(within_half_percent(c15.non_embedding, 12.5e9));
     CHECK(c15.total - c15.non_embedding == 2 * 256000.0 * 6144);
   }
+  SUBCASE("nemotron-3 8b and 22b: NeMo's shapes, and the FLOPs its performance summary prints") {
+    // NeMo Nemotron3Config8B / 22B: multi-head attention, squared-ReLU MLP 2 x h x ffn, two
+    // LayerNorms with biases, no linear biases, untied 256000-row tables.
+    for (const auto& [name, L, h, ffn, tflops, tokens] :
+         {std::tuple{"nemotron-3-8b", 32.0, 4096.0, 16384.0, 653e12, 12701.0},
+          std::tuple{"nemotron-3-22b", 40.0, 6144.0, 24576.0, 554e12, 4256.0}}) {
+      CAPTURE(name);
+      const ModelSpec m = load_model(name);
+      const auto c = count_params(m);
+      CHECK(c.non_embedding ==
+            L * (gqa_attention(h, h / 128, h / 128, 128) + 2 * h * ffn + 4 * h) + 2 * h);
+      CHECK(c.total - c.non_embedding == 2 * 256000 * h);
+      // NeMo 24.07's performance summary (DGX-H100, FP8) prints model TFLOP/s per GPU beside
+      // tokens/s per GPU: their ratio is the model FLOPs per token at seq 4096 (6 N with the
+      // LM head, plus the full-square attention product), which the vocabulary pins.
+      CHECK(within_half_percent(flops_per_token(m, 4096).total, tflops / tokens));
+    }
+  }
   SUBCASE("llama3.1 presets have the Llama 3 shapes") {
     for (const char* size : {"8b", "70b", "405b"})
       CHECK(count_params(load_model(std::string("llama3.1-") + size)).total ==
