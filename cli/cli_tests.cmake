@@ -67,6 +67,13 @@ trainsim_cli_test(estimate_json "\"step_time_s\": [0-9.e+-]+,?"
   estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --global-batch 64 --seq-len 4096 --format json)
 trainsim_cli_test(estimate_keys "\"breakdown_s\": \\{[^}]*\"bubble\"[^}]*\"dp_comm\"[^}]*\"forward\"[^}]*\"optimizer\"[^}]*\"pp_comm\"[^}]*\"recompute\"[^}]*\"tp_comm\""
   estimate --model gpt2 --gpu a100-80g --num-gpus 8 --seq-len 1024 --format json --tokens 1B)
+# MoE parallel folding: ep over tp x dp with whole experts (etp 1); the rules it keeps.
+trainsim_cli_test(estimate_moe_folding "ep 16 \\(etp 1: experts folded over tp x dp x cp\\)"
+  estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 16 --etp 1 --sequence-parallel --global-batch 16 --seq-len 4096)
+trainsim_cli_error(moe_folding_needs_sp "folded experts need sequence parallelism"
+  estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 16 --etp 1 --global-batch 16 --seq-len 4096)
+trainsim_cli_error(moe_etp_value "etp = 4: must be 0 \\(= tp\\), tp = 2, or 1"
+  estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 8 --etp 4 --sequence-parallel --global-batch 16 --seq-len 4096)
 trainsim_cli_test(collective_busbw "busbw \\(GB/s\\)"
   collective --op all-reduce --bytes 1G --num-gpus 64 --cluster dgx-h100 --sweep --max-bytes 1G)
 trainsim_cli_test(collective_p1 "P = 1: no communication" collective --op all-reduce --num-gpus 1 --gpu h200)

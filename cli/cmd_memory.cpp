@@ -260,9 +260,9 @@ int run_memory(const MemoryOptions& o) {
                     mo.framework->torch_compile == "none"
                         ? ""
                         : fmt::format(" under torch.compile ({})", mo.framework->torch_compile)));
-    sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}, ZeRO-{}, recompute {}, micro-batch "
+    sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}{}, ZeRO-{}, recompute {}, micro-batch "
                              "{}, seq_len {}, {} {}, {} attention",
-                             p.tp, p.pp, stage_split_note(p), p.dp, p.cp,
+                             p.tp, p.pp, stage_split_note(p), p.dp, p.cp, expert_note(p),
                              p.sequence_parallel ? " +SP" : "", p.zero_stage,
                              model::to_string(p.recompute), s.micro_batch_size, s.seq_len,
                              model::to_string(s.precision), model::to_string(s.optimizer),

@@ -82,6 +82,8 @@ void apply_fix(const std::string& item, sim::PlanSearchOptions& o,
     o.fix_cp = number();
   else if (name == "ep")
     o.fix_ep = number();
+  else if (name == "etp")
+    o.fix_etp = number();
   else if (name == "micro-batch" || name == "mb")
     o.fix_micro_batch = number();
   else if (name == "zero")
@@ -99,7 +101,7 @@ void apply_fix(const std::string& item, sim::PlanSearchOptions& o,
       throw ConfigError(fmt::format("--fix {}: sp must be on or off", item));
   } else {
     throw ConfigError(fmt::format("--fix {}: unknown dimension '{}' (tp, pp, dp, cp, ep, "
-                                  "micro-batch, zero, interleave, recompute, sp)",
+                                  "etp, micro-batch, zero, interleave, recompute, sp)",
                                   item, name));
   }
   if (name != "recompute" && name != "sp" && name != "sequence-parallel" && name != "zero" &&

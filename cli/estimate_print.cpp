@@ -109,6 +109,15 @@ std::string stage_split_note(const model::ParallelPlan& p) {
              : fmt::format(" (layers {})", model::format_stage_layers(p.stage_layers));
 }
 
+std::string expert_note(const model::ParallelPlan& p) {
+  if (p.ep <= 1 && !p.experts_folded())
+    return "";
+  return fmt::format(" ep {}{}", p.ep,
+                     p.experts_folded()
+                         ? fmt::format(" (etp {}: experts folded over tp x dp x cp)", p.expert_tp())
+                         : "");
+}
+
 nlohmann::json breakdown_json(const sim::StepBreakdown& b) {
   return {{"forward", b.forward},     {"backward", b.backward}, {"recompute", b.recompute},
           {"tp_comm", b.tp_comm},     {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
@@ -193,10 +202,11 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
       "framework: {}{}", e.framework,
       e.torch_compile == "none" ? "" : fmt::format(" under torch.compile ({})", e.torch_compile)));
   sink.comment(fmt::format(
-      "tp {} pp {}{} dp {} cp {}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
+      "tp {} pp {}{} dp {} cp {}{}{}{}, ZeRO-{}, recompute {}, {} attention, {}; "
       "micro-batch {} x {} accumulation x dp {} = global batch {} of {} "
       "tokens",
-      p.tp, p.pp, stage_split_note(p), p.dp, p.cp, p.sequence_parallel ? " +SP" : "",
+      p.tp, p.pp, stage_split_note(p), p.dp, p.cp, expert_note(p),
+      p.sequence_parallel ? " +SP" : "",
       p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "", p.zero_stage,
       model::to_string(p.recompute), model::to_string(s.attention), model::to_string(s.precision),
       s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size, s.seq_len));

@@ -45,6 +45,8 @@ void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile
 
 /// " (layers 7,8x14,7)" for a plan with an explicit stage split, "" otherwise.
 [[nodiscard]] std::string stage_split_note(const model::ParallelPlan& p);
+/// " ep 8", " ep 32 (etp 1: experts folded over tp x dp x cp)", or "" without expert parallelism.
+[[nodiscard]] std::string expert_note(const model::ParallelPlan& p);
 [[nodiscard]] nlohmann::json breakdown_json(const sim::StepBreakdown& b);
 [[nodiscard]] nlohmann::json memory_json(const sim::MemoryBreakdown& b);
 [[nodiscard]] nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,

@@ -304,7 +304,15 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--dp", o.dp, "Data-parallel degree (0 = num-gpus / (tp x pp x cp))")
       ->capture_default_str();
   cmd.add_option("--cp", o.cp, "Context-parallel degree")->capture_default_str();
-  cmd.add_option("--ep", o.ep, "Expert-parallel degree (MoE; divides dp)")->capture_default_str();
+  cmd.add_option("--ep", o.ep,
+                 "Expert-parallel degree (MoE; divides dp, or with --etp 1 tp x dp x cp)")
+      ->capture_default_str();
+  cmd.add_option("--etp", o.etp,
+                 "Expert tensor-parallel degree (MoE): 0 = tp (each expert split over the tp "
+                 "ranks); 1 with tp > 1 = MoE parallel folding (Megatron-Core: whole experts, ep "
+                 "laid over tp x dp x cp, tokens dispatched from their sequence-parallel shard; "
+                 "needs --sequence-parallel), as NVIDIA's Megatron-Bridge MoE recipes run")
+      ->capture_default_str();
   cmd.add_option("--zero", o.zero_stage,
                  "ZeRO stage 0..3 (shards optimizer / +gradients / "
                  "+weights over dp)")
@@ -331,6 +339,7 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   p.pp = o.pp;
   p.cp = o.cp;
   p.ep = o.ep;
+  p.etp = o.etp;
   p.zero_stage = o.zero_stage;
   p.interleave = o.interleave;
   p.sequence_parallel = o.sequence_parallel;
@@ -431,6 +440,7 @@ nlohmann::json plan_json(const model::ParallelPlan& p) {
                    {"dp", p.dp},
                    {"cp", p.cp},
                    {"ep", p.ep},
+                   {"etp", p.expert_tp()},
                    {"zero", p.zero_stage},
                    {"interleave", p.interleave},
                    {"sequence_parallel", p.sequence_parallel},

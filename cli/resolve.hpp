@@ -69,7 +69,7 @@ void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers
 resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers, std::int64_t pp);
 
 struct PlanOptions {
-  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, zero_stage = 0, interleave = 1;
+  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, zero_stage = 0, interleave = 1;
   bool sequence_parallel = false;
   std::string recompute = "none";
   StageSplitOptions stages;

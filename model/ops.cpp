@@ -292,6 +292,8 @@ class Builder {
                             inputs * n, n, d_.e, inputs - 1));
   }
   [[nodiscard]] bool fp8() const { return lin_ == Dtype::fp8; }
+  // MoE parallel folding: the experts' tensor-parallel degree is not attention's.
+  [[nodiscard]] bool folded_moe() const { return ctx_.etp != ctx_.tp && d_.t > 1; }
   // What a linear layer keeps of its input for the weight gradient: the tensor itself, or
   // under FP8 training Transformer Engine's FP8 copy (one byte per element).
   [[nodiscard]] SavedTensor linear_saved(SavedTensor t) const {
@@ -566,35 +568,44 @@ void Builder::moe_ffn(std::vector<Op>& L, const std::string& p, const SavedTenso
   const double load = ctx_.moe_capacity_factor > 0 ? ctx_.moe_capacity_factor
                       : ctx_.ep > 1                ? ctx_.moe_imbalance_factor
                                                    : 1.0;
-  Op router = gemm_op(p + "moe.router", OpRole::router, dt_, d_.tokens, d_.h, E, 1,
+  // Tokens this rank routes: all of the micro-batch's local sequence after the tp all-gather,
+  // or under MoE parallel folding only its sequence-parallel shard (Liu et al. 2025, Sec. 3).
+  const double etp = static_cast<double>(std::max<std::int64_t>(ctx_.etp, 1));
+  const bool folded = folded_moe();
+  const double tokens = folded ? d_.tokens_norm : d_.tokens;
+  Op router = gemm_op(p + "moe.router", OpRole::router, dt_, tokens, d_.h, E, 1,
                       d_.h * E + (m_.router_bias ? E : 0), d_.e);
   router.saved.push_back(in);
   L.push_back(router);
   // Scores and top-k in fp32 over [tokens, E]; the probabilities are kept for the combine's
   // and the auxiliary loss's backward.
   Op topk = memory_op(p + "moe.router.topk", OpKind::reduction, OpRole::router_topk, Dtype::fp32,
-                      d_.tokens * E, d_.tokens * E, 4.0, 5);
-  topk.saved.push_back({p + "moe.router.probs", d_.tokens * E * 4.0, false});
+                      tokens * E, tokens * E, 4.0, 5);
+  topk.saved.push_back({p + "moe.router.probs", tokens * E * 4.0, false});
   L.push_back(topk);
   // Load-balancing loss (Fedus et al. 2022 Eq. 4): per-expert token fraction x mean probability.
   L.push_back(memory_op(p + "moe.aux_loss", OpKind::reduction, OpRole::router_aux_loss, Dtype::fp32,
-                        d_.tokens * E, E, 4.0, 2));
-  const double routed = d_.tokens * k; // balanced (model) rows over all experts
+                        tokens * E, E, 4.0, 2));
+  // Rows this rank's experts run: the routed copies of the tokens of its ep group's ranks
+  // (each dispatching 1/t of the local sequence), times etp for the expert tensor-parallel
+  // ranks that share them (etp = t: every token of the local sequence, as without folding).
+  const double routed = d_.tokens / d_.t * k * etp; // balanced (model) rows
   const double routed_exec = routed * load;
   L.push_back(memory_op(p + "moe.permute", OpKind::elementwise, OpRole::expert_permute, dt_,
-                        d_.tokens * d_.h, routed_exec * d_.h, d_.e, 0));
+                        tokens * d_.h, routed_exec * d_.h, d_.e, 0));
   // Dispatch and combine: each rank sends its routed token copies to the experts' ranks and
   // gets them back; the backward pass sends the gradients the same two ways. Under tensor
   // parallelism each tp rank dispatches its 1/t of the tokens (Megatron-Core's all-to-all
-  // dispatcher with sequence parallelism); the tp all-gather of the routed tokens that follows
-  // is counted as the block's tp_in (of the unrouted [b, s, h]: a k-fold underestimate).
-  const double a2a_bytes = routed_exec / d_.t * d_.h * d_.e;
+  // dispatcher with sequence parallelism); without folding the tp all-gather of the routed
+  // tokens that follows is counted as the block's tp_in (of the unrouted [b, s, h]: a k-fold
+  // underestimate).
+  const double a2a_bytes = d_.tokens / d_.t * k * load * d_.h * d_.e;
   if (ctx_.ep > 1)
     L.push_back(comm(p + "moe.dispatch", OpRole::ep_dispatch, OpKind::ep_comm, CommKind::all_to_all,
                      CommKind::all_to_all, a2a_bytes));
   // Under expert parallelism a rank runs E/ep experts over the tokens of all ep ranks.
   const bool gated = m_.ffn == FfnKind::gated;
-  const double f_local = static_cast<double>(m_.expert_ffn_hidden_size) / d_.t;
+  const double f_local = static_cast<double>(m_.expert_ffn_hidden_size) / etp;
   const double fc1_n = (gated ? 2.0 : 1.0) * f_local;
   const double local_experts = E / ep;
   const double rows_per_expert = routed_exec * ep / E;
@@ -624,7 +635,7 @@ void Builder::moe_ffn(std::vector<Op>& L, const std::string& p, const SavedTenso
                      CommKind::all_to_all, CommKind::all_to_all, a2a_bytes));
   // Combining expert outputs weights each by its router probability and sums per token.
   L.push_back(memory_op(p + "moe.combine", OpKind::elementwise, OpRole::expert_combine, dt_,
-                        routed_exec * d_.h, d_.tokens * d_.h, d_.e, 2));
+                        routed_exec * d_.h, tokens * d_.h, d_.e, 2));
   if (m_.num_shared_experts > 0)
     dense_ffn(L, p + "moe.shared",
               static_cast<double>(m_.num_shared_experts * m_.expert_ffn_hidden_size), in);
@@ -680,9 +691,14 @@ std::vector<Op> Builder::layer(bool moe, double window, const std::string& p) co
     L.push_back(hidden_norm(p + "mlp.norm", p + "mlp.norm.in"));
     ffn_in = gemm_input(p + "mlp.fc1" + in_suffix_);
   }
-  tp_in(L, p + "mlp");
+  // Folded experts take the sequence-parallel shard as it is: no tp collective around the
+  // block unless shared experts (tensor-parallel as a dense FFN) need one.
+  const bool tp_block = !(moe && folded_moe() && m_.num_shared_experts == 0);
+  if (tp_block)
+    tp_in(L, p + "mlp");
   ffn(ffn_in);
-  tp_out(L, p + "mlp");
+  if (tp_block)
+    tp_out(L, p + "mlp");
   if (post)
     L.push_back(hidden_norm(p + "mlp.post_norm", p + "mlp.post_norm.in"));
   dropout(L, p + "mlp");
@@ -771,6 +787,7 @@ OpContext make_op_context(const ParallelPlan& plan, const TrainingSetup& setup) 
   ctx.tp = plan.tp;
   ctx.cp = plan.cp;
   ctx.ep = plan.ep;
+  ctx.etp = plan.expert_tp();
   ctx.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
   ctx.moe_capacity_factor = setup.moe_capacity_factor;
   ctx.moe_imbalance_factor = setup.moe_imbalance_factor;

@@ -173,6 +173,10 @@ struct OpContext {
   std::int64_t tp = 1;
   std::int64_t cp = 1;
   std::int64_t ep = 1; // expert parallel: adds the all-to-all ops and the imbalance factor
+  // The experts' tensor-parallel degree (ParallelPlan::expert_tp): tp, or 1 under MoE parallel
+  // folding, where each rank runs whole experts over the tokens dispatched from its
+  // sequence-parallel shard and the MoE block has no tp all-gather / reduce-scatter of its own.
+  std::int64_t etp = 1;
   bool sequence_parallel = false;
   double moe_capacity_factor = 0;  // TrainingSetup::moe_capacity_factor
   double moe_imbalance_factor = 1; // TrainingSetup::moe_imbalance_factor

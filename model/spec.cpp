@@ -463,12 +463,19 @@ PlanCheck check_plan(const ParallelPlan& plan, const ModelSpec& m, const Trainin
     fail(PlanRule::tp_heads, m.num_heads % plan.tp != 0);
     fail(PlanRule::tp_kv_heads, m.num_kv_heads % plan.tp != 0);
     fail(PlanRule::tp_ffn, m.ffn_hidden_size > 0 && m.ffn_hidden_size % plan.tp != 0);
-    fail(PlanRule::tp_expert_ffn, m.is_moe() && m.expert_ffn_hidden_size % plan.tp != 0);
+    const bool etp_ok = plan.etp == 0 || plan.etp == 1 || plan.etp == plan.tp;
+    fail(PlanRule::etp_value, !etp_ok);
+    fail(PlanRule::tp_expert_ffn,
+         m.is_moe() && etp_ok && m.expert_ffn_hidden_size % plan.expert_tp() != 0);
+    fail(PlanRule::etp_fold_sp,
+         m.is_moe() && etp_ok && plan.experts_folded() && !plan.sequence_parallel);
     fail(PlanRule::cp_seq, s.seq_len % plan.cp != 0);
     fail(PlanRule::sp_seq,
          plan.sequence_parallel && plan.tp > 1 && (s.seq_len / plan.cp) % plan.tp != 0);
     fail(PlanRule::ep_experts, m.is_moe() && m.num_experts % plan.ep != 0);
-    fail(PlanRule::ep_dp, m.is_moe() && plan.dp % plan.ep != 0);
+    fail(PlanRule::ep_dp,
+         m.is_moe() && (plan.experts_folded() ? (plan.tp * plan.dp_cp()) % plan.ep != 0
+                                              : plan.dp % plan.ep != 0));
     fail(PlanRule::ep_dense, !m.is_moe() && plan.ep != 1);
     fail(PlanRule::seq_positions,
          m.position == PositionKind::learned && m.max_seq_len > 0 && s.seq_len > m.max_seq_len);
@@ -515,13 +522,25 @@ void validate(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup&
     p.add(fmt::format("tp = {}: must divide num_kv_heads = {}", plan.tp, m.num_kv_heads));
   if (c.has(PlanRule::tp_ffn))
     p.add(fmt::format("tp = {}: must divide ffn_hidden_size = {}", plan.tp, m.ffn_hidden_size));
+  if (c.has(PlanRule::etp_value))
+    p.add(fmt::format("etp = {}: must be 0 (= tp), tp = {}, or 1 (MoE parallel folding)", plan.etp,
+                      plan.tp));
   if (c.has(PlanRule::tp_expert_ffn))
-    p.add(fmt::format("tp = {}: must divide expert_ffn_hidden_size = {}", plan.tp,
-                      m.expert_ffn_hidden_size));
+    p.add(fmt::format("{} = {}: must divide expert_ffn_hidden_size = {}",
+                      plan.etp > 0 ? "etp" : "tp", plan.expert_tp(), m.expert_ffn_hidden_size));
+  if (c.has(PlanRule::etp_fold_sp))
+    p.add(fmt::format("etp = {} with tp = {}: folded experts need sequence parallelism (each "
+                      "rank dispatches its sequence shard; Megatron-Core requires it with tp "
+                      "and ep)",
+                      plan.etp, plan.tp));
   if (c.has(PlanRule::ep_experts))
     p.add(fmt::format("ep = {}: must divide num_experts = {}", plan.ep, m.num_experts));
   if (c.has(PlanRule::ep_dp))
-    p.add(fmt::format("ep = {}: must divide dp = {}", plan.ep, plan.dp));
+    p.add(plan.experts_folded()
+              ? fmt::format("ep = {}: must divide tp x dp x cp = {} (etp = {}: the experts are "
+                            "folded over every rank of a pipeline stage)",
+                            plan.ep, plan.tp * plan.dp_cp(), plan.etp)
+              : fmt::format("ep = {}: must divide dp = {}", plan.ep, plan.dp));
   if (c.has(PlanRule::ep_dense))
     p.add(fmt::format("ep = {}: expert parallelism needs a MoE model (num_experts > 0)", plan.ep));
   if (c.has(PlanRule::pp_layers))

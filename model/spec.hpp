@@ -129,6 +129,11 @@ struct ParallelPlan {
   std::int64_t dp = 1; // data parallel
   std::int64_t cp = 1; // context parallel
   std::int64_t ep = 1; // expert parallel (MoE: experts split over ep ranks of the dp group)
+  // Expert tensor parallel (MoE; Megatron-Core's --expert-tensor-parallel-size). 0: tp, each
+  // expert split over the tp ranks and the ep ranks taken from the dp group. 1 with tp > 1: MoE
+  // parallel folding (Liu et al. 2025, "MoE Parallel Folding", Sec. 3): whole experts, the ep
+  // group laid over tp x dp x cp, tokens dispatched straight from their sequence-parallel shard.
+  std::int64_t etp = 0;
   std::int64_t zero_stage = 0;
   bool sequence_parallel = false;
   std::int64_t interleave = 1; // virtual pipeline chunks per stage (1 = plain 1F1B)
@@ -144,10 +149,16 @@ struct ParallelPlan {
   /// (Megatron-Core reduces gradients and shards its distributed optimizer over the data-parallel
   /// group with context parallel; torchtitan applies FSDP2 on the flattened dp_shard x cp mesh).
   [[nodiscard]] std::int64_t dp_cp() const { return dp * cp; }
-  /// Ranks that hold the same MoE experts: dp x cp / ep (Megatron-Core's expert data-parallel
-  /// group; each expert lives on one ep rank of the dp x cp replicas), at least 1.
+  /// The experts' tensor-parallel degree: etp, or tp when etp is 0.
+  [[nodiscard]] std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  /// MoE parallel folding: the experts' grid (etp x ep x edp) differs from attention's.
+  [[nodiscard]] bool experts_folded() const { return expert_tp() != tp; }
+  /// Ranks that hold the same MoE experts: tp x dp x cp / (etp x ep) (Megatron-Core's expert
+  /// data-parallel group; with etp = tp, dp x cp / ep: each expert lives on one ep rank of the
+  /// dp x cp replicas), at least 1.
   [[nodiscard]] std::int64_t expert_dp_cp() const {
-    return std::max<std::int64_t>(dp_cp() / std::max<std::int64_t>(ep, 1), 1);
+    return std::max<std::int64_t>(
+        tp * dp_cp() / (std::max<std::int64_t>(expert_tp(), 1) * std::max<std::int64_t>(ep, 1)), 1);
   }
 };
 
@@ -244,11 +255,13 @@ enum class PlanRule : std::uint8_t {
   tp_heads,             // tp divides num_heads
   tp_kv_heads,          // tp divides num_kv_heads
   tp_ffn,               // tp divides ffn_hidden_size (when present)
-  tp_expert_ffn,        // MoE: tp divides expert_ffn_hidden_size
+  tp_expert_ffn,        // MoE: the experts' tp (etp, else tp) divides expert_ffn_hidden_size
+  etp_value,            // etp is 0 (= tp), tp, or 1 (folding)
+  etp_fold_sp,          // folding (etp = 1 < tp): sequence parallel (the dispatch's tokens)
   cp_seq,               // cp divides seq_len
   sp_seq,               // sequence parallel: tp divides seq_len / cp
   ep_experts,           // MoE: ep divides num_experts
-  ep_dp,                // MoE: ep divides dp
+  ep_dp,                // MoE: ep divides dp (etp = tp), or tp x dp x cp (folding)
   ep_dense,             // dense model: ep == 1
   seq_positions,        // learned positions: seq_len <= max_seq_len
   pp_layers,            // pp <= num_layers

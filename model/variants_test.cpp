@@ -495,6 +495,50 @@ TEST_CASE("MoE as trained: routing ops, capacity, imbalance, expert-parallel all
         fc1->fwd_exec_flops);
 }
 
+TEST_CASE("MoE parallel folding: whole experts, tokens from the sequence shard, no tp collective") {
+  // Mixtral 8x7B (8 experts, top-2, expert FFN 14336) at tp 2 with sequence parallelism.
+  const ModelSpec m = load_model("mixtral-8x7b");
+  OpContext ctx;
+  ctx.seq_len = 4096;
+  ctx.tp = 2;
+  ctx.sequence_parallel = true;
+  ctx.ep = 4;
+  ctx.etp = 2; // each expert split over the tp ranks (Megatron-Core's default, etp = tp)
+  const auto split = build_ops(m, ctx).layers.front().ops;
+  ctx.etp = 1; // folded (Liu et al. 2025)
+  const auto folded = build_ops(m, ctx).layers.front().ops;
+  // The router sees the rank's 2048-token shard instead of the gathered 4096.
+  CHECK(find_role(split, OpRole::router)->m == 4096);
+  CHECK(find_role(folded, OpRole::router)->m == 2048);
+  // Each rank holds 2 whole experts (n = 2 x 14336, gated) instead of halves of them, and runs
+  // them over the routed copies its ep group dispatches: 4 ranks x 2048 tokens x top-2 / 8
+  // experts = 2048 rows per expert, half the unfolded 4096.
+  const Op* up_split = find_role(split, OpRole::expert_up);
+  const Op* up_folded = find_role(folded, OpRole::expert_up);
+  CHECK(up_split->n == 14336);
+  CHECK(up_folded->n == 2 * 14336);
+  CHECK(up_split->count == 2);
+  CHECK(up_folded->count == 2);
+  CHECK(up_split->m == 4096);
+  CHECK(up_folded->m == 2048);
+  CHECK(up_folded->fwd_flops == doctest::Approx(up_split->fwd_flops));
+  CHECK(up_folded->params == 2 * up_split->params); // all experts, whole (split over ep later)
+  // The all-to-alls carry the same shard's routed copies either way.
+  CHECK(find_role(folded, OpRole::ep_dispatch)->comm_bytes ==
+        find_role(split, OpRole::ep_dispatch)->comm_bytes);
+  // Attention keeps its tp collectives; the MoE block has none of its own when folded.
+  CHECK(count_role(split, OpRole::tp_comm) == 4);
+  CHECK(count_role(folded, OpRole::tp_comm) == 2);
+  // The experts' model FLOPs do not depend on how they are laid out.
+  CHECK(find_role(folded, OpRole::expert_down)->fwd_flops ==
+        doctest::Approx(find_role(split, OpRole::expert_down)->fwd_flops));
+  // etp = tp and tp = 1 are the unfolded layout.
+  ctx.tp = 1;
+  ctx.sequence_parallel = false;
+  ctx.etp = 1;
+  CHECK(find_role(build_ops(m, ctx).layers.front().ops, OpRole::expert_up)->m == 4096 * 2 * 4 / 8);
+}
+
 TEST_CASE("MTP module: ops on the last stage, shared embedding and head, counted once") {
   const ModelSpec m = load_model("deepseek-v3");
   const OpList ops = ops_of(m);

@@ -24,9 +24,11 @@ Placement place_groups(const model::ParallelPlan& plan, const hw::ClusterSpec& c
   p.tp = {plan.tp, std::min(plan.tp, G)};
   p.cp = {plan.cp, members_per_node(plan.cp, plan.tp)};
   p.dp = {plan.dp_cp(), members_per_node(plan.dp_cp(), plan.tp)}; // dp x cp: ParallelPlan::dp_cp
-  p.ep = {plan.ep, members_per_node(plan.ep, plan.tp * plan.cp)};
-  // tp, ep, then the experts' dp (cp folded in): Megatron-Core's expert rank order.
-  p.edp = {plan.expert_dp_cp(), members_per_node(plan.expert_dp_cp(), plan.tp * plan.ep)};
+  // ep ranks step over tp x cp within the dp group; folded (etp = 1 < tp), over consecutive
+  // ranks: Megatron-Core's expert grid is etp, ep, then the experts' dp (cp folded in).
+  const std::int64_t ep_stride = plan.experts_folded() ? plan.expert_tp() : plan.tp * plan.cp;
+  p.ep = {plan.ep, members_per_node(plan.ep, ep_stride)};
+  p.edp = {plan.expert_dp_cp(), members_per_node(plan.expert_dp_cp(), plan.expert_tp() * plan.ep)};
   p.pp_inter_node = plan.tp * plan.cp * plan.dp >= G && cluster.num_nodes > 1;
   return p;
 }

@@ -27,7 +27,7 @@ const char* to_string(Reject r) {
   case Reject::cp_indivisible: return "cp (x tp with SP) does not divide seq_len";
   case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
   case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
-  case Reject::expert_indivisible: return "ep does not divide experts / dp";
+  case Reject::expert_indivisible: return "ep does not divide experts / dp (or etp not 1 or tp)";
   case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
   case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
@@ -139,6 +139,8 @@ Reject reject_reason(const model::PlanCheck& bad) {
       {PlanRule::tp_kv_heads, Reject::tp_indivisible},
       {PlanRule::tp_ffn, Reject::tp_indivisible},
       {PlanRule::tp_expert_ffn, Reject::tp_indivisible},
+      {PlanRule::etp_value, Reject::expert_indivisible},
+      {PlanRule::etp_fold_sp, Reject::expert_indivisible},
       {PlanRule::cp_seq, Reject::cp_indivisible},
       {PlanRule::sp_seq, Reject::cp_indivisible},
       {PlanRule::ep_experts, Reject::expert_indivisible},
@@ -240,6 +242,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
   if (tp > 1 && c.o.fix_sp != 0)
     sps.push_back(1);
   const std::int64_t ep = c.o.fix_ep > 0 ? c.o.fix_ep : 1;
+  const std::int64_t etp = c.o.fix_etp > 0 ? c.o.fix_etp : 0; // 0: the experts' tp is tp
   std::vector<Phase1> cache(sps.size() * c.mbs.size());
   std::vector<Phase1> one_sequence(sps.size()); // micro-batch 1 when not searched
   // The plans being composed, one per recompute policy with its stage split, and the splits.
@@ -271,6 +274,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
         layout.pp = pp;
         layout.dp = dp;
         layout.ep = ep;
+        layout.etp = etp;
         layout.sequence_parallel = sp;
         model::TrainingSetup s = c.setup;
         if (const auto bad = model::check_plan(layout, m, s, 0, model::kLayoutRules); !bad.ok()) {
@@ -294,6 +298,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
             plan.pp = pp;
             plan.dp = dp;
             plan.ep = ep;
+            plan.etp = etp;
             plan.interleave = v;
             plan.sequence_parallel = sp;
             plan.recompute = static_cast<Recompute>(rc);

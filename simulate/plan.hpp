@@ -48,7 +48,8 @@ struct PlanSearchOptions {
   std::int64_t max_interleave = 8;
   // Fixed dimensions (-1 = searched). recompute: 0 none, 1 selective, 2 full, 3 selective-op.
   std::int64_t fix_tp = -1, fix_pp = -1, fix_dp = -1, fix_cp = -1, fix_micro_batch = -1,
-               fix_zero = -1, fix_interleave = -1, fix_recompute = -1, fix_sp = -1, fix_ep = -1;
+               fix_zero = -1, fix_interleave = -1, fix_recompute = -1, fix_sp = -1, fix_ep = -1,
+               fix_etp = -1;
   // A pinned stage split: explicit counts (only pp = their number is searched), or Megatron's
   // first / last stage counts with the middle stages dividing the rest (-1 = not pinned).
   std::vector<std::int64_t> fix_stage_layers;

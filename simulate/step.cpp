@@ -155,7 +155,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.dp_volume_bytes = 0;
   const double window = stage.bwd + stage.rc; // the last micro-batch's backward
   const std::int64_t replicas = plan.dp_cp(); // gradients are summed over dp x cp
-  if (replicas > 1) {
+  if (replicas > 1 || experts_reduced) {      // folded experts may be replicated where dense is not
     auto volume = [&](std::int64_t n, double grads, double weights) {
       if (n <= 1)
         return 0.0;

@@ -613,6 +613,63 @@ TEST_CASE(
   CHECK(pl.edp.per_node == 1);
 }
 
+TEST_CASE("MoE parallel folding: ep over tp x dp, experts whole, their own gradient group") {
+  // Qwen3-30B-A3B (128 experts) on 2 DGX H100 nodes at tp 2 x dp 8, ep 16 with etp 1
+  // (Megatron-Core's MoE parallel folding): the ep group is all 16 ranks, so no expert has a
+  // replica (edp 1).
+  const auto m = model::load_model("qwen3-30b-a3b");
+  const auto cluster = node_of("dgx-h100", 2);
+  const auto gpu = hw::load_gpu("h100-sxm");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan plan;
+  plan.tp = 2;
+  plan.dp = 8;
+  plan.ep = 16;
+  plan.sequence_parallel = true;
+  plan.zero_stage = 1;
+  model::TrainingSetup setup;
+  setup.seq_len = 4096;
+  setup.micro_batch_size = 1;
+  setup.global_batch_size = 8;
+  // Without folding ep must divide dp; with etp = 1, tp x dp x cp.
+  CHECK_THROWS_WITH_AS(model::validate(plan, m, setup, 16, "flags"),
+                       doctest::Contains("ep = 16: must divide dp = 8"), ConfigError);
+  plan.etp = 1;
+  model::validate(plan, m, setup, 16, "flags");
+  CHECK(plan.experts_folded());
+  CHECK(plan.expert_tp() == 1);
+  CHECK(plan.expert_dp_cp() == 1);
+  const auto pl = place_groups(plan, cluster);
+  CHECK(pl.ep.size == 16);
+  CHECK(pl.ep.per_node == 8); // consecutive ranks: a node's 8 GPUs, then the next node's
+  CHECK(pl.edp.size == 1);
+  const auto est = estimate_step(m, cluster, gpu, prof, plan, setup, {});
+  // Each GPU holds 128 / 16 of each layer's experts, each whole (etp 1).
+  double layer_experts = 0;
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  for (const auto& op : ops.layers.front().ops)
+    if (model::is_routed_expert(op.role))
+      layer_experts += op.params;
+  CHECK(est.memory.expert_params_on_gpu == doctest::Approx(48 * layer_experts / 16));
+  CHECK(layer_experts == doctest::Approx(128.0 * 3 * 2048 * 768)); // whole experts
+  // Optimizer states: the experts have no replica to shard over, the rest shard over dp 8.
+  const double all = est.memory.params_on_gpu, experts = est.memory.expert_params_on_gpu;
+  const auto per = state_bytes_per_param(setup.precision, setup.optimizer);
+  CHECK(est.memory.optimizer == doctest::Approx(per.optimizer * ((all - experts) / 8 + experts)));
+  // Dense gradients are reduced over dp 8; the experts' over no one.
+  const double grads = all * per.gradients, weights = all * per.weights, e = experts / all;
+  CHECK(est.dp_volume_bytes ==
+        doctest::Approx(busbw_factor(Collective::all_gather, 8) * (1 - e) * (grads + weights)));
+  // Rules: etp must be 1 or tp, and folding needs sequence parallelism.
+  plan.etp = 4;
+  CHECK_THROWS_WITH_AS(model::validate(plan, m, setup, 16, "flags"),
+                       doctest::Contains("etp = 4: must be 0 (= tp), tp = 2, or 1"), ConfigError);
+  plan.etp = 1;
+  plan.sequence_parallel = false;
+  CHECK_THROWS_WITH_AS(model::validate(plan, m, setup, 16, "flags"),
+                       doctest::Contains("folded experts need sequence parallelism"), ConfigError);
+}
+
 TEST_CASE("torchtitan's per-op checkpointing keeps every other matmul's output and attention's") {
   // Llama 3 8B, one GPU, micro-batch 1 x 4096 tokens. Execution order of a layer's aten.mm:
   // wq (kept), wk (re-run), wv (kept), wo (re-run), w1 (kept), w3 (re-run), w2 (kept).
