@@ -132,9 +132,10 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
         {"id", "source", "framework", "model", "error", "precision", "attention", "recompute",
          "gpu", "cluster"},
         "a string", is_string);
-  check(j, "",
-        {"seq_len", "num_gpus", "tp", "pp", "cp", "zero_stage", "micro_batch", "global_batch"},
-        "an integer", is_integer);
+  check(
+      j, "",
+      {"seq_len", "num_gpus", "tp", "pp", "cp", "etp", "zero_stage", "micro_batch", "global_batch"},
+      "an integer", is_integer);
   check(j, "", {"memory_cap_bytes"}, "a number", is_number);
   check(j, "", {"oom_search"}, "true or false",
         [](const nlohmann::json& v) { return v.is_boolean(); });
@@ -248,6 +249,16 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   const auto ep = j.find("ep");
   run.plan.ep = ep != j.end() && ep->is_number_integer() ? ep->get<std::int64_t>() : 1;
   run.plan.zero_stage = int_or(j, "zero_stage", 0);
+  // The experts' tensor parallelism: a row's "etp" where it states one; else Megatron rows
+  // run MoE parallel folding with whole experts (Megatron-Bridge's performance configs set
+  // expert_tensor_parallel_size = 1 for every MoE model they publish: BASE_DEEPSEEK_V3_CONFIG,
+  // BASE_QWEN3_235B_A22B_CONFIG, BASE_QWEN3_30B_A3B_CONFIG, BASE_GPT_OSS_120B_CONFIG in
+  // scripts/performance/configs/*/*_workload_base_configs.py); other frameworks keep etp = tp.
+  const auto etp = j.find("etp");
+  if (etp != j.end() && etp->is_number_integer())
+    run.plan.etp = etp->get<std::int64_t>();
+  else if (run.framework == "megatron" && run.plan.ep > 1)
+    run.plan.etp = 1;
   if (num_gpus < 1 || run.plan.tp < 1 || run.plan.pp < 1 || run.plan.cp < 1 ||
       num_gpus % (run.plan.tp * run.plan.pp * run.plan.cp) != 0) {
     run.skip_reason = "layout does not divide num_gpus";
