@@ -27,7 +27,9 @@ const char* to_string(Reject r) {
   case Reject::cp_indivisible: return "cp (x tp with SP) does not divide seq_len";
   case Reject::batch_mismatch: return "global batch not a multiple of micro-batch x dp";
   case Reject::interleave_batch: return "interleaving needs micro-batches divisible by pp";
-  case Reject::expert_indivisible: return "ep does not divide experts / dp (or etp not 1 or tp)";
+  case Reject::expert_indivisible:
+    return "experts: ep does not divide them or dp (folded: tp x dp x cp), etp not 1 or tp, or "
+           "folded without sequence parallelism";
   case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
   case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
