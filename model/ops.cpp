@@ -571,8 +571,7 @@ void Builder::moe_ffn(std::vector<Op>& L, const std::string& p, const SavedTenso
   // Tokens this rank routes: all of the micro-batch's local sequence after the tp all-gather,
   // or under MoE parallel folding only its sequence-parallel shard (Liu et al. 2025, Sec. 3).
   const double etp = static_cast<double>(std::max<std::int64_t>(ctx_.etp, 1));
-  const bool folded = folded_moe();
-  const double tokens = folded ? d_.tokens_norm : d_.tokens;
+  const double tokens = folded_moe() ? d_.tokens_norm : d_.tokens;
   Op router = gemm_op(p + "moe.router", OpRole::router, dt_, tokens, d_.h, E, 1,
                       d_.h * E + (m_.router_bias ? E : 0), d_.e);
   router.saved.push_back(in);
