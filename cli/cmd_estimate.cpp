@@ -35,6 +35,7 @@ int run_estimate(const EstimateOptions& o) {
   const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
   const sim::StepOptions so = resolve_step_flags(o.step);
   require_recompute_supported(p.recompute, so.fw());
+  require_ep_overlap_applies(so, p);
   const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   const auto est = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, so);
   Sink sink(o.out);

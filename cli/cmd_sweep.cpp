@@ -123,6 +123,7 @@ int run_sweep(const SweepOptions& o) {
     const auto p = resolve_plan(po, m, s, mc.num_gpus);
     const sim::StepOptions step = resolve_step_flags(sf);
     require_recompute_supported(p.recompute, step.fw());
+    require_ep_overlap_applies(step, p);
     const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, step);
     const double per_gpu = e.tokens_per_s / static_cast<double>(p.num_gpus());
     if (first_per_gpu == 0)

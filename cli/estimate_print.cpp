@@ -21,6 +21,12 @@ void add_step_flags(CLI::App& cmd, StepFlags& f) {
                "overlap, PyTorch's async TP): the framework's share of them is hidden "
                "(tp_overlap_hidden_fraction: 1 in most profiles; fsdp 0, fitted on torchtitan's "
                "async-TP runs, docs/frameworks.md)");
+  cmd.add_flag("--ep-overlap", f.ep_overlap,
+               "Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; "
+               "moe_a2a_overlap in Megatron-Bridge): each micro-batch's forward runs merged with "
+               "another's backward so the expert-parallel all-to-alls hide behind the other's "
+               "compute; needs ep > 1, no full recompute, and --interleave > 1 with a pipeline "
+               "(plan: applied to the candidates that allow it)");
   cmd.add_option(
          "--dp-algorithm", f.dp_algorithm,
          "auto (faster of ring and tree, as NCCL tunes) | ring | tree (data-parallel all-reduce)")
@@ -89,6 +95,7 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
   o.bucket_bytes = f.bucket_mb * 1024 * 1024;
   o.dp_overlap = !f.no_dp_overlap;
   o.tp_overlap = f.tp_overlap;
+  o.ep_overlap = f.ep_overlap;
   o.framework = std::make_shared<const sim::FrameworkProfile>(
       resolve_framework(f.framework, f.torch_compile));
   if (f.dp_algorithm == "ring")
@@ -101,6 +108,14 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
     throw ConfigError(
         fmt::format("--dp-algorithm = {}: must be auto, ring or tree", f.dp_algorithm));
   return o;
+}
+
+void require_ep_overlap_applies(const sim::StepOptions& o, const model::ParallelPlan& p) {
+  if (!o.ep_overlap)
+    return;
+  const std::string rule = sim::ep_overlap_rule(p);
+  if (!rule.empty())
+    throw ConfigError(fmt::format("--ep-overlap: {}", rule));
 }
 
 std::string stage_split_note(const model::ParallelPlan& p) {
@@ -175,7 +190,10 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"fullest_stage", e.memory.stage},
                    {"fullest_stage_layers", e.memory.stage_num_layers},
                    {"gpu_memory_bytes", mc.gpu.memory_bytes},
-                   {"fits", e.memory.total <= mc.gpu.memory_bytes}};
+                   {"fits", e.memory.total <= mc.gpu.memory_bytes},
+                   {"ep_overlap", e.ep_overlap},
+                   {"ep_overlap_merged_pairs", e.ep_merged_pairs},
+                   {"ep_comm_hidden_s", e.ep_hidden_s}};
   if (tokens > 0) {
     const auto t = sim::training_time(e, model::count_params(m).active, tokens, p.num_gpus());
     j["tokens"] = tokens;
@@ -242,6 +260,10 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
+  if (e.ep_overlap)
+    sink.write(fmt::format("expert-parallel all-to-alls overlapped (combined 1F1B): {} merged "
+                           "forward/backward pairs per rank hid {}; the rest is in ep_comm\n",
+                           e.ep_merged_pairs, format_seconds(e.ep_hidden_s)));
   if (!p.stage_layers.empty())
     sink.write(fmt::format("uneven stages {}: the slowest is stage {} ({} layers, {} per "
                            "micro-batch); the fullest is stage {} ({} layers, {:g} micro-batches "

@@ -23,6 +23,7 @@ struct StepFlags {
   double bucket_mb = 25;
   bool no_dp_overlap = false;
   bool tp_overlap = false;
+  bool ep_overlap = false;
   std::string dp_algorithm = "auto";
   std::string framework = "megatron";
   std::string torch_compile = "none";
@@ -38,6 +39,9 @@ void add_framework_option(CLI::App& cmd, std::string& framework);
 /// "+-6% (1 sigma over 21 pytorch runs)" or why there is no band.
 [[nodiscard]] std::string band_text(const sim::StepEstimate& e);
 [[nodiscard]] sim::StepOptions resolve_step_flags(const StepFlags& f);
+/// --ep-overlap on one plan (estimate, sweep): an error naming the rule the plan breaks
+/// (sim::ep_overlap_rule); the plan search instead merges where a candidate allows it.
+void require_ep_overlap_applies(const sim::StepOptions& o, const model::ParallelPlan& p);
 /// --recompute selective-op is torchtitan's per-op policy, a PyTorch framework's option: an
 /// error naming the framework for a profile that does not model PyTorch (megatron, deepspeed,
 /// trainsim: no caching allocator in their profile).

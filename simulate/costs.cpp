@@ -173,16 +173,25 @@ double framework_saved_bytes(const std::vector<model::Op>& ops, bool include_qua
          quadratic;
 }
 
-// Expert-parallel all-to-alls of one layer (dispatch and combine, forward and backward).
-double ep_time(const std::vector<model::Op>& ops, const hw::HardwareProfile& profile,
+// Expert-parallel all-to-alls of one layer (dispatch and combine) in the forward and in the
+// backward pass.
+struct EpTime {
+  double fwd = 0, bwd = 0;
+  [[nodiscard]] double total() const { return fwd + bwd; }
+};
+EpTime ep_time(const std::vector<model::Op>& ops, const hw::HardwareProfile& profile,
                const hw::ClusterSpec& cluster, const Group& ep) {
-  double s = 0;
+  EpTime s;
+  auto cost = [&](model::CommKind kind, double bytes) {
+    return kind == model::CommKind::none
+               ? 0.0
+               : collective_cost(to_collective(kind), bytes, ep, cluster, profile).time_s;
+  };
   for (const auto& op : ops) {
     if (op.kind != model::OpKind::ep_comm)
       continue;
-    for (auto kind : {op.fwd_comm, op.bwd_comm})
-      if (kind != model::CommKind::none)
-        s += collective_cost(to_collective(kind), op.comm_bytes, ep, cluster, profile).time_s;
+    s.fwd += cost(op.fwd_comm, op.comm_bytes);
+    s.bwd += cost(op.bwd_comm, op.comm_bytes);
   }
   return s;
 }
@@ -713,8 +722,12 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
     }
     // Expert parallel: the op list's dispatch and combine all-to-alls, forward and backward,
     // sized by the busiest rank's routed tokens (capacity or imbalance factor); exposed.
-    if (plan.ep > 1)
-      t.layer_ep += w * ep_time(kind.ops, profile, cluster, pl.ep);
+    if (plan.ep > 1) {
+      const EpTime a2a = ep_time(kind.ops, profile, cluster, pl.ep);
+      t.layer_ep += w * a2a.total();
+      t.layer_ep_a2a_fwd += w * a2a.fwd;
+      t.layer_ep_a2a_bwd += w * a2a.bwd;
+    }
     // The token dispatcher's fixed cost per MoE layer (the framework's, with or without ep).
     if (std::any_of(kind.ops.begin(), kind.ops.end(),
                     [](const model::Op& op) { return op.role == model::OpRole::router; }))
@@ -741,7 +754,7 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
     t.head_fwd += n * mf.compute;
     t.head_bwd += n * mb.compute;
     t.head_tp +=
-        n * (mf.tp + mb.tp + (plan.ep > 1 ? ep_time(ops.mtp, profile, cluster, pl.ep) : 0.0));
+        n * (mf.tp + mb.tp + (plan.ep > 1 ? ep_time(ops.mtp, profile, cluster, pl.ep).total() : 0.0));
   }
   return t;
 }

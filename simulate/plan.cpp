@@ -370,7 +370,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
               const StageCosts k = stage_costs(p1.times, plan, c.o.step);
               const double first =
                   static_cast<double>(model::layers_on_stage(plan, m.num_layers, 0)) *
-                      k.layer.total() +
+                      k.layer.least() +
                   k.first_extra.total() + (pp == 1 ? k.last_extra.total() : 0.0);
               least_step_s[static_cast<std::size_t>(rc)] =
                   (static_cast<double>(micro_batches) +

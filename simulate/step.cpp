@@ -14,6 +14,25 @@ namespace trainsim::sim {
 
 using model::Recompute;
 
+std::string ep_overlap_rule(const model::ParallelPlan& plan) {
+  if (plan.ep <= 1)
+    return "needs expert parallelism (ep > 1): it hides the expert-parallel all-to-alls";
+  if (plan.recompute == Recompute::full)
+    return "does not run with full recompute (Megatron-Core merges no checkpointed "
+           "micro-batch; use none or selective)";
+  if (plan.pp > 1 && plan.interleave <= 1)
+    return "needs the interleaved schedule with a pipeline (pp > 1: --interleave > 1), as "
+           "Megatron-Core runs combined 1F1B only without a pipeline or interleaved";
+  return "";
+}
+
+std::int64_t ep_merged_chunk_pairs(const model::ParallelPlan& plan, std::int64_t micro_batches) {
+  const std::int64_t v = plan.pp > 1 ? std::max<std::int64_t>(plan.interleave, 1) : 1;
+  const std::int64_t passes = micro_batches * v;
+  const std::int64_t warmup = plan.pp > 1 ? (plan.pp - 1) * 2 + (v - 1) * plan.pp + 1 : 1;
+  return std::max<std::int64_t>(0, passes - warmup);
+}
+
 StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
                        const StepOptions& options) {
   // Recompute re-runs the forward's collectives: all of them under full recompute; under
@@ -32,6 +51,13 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   StageCosts c;
   const int rc = static_cast<int>(plan.recompute);
   c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, t.layer_cp, t.layer_ep};
+  // Combined 1F1B: in a merged pair the forward's dispatch and combine run beside the other
+  // micro-batch's backward (with its recompute) and the backward's beside the forward
+  // (Megatron-Core combined_1f1b.py: "EP A2A in forward step is hidden by the attention/mlp
+  // computation in the backward step, and vice versa"); what outlasts the compute stays exposed.
+  if (options.ep_overlap && ep_overlap_rule(plan).empty())
+    c.layer.ep_hidden = std::min(t.layer_ep_a2a_fwd, t.layer_bwd + t.layer_recompute[rc]) +
+                        std::min(t.layer_ep_a2a_bwd, t.layer_fwd);
   c.first_extra = {t.emb_fwd, t.emb_bwd, 0, t.emb_tp, 0, 0};
   c.last_extra = {t.head_fwd, t.head_bwd, 0, t.head_tp, 0, 0};
   // Host issue time (queue-model frameworks): the ops', plus per-layer hooks split over the
@@ -77,6 +103,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
     s.tp = n * l.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
     s.cp = n * l.cp;
     s.ep = n * l.ep;
+    s.ep_hidden = n * l.ep_hidden;
     s.host_fwd = n * l.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
     s.host_bwd = n * l.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
     return s;
@@ -119,6 +146,17 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   b.tp_comm = mb * stage.tp;
   b.cp_comm = mb * stage.cp;
   b.ep_comm = mb * stage.ep;
+  est.ep_overlap = options.ep_overlap && ep_overlap_rule(plan).empty();
+  est.ep_merged_pairs = 0;
+  est.ep_hidden_s = 0;
+  if (est.ep_overlap) {
+    // Each merged pair of chunk passes hides its share of the stage's all-to-alls; the warm-up
+    // forwards and cool-down backwards run alone (the bubble below is of unmerged passes).
+    est.ep_merged_pairs = ep_merged_chunk_pairs(plan, est.micro_batches);
+    est.ep_hidden_s = static_cast<double>(est.ep_merged_pairs) /
+                      static_cast<double>(plan.interleave) * stage.ep_hidden;
+    b.ep_comm -= est.ep_hidden_s;
+  }
   const double v = static_cast<double>(plan.interleave);
   b.bubble = static_cast<double>(plan.pp - 1) / v * stage.total();
   if (plan.pp > 1) {

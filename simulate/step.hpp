@@ -31,6 +31,10 @@ struct StepOptions {
   std::vector<double> dp_bucket_list_bytes;
   bool dp_overlap = true;  // bucketed gradient reduction overlapped with backward
   bool tp_overlap = false; // hide TP collectives behind GEMMs (off: Megatron-LM 2021)
+  // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): one micro-batch's
+  // forward runs merged with another's backward, layer by layer, so that the expert-parallel
+  // all-to-alls of each hide behind the other's compute (ep_overlap_applies says where).
+  bool ep_overlap = false;
   Algorithm dp_algorithm = Algorithm::automatic;
   // Equal buckets (no explicit list) are priced once and overlapped in closed form
   // (overlap_equal_buckets); false walks them one by one as an explicit list would (for tests).
@@ -50,7 +54,12 @@ struct StageTime {
   // Host issue time of forward and of backward with its recompute (queue-model frameworks;
   // not GPU time, so not in total()).
   double host_fwd = 0, host_bwd = 0;
+  // Of ep, what a merged forward/backward pair hides (StepOptions::ep_overlap; else 0): the
+  // forward's all-to-alls up to the backward's compute and the backward's up to the forward's.
+  double ep_hidden = 0;
   [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
+  /// No micro-batch of a step takes less (every one merged).
+  [[nodiscard]] double least() const { return total() - ep_hidden; }
 };
 /// A stage of n layers takes n x layer, plus first_extra on the first stage (embedding) and
 /// last_extra on the last (final norm, LM head, loss), under the plan's recompute policy.
@@ -88,6 +97,11 @@ struct StepEstimate {
   double dp_volume_bytes = 0;            // bytes each GPU sends for DP/ZeRO per step (bus volume)
   double dp_overlap_slowdown_s = 0;      // compute lost to overlapped DP traffic (inside backward)
   double zero_allgather_s = 0; // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
+  // Combined 1F1B (StepOptions::ep_overlap, where it applies): the forward/backward pairs
+  // merged per pipeline rank and the expert-parallel all-to-all seconds they hid (not in ep_comm).
+  bool ep_overlap = false;
+  std::int64_t ep_merged_pairs = 0;
+  double ep_hidden_s = 0;
   // Host time to issue the step (queue-model frameworks), per phase: forward, backward with
   // its recompute, optimizer step; and in all.
   double host_forward_s = 0, host_backward_s = 0, host_optimizer_s = 0;
@@ -107,6 +121,18 @@ struct StepEstimate {
   std::vector<OpCost> layer_forward, layer_backward; // one layer of each kind, for explanations
   Placement placement;
 };
+
+/// Where Megatron-Core runs its combined 1F1B schedule (combined_1f1b.py, schedules.py): with
+/// expert parallelism (ep > 1), without full recompute (a checkpointed micro-batch cannot be
+/// merged) and, with a pipeline, only interleaved (interleave > 1). "" when it applies, else the
+/// rule it breaks, for the CLI to name.
+[[nodiscard]] std::string ep_overlap_rule(const model::ParallelPlan& plan);
+/// Forward/backward pairs the combined 1F1B merges per rank in one step of m micro-batches:
+/// without a pipeline all but the first forward and the last backward (m - 1); interleaved,
+/// the m x v chunk passes less the first rank's warm-up, (pp - 1) x 2 + (v - 1) x pp + 1
+/// (schedules.py get_pp_rank_microbatches: one more forward with the overlap), in chunk pairs.
+[[nodiscard]] std::int64_t ep_merged_chunk_pairs(const model::ParallelPlan& plan,
+                                                 std::int64_t micro_batches);
 
 /// Phase 2: the step from cached per-micro-batch results (no allocation). Fills the
 /// scalar fields of `out` (not the per-op lists); memory is the fullest stage's (pass it

@@ -298,6 +298,12 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     }
     const auto at = j["other"].find("async_tp");
     run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
+    // Megatron-Bridge's workload configurations name Megatron-Core's combined 1F1B
+    // `moe_a2a_overlap`; a row carries it as transcribed from the configuration it ran.
+    const auto a2a = j["other"].find("moe_a2a_overlap");
+    if (a2a != j["other"].end() && !a2a->is_boolean())
+      throw ConfigError(fmt::format("{}: other.moe_a2a_overlap must be true or false", where));
+    run.ep_overlap = a2a != j["other"].end() && a2a->get<bool>();
     const auto tc = j["other"].find("torch_compile");
     run.compiled = tc != j["other"].end() && tc->is_boolean() && tc->get<bool>();
     const auto cl = j["other"].find("compiled_loss");
@@ -322,6 +328,9 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   if (run.setup.global_batch_size <= 0)
     run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
+  if (run.ep_overlap && !ep_overlap_rule(run.plan).empty())
+    throw ConfigError(
+        fmt::format("{}: other.moe_a2a_overlap: {}", where, ep_overlap_rule(run.plan)));
 
   // Where it ran.
   // A row's own "cluster" (a preset the transcriber chose from the source's hardware note,
@@ -517,6 +526,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       compile != TorchCompile::none && torch_compile_applies(fw) ? with_torch_compile(fw, compile)
                                                                  : fw);
   so.tp_overlap = run.tp_overlap;
+  so.ep_overlap = run.ep_overlap;
   auto estimate = [&](std::int64_t micro_batch) {
     model::TrainingSetup s = run.setup;
     s.micro_batch_size = micro_batch;

@@ -36,6 +36,7 @@ struct FrameworkRun {
   model::ParallelPlan plan;
   model::TrainingSetup setup;
   bool tp_overlap = false; // tensor-parallel collectives overlapped (torchtitan's async TP)
+  bool ep_overlap = false; // Megatron-Core's combined 1F1B (the row's "moe_a2a_overlap")
   // Run under torch.compile (torchtitan's other.torch_compile): the per-op checkpointing
   // policy is traced into the graph, so its eager dispatch cost does not apply.
   bool compiled = false;
