@@ -72,6 +72,13 @@ trainsim_cli_test(estimate_moe_folding "ep 16 \\(etp 1: experts folded over tp x
   estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 16 --etp 1 --sequence-parallel --global-batch 16 --seq-len 4096)
 trainsim_cli_error(moe_folding_needs_sp "folded experts need sequence parallelism"
   estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 16 --etp 1 --global-batch 16 --seq-len 4096)
+# Combined 1F1B (--ep-overlap): the all-to-alls hide behind the other pass; its rules.
+trainsim_cli_test(estimate_ep_overlap "combined 1F1B\\): 3 merged forward/backward pairs per rank hid"
+  estimate --model mixtral-8x7b --cluster dgx-h100 --num-gpus 8 --ep 8 --global-batch 32 --seq-len 4096 --ep-overlap)
+trainsim_cli_error(ep_overlap_no_ep "--ep-overlap: needs expert parallelism \\(ep > 1\\)"
+  estimate --model mixtral-8x7b --cluster dgx-h100 --num-gpus 8 --global-batch 32 --seq-len 4096 --ep-overlap)
+trainsim_cli_error(ep_overlap_pipeline "--ep-overlap: needs the interleaved schedule with a pipeline"
+  estimate --model mixtral-8x7b --cluster dgx-h100 --num-gpus 8 --pp 2 --ep 4 --global-batch 32 --seq-len 4096 --ep-overlap)
 trainsim_cli_error(moe_etp_value "etp = 4: must be 0 \\(= tp\\), tp = 2, or 1"
   estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 8 --etp 4 --sequence-parallel --global-batch 16 --seq-len 4096)
 trainsim_cli_test(collective_busbw "busbw \\(GB/s\\)"

@@ -370,6 +370,7 @@ class Gen {
     opt(a, "--bucket-mb", {"1", "25", "100", "0.5", "1000"}, 0.15);
     flag(a, "--no-dp-overlap", 0.1);
     flag(a, "--tp-overlap", 0.1);
+    flag(a, "--ep-overlap", 0.1);
     opt(a, "--dp-algorithm", {"auto", "ring", "tree"}, 0.1);
     opt(a, "--torch-compile", {"none", "blocks", "blocks+loss", "always"}, 0.1);
   }

@@ -753,8 +753,8 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
     const PassTime mb = pass_time(ops.mtp, Pass::backward, gpu, profile, cluster, pl.tp, fw);
     t.head_fwd += n * mf.compute;
     t.head_bwd += n * mb.compute;
-    t.head_tp +=
-        n * (mf.tp + mb.tp + (plan.ep > 1 ? ep_time(ops.mtp, profile, cluster, pl.ep).total() : 0.0));
+    t.head_tp += n * (mf.tp + mb.tp +
+                      (plan.ep > 1 ? ep_time(ops.mtp, profile, cluster, pl.ep).total() : 0.0));
   }
   return t;
 }

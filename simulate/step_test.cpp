@@ -490,16 +490,28 @@ TEST_CASE("op roles, not names, drive the accounting: renamed ops give the same 
     }
 }
 
+// Mixtral 8x7B on one H100 node, experts over all 8 GPUs (dp 8, ep 8), sequences of 4096.
+struct MixtralEp8 {
+  model::ModelSpec m = model::load_model("mixtral-8x7b");
+  hw::ClusterSpec cluster = node_of("dgx-h100", 1);
+  hw::GpuSpec gpu = hw::load_gpu("h100-sxm");
+  hw::HardwareProfile prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan plan = [] {
+    model::ParallelPlan p;
+    p.dp = 8;
+    p.ep = 8;
+    return p;
+  }();
+  model::TrainingSetup setup = [] {
+    model::TrainingSetup t;
+    t.seq_len = 4096;
+    return t;
+  }();
+};
+
 TEST_CASE("expert parallel: dispatch + combine all-to-alls both ways; the busiest rank sets it") {
-  const auto m = model::load_model("mixtral-8x7b");
-  const auto cluster = node_of("dgx-h100", 1);
-  const auto gpu = hw::load_gpu("h100-sxm");
-  const auto prof = hw::default_profile("h100-sxm");
-  model::ParallelPlan plan;
-  plan.dp = 8;
-  plan.ep = 8;
-  model::TrainingSetup setup;
-  setup.seq_len = 4096;
+  MixtralEp8 x;
+  auto& [m, cluster, gpu, prof, plan, setup] = x;
   auto layer_ep = [&](const model::TrainingSetup& s) {
     const auto ops = model::build_ops(m, model::make_op_context(plan, s));
     return time_micro_batch(m, ops, plan, s, gpu, prof, cluster).layer_ep;
@@ -563,6 +575,76 @@ TEST_CASE("mixed layer kinds: per-layer means x layers are the sums over kinds")
   const auto t = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster);
   CHECK(t.layer_ep > 0);
   CHECK(t.layer_fwd > 0);
+}
+
+TEST_CASE("combined 1F1B (ep_overlap): each all-to-all hides behind the other pass's compute") {
+  MixtralEp8 x;
+  auto& [m, cluster, gpu, prof, plan, setup] = x;
+  setup.micro_batch_size = 1;
+  setup.global_batch_size = 32; // m = 4 micro-batches per rank
+  const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
+  const auto t = time_micro_batch(m, ops, plan, setup, gpu, prof, cluster);
+  // The all-to-alls split by pass: dispatch and combine, 2 each way, of b s top_k h bytes.
+  const double one = collective_cost(Collective::all_to_all, 4096.0 * 2 * 4096 * 2,
+                                     place_groups(plan, cluster).ep, cluster, prof)
+                         .time_s;
+  CHECK(t.layer_ep_a2a_fwd == doctest::Approx(2 * one).epsilon(1e-12));
+  CHECK(t.layer_ep_a2a_bwd == doctest::Approx(2 * one).epsilon(1e-12));
+  CHECK(t.layer_ep >= t.layer_ep_a2a_fwd + t.layer_ep_a2a_bwd);
+
+  StepOptions off, on;
+  on.ep_overlap = true;
+  const auto a = estimate_step(m, cluster, gpu, prof, plan, setup, off);
+  const auto b = estimate_step(m, cluster, gpu, prof, plan, setup, on);
+  CHECK_FALSE(a.ep_overlap);
+  CHECK(b.ep_overlap);
+  // Without a pipeline every forward but the first runs merged with a backward: m - 1 pairs,
+  // each hiding, per layer, the forward's all-to-alls up to the backward's compute and the
+  // backward's up to the forward's.
+  CHECK(b.ep_merged_pairs == 3);
+  const double per_layer =
+      std::min(t.layer_ep_a2a_fwd, t.layer_bwd) + std::min(t.layer_ep_a2a_bwd, t.layer_fwd);
+  CHECK(per_layer > 0);
+  const double hidden = 3 * static_cast<double>(m.num_layers) * per_layer;
+  CHECK(b.ep_hidden_s == doctest::Approx(hidden).epsilon(1e-9));
+  CHECK(a.breakdown_s.ep_comm - b.breakdown_s.ep_comm == doctest::Approx(hidden).epsilon(1e-9));
+  CHECK(a.step_time_s - b.step_time_s == doctest::Approx(hidden).epsilon(1e-9));
+  CHECK(b.breakdown_s.total() == doctest::Approx(b.step_time_s).epsilon(1e-12));
+  CHECK(b.breakdown_s.ep_comm > 0); // the dispatcher's fixed cost and the unmerged passes stay
+  // Where Megatron-Core does not run it, the option changes nothing and the rule says why.
+  CHECK(ep_overlap_rule(plan).empty());
+  auto dense = plan;
+  dense.ep = 1;
+  CHECK_FALSE(ep_overlap_rule(dense).empty());
+  auto full = plan;
+  full.recompute = model::Recompute::full;
+  CHECK(ep_overlap_rule(full).find("full recompute") != std::string::npos);
+  const auto fa = estimate_step(m, cluster, gpu, prof, full, setup, off);
+  const auto fb = estimate_step(m, cluster, gpu, prof, full, setup, on);
+  CHECK_FALSE(fb.ep_overlap);
+  CHECK(fa.step_time_s == fb.step_time_s);
+  auto piped = plan;
+  piped.dp = 4;
+  piped.pp = 2;
+  piped.ep = 4;
+  CHECK(ep_overlap_rule(piped).find("interleave") != std::string::npos);
+  piped.interleave = 2;
+  CHECK(ep_overlap_rule(piped).empty());
+}
+
+TEST_CASE("combined 1F1B: merged pairs are the passes less the first rank's warm-up") {
+  model::ParallelPlan p;
+  p.ep = 2;
+  CHECK(ep_merged_chunk_pairs(p, 1) == 0); // one micro-batch: nothing to merge with
+  CHECK(ep_merged_chunk_pairs(p, 8) == 7);
+  p.pp = 4;
+  p.interleave = 2;
+  // 8 x 2 chunk passes less (4 - 1) x 2 + (2 - 1) x 4 + 1 = 11 warm-up forwards.
+  CHECK(ep_merged_chunk_pairs(p, 8) == 5);
+  CHECK(ep_merged_chunk_pairs(p, 4) == 0); // all in warm-up
+  p.pp = 8;
+  p.interleave = 4; // the Qwen3 235B H100 layout: 128 micro-batches
+  CHECK(ep_merged_chunk_pairs(p, 128) == 512 - (14 + 24 + 1));
 }
 
 TEST_CASE("training time: tokens over throughput, with the top-down 6ND cross-check") {
