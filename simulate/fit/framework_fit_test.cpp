@@ -497,6 +497,33 @@ TEST_CASE("framework runs: torchtitan's local batch with pipeline stages sets th
   CHECK(run.setup.global_batch_size == 64);
 }
 
+TEST_CASE("framework runs: a row's moe_a2a_overlap runs combined 1F1B, checked by its rules") {
+  auto row = [](const char* overlap, const char* layout) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "moe", "framework": "megatron", "model": "mixtral-8x7b",)"
+                    R"( "gpu": "h100-sxm", "num_gpus": 16, "precision": "bf16", "seq_len": 4096,)"
+                    R"( "global_batch": 64, "micro_batch": 1, )") +
+        layout + R"(, "other": {"moe_a2a_overlap": )" + overlap +
+        R"(}, "measured": {"tokens_per_s_per_gpu": 1000}})");
+  };
+  const auto on = parse_framework_run(row("true", R"("tp": 1, "pp": 1, "ep": 8)"), "r");
+  CHECK(on.skip_reason.empty());
+  CHECK(on.ep_overlap);
+  const auto off = parse_framework_run(row("false", R"("tp": 1, "pp": 1, "ep": 8)"), "r");
+  CHECK_FALSE(off.ep_overlap);
+  const FrameworkProfile fw = load_framework("megatron");
+  const auto a = predict_run(on, fw), b = predict_run(off, fw);
+  CHECK(a.step.ep_overlap);
+  CHECK(a.step.ep_hidden_s > 0);
+  CHECK(a.step_time_s == doctest::Approx(b.step_time_s - a.step.ep_hidden_s).epsilon(1e-9));
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("\"yes\"", R"("ep": 8)"), "r"),
+                       doctest::Contains("other.moe_a2a_overlap must be true or false"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("true", R"("pp": 2, "ep": 8)"), "r"),
+                       doctest::Contains("other.moe_a2a_overlap: needs the interleaved schedule"),
+                       ConfigError);
+}
+
 TEST_CASE("framework runs: a row's own cluster wins over its GPU's usual machine") {
   auto row = [](const char* cluster) {
     return nlohmann::json::parse(
