@@ -76,7 +76,11 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
     const double n = shard;
     m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
-    m.gradients = fw.mixed_grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
+    // Megatron-Core's main_grad buffers in the dtype the run reduces in (grad_reduce_in_fp32).
+    const double grad_bytes = fw.megatron_main_grads && setup.grad_reduce_bytes > 0
+                                  ? setup.grad_reduce_bytes
+                                  : fw.mixed_grad_bytes;
+    m.gradients = grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
     m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
   }
   double fp8_state = 0;
@@ -89,7 +93,11 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     const double fp8_params = layers * (a.layer_fp8_dense_params +
                                         a.layer_fp8_expert_params / static_cast<double>(plan.ep));
     const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
-    m.weights += fp8_params * per_param / (plan.zero_stage >= 3 ? shard : 1);
+    // FP8 primary weights (FrameworkProfile::fp8_param_gather): the copies are the weights;
+    // those linears keep no 16-bit parameter.
+    const double sixteen_bit =
+        fw.fp8_param_gather ? (fw.mixed_weight_bytes > 0 ? fw.mixed_weight_bytes : 2.0) : 0.0;
+    m.weights += fp8_params * (per_param - sixteen_bit) / (plan.zero_stage >= 3 ? shard : 1);
     if (setup.precision == model::Precision::fp8_delayed)
       fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
   }
@@ -293,7 +301,7 @@ std::int64_t max_micro_batch(const model::ModelSpec& model, const model::Paralle
     return 0;
   std::int64_t lo = 1, hi = 2;
   if (o.framework && o.framework->caching_allocator) {
-    constexpr std::int64_t kScanUpTo = 4096;
+    constexpr std::int64_t kScanUpTo = 1024; // memory.hpp: the recorded boundaries are below
     for (std::int64_t b = 2; b <= kScanUpTo; ++b)
       if (!fits(b))
         return b - 1;

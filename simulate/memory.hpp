@@ -110,9 +110,11 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
 /// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does). Where the
 /// framework simulates its caching allocator, fitting is not monotone in the micro-batch (the
 /// segments fall differently: 107 may fit, 108 not, 110 again): the answer is then the one
-/// below the first micro-batch that does not fit, scanned from 1 up to 4096 (the definition
-/// the recorded OOM boundaries are compared with, docs/frameworks.md), and searched by
-/// doubling and bisection above that.
+/// below the first micro-batch that does not fit, scanned from 1 up to 1024 (the definition
+/// the recorded OOM boundaries are compared with, docs/frameworks.md; the largest recorded is
+/// 197), and searched by doubling and bisection above that, where one batch more is a
+/// fraction of a percent of the step and a scan would take seconds (a 16-token sequence fits
+/// thousands).
 [[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,
                                            const model::ParallelPlan& plan,
                                            model::TrainingSetup setup,
