@@ -79,6 +79,13 @@ trainsim_cli_error(ep_overlap_no_ep "--ep-overlap: needs expert parallelism \\(e
   estimate --model mixtral-8x7b --cluster dgx-h100 --num-gpus 8 --global-batch 32 --seq-len 4096 --ep-overlap)
 trainsim_cli_error(ep_overlap_pipeline "--ep-overlap: needs the interleaved schedule with a pipeline"
   estimate --model mixtral-8x7b --cluster dgx-h100 --num-gpus 8 --pp 2 --ep 4 --global-batch 32 --seq-len 4096 --ep-overlap)
+# Megatron-Core's gradient buffers in bf16 (--grad-reduce-dtype) and where the option is refused.
+trainsim_cli_test(memory_grad_reduce_bf16 "gradients +16\\.06"
+  memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --cp 2 --zero 1 --global-batch 128 --seq-len 8192 --precision fp8 --grad-reduce-dtype bf16)
+trainsim_cli_error(grad_reduce_not_megatron "--framework fsdp keeps its own gradients"
+  memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --framework fsdp --grad-reduce-dtype bf16)
+trainsim_cli_error(grad_reduce_value "--grad-reduce-dtype = fp16: must be framework, fp32 or bf16"
+  estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --grad-reduce-dtype fp16)
 trainsim_cli_error(moe_etp_value "etp = 4: must be 0 \\(= tp\\), tp = 2, or 1"
   estimate --model qwen3-30b-a3b --cluster dgx-h100 --num-gpus 16 --tp 2 --ep 8 --etp 4 --sequence-parallel --global-batch 16 --seq-len 4096)
 trainsim_cli_test(collective_busbw "busbw \\(GB/s\\)"

@@ -203,6 +203,7 @@ int run_memory(const MemoryOptions& o) {
   mo.framework =
       std::make_shared<const sim::FrameworkProfile>(resolve_framework(framework, o.torch_compile));
   require_recompute_supported(p.recompute, *mo.framework);
+  require_grad_reduce_supported(s, *mo.framework);
   if (ds) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
@@ -345,6 +346,7 @@ void add_memory(CLI::App& app) {
   add_machine_options(*cmd, o->machine, true);
   add_plan_options(*cmd, o->plan);
   add_setup_options(*cmd, o->setup);
+  add_grad_reduce_option(*cmd, o->setup);
   cmd->add_option("--params", o->params,
                   "Model states only, for a bare parameter count (e.g. 7.5e9); dp = --dp or "
                   "--num-gpus");

@@ -20,6 +20,9 @@ struct Tally {
   std::int64_t mem_n = 0, alloc_n = 0;
   double mem_sum_abs = 0, mem_worst = 0, alloc_sum_abs = 0, alloc_worst = 0;
   std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
+  // Runs that ran (a measured step) whose predicted memory exceeds their GPU's: a "does not
+  // fit" verdict the run itself refutes.
+  std::int64_t ran_n = 0, ran_over_capacity = 0;
   void time(double e, double sigma, double sigma2) {
     ++n;
     sum_abs += std::abs(e);
@@ -56,6 +59,10 @@ struct Tally {
       j["memory_runs"] = mem_n;
       j["memory_mean_abs_error_pct"] = 100 * mem_sum_abs / static_cast<double>(mem_n);
       j["memory_worst_abs_error_pct"] = 100 * mem_worst;
+    }
+    if (ran_n > 0) {
+      j["ran_runs"] = ran_n;
+      j["ran_predicted_over_capacity"] = ran_over_capacity;
     }
     if (oom_n > 0) {
       j["oom_pairs"] = oom_n;
@@ -179,6 +186,11 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     }
     if (std::isfinite(me))
       k.memory(me);
+    // It ran: a predicted peak above the GPU's memory is a wrong "does not fit".
+    const bool over = p.step.memory.total > r.gpu.memory_bytes;
+    ++k.ran_n;
+    k.ran_over_capacity += over ? 1 : 0;
+    row["predicted_fits"] = !over;
     row["measured"] = by_step ? r.step_time_s : r.tokens_per_s_per_gpu;
     row["predicted"] = by_step ? p.step_time_s : p.tokens_per_s_per_gpu;
     row["quantity"] = by_step ? "step_time_s" : "tokens_per_s_per_gpu";
@@ -201,7 +213,9 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                                      : fmt::format("{:.0f} tok/s/GPU", p.tokens_per_s_per_gpu);
     t.add_row({r.id, half(r.split), fw_name, meas, pred, fmt::format("{:+.1f}%", 100 * e),
                sigma > 0 ? fmt::format("+-{:.0f}%", 100 * sigma) : "-",
-               std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
+               std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me)
+               : over            ? "over GPU"
+                                 : "-"},
               {r.id, half(r.split), fw_name, fmt::format("{:.9g}", row["measured"].get<double>()),
                fmt::format("{:.9g}", row["predicted"].get<double>()),
                fmt::format("{:.4f}", 100 * e), fmt::format("{:.4f}", 100 * sigma),
@@ -241,6 +255,9 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       line += fmt::format("; peak allocated mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
                           100 * k.alloc_sum_abs / static_cast<double>(k.alloc_n),
                           100 * k.alloc_worst, k.alloc_n);
+    if (k.ran_over_capacity > 0)
+      line += fmt::format("; {} of {} runs that ran predicted over their GPU's memory",
+                          k.ran_over_capacity, k.ran_n);
     if (k.oom_n > 0)
       line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}",
                           k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,

@@ -89,6 +89,21 @@ void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile
         fw.name));
 }
 
+void require_grad_reduce_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw) {
+  if (s.grad_reduce_bytes <= 0)
+    return;
+  const char* dtype = s.grad_reduce_bytes == 4 ? "fp32" : "bf16";
+  if (!fw.megatron_main_grads)
+    throw ConfigError(fmt::format(
+        "--grad-reduce-dtype {}: Megatron-Core's gradient buffer dtype (grad_reduce_in_fp32); "
+        "--framework {} keeps its own gradients (use framework, or --framework megatron)",
+        dtype, fw.name));
+  if (s.precision == model::Precision::fp32 || s.precision == model::Precision::bf16)
+    throw ConfigError(fmt::format("--grad-reduce-dtype {}: applies to mixed precision (--precision "
+                                  "{} has no separate gradient dtype)",
+                                  dtype, model::to_string(s.precision)));
+}
+
 sim::StepOptions resolve_step_flags(const StepFlags& f) {
   require_range("--bucket-mb", f.bucket_mb, kBucketMb);
   sim::StepOptions o;

@@ -178,6 +178,15 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->capture_default_str();
 }
 
+void add_grad_reduce_option(CLI::App& cmd, SetupOptions& o) {
+  cmd.add_option("--grad-reduce-dtype", o.grad_reduce_dtype,
+                 "Megatron-Core's gradient buffers under mixed precision (grad_reduce_in_fp32): "
+                 "framework (the profile's: fp32 main grads, 4 B/param, Megatron-Core's default) "
+                 "| fp32 | bf16 (2 B/param, as NVIDIA's Megatron-Bridge performance "
+                 "configurations run); sets their memory and the bytes data parallelism reduces")
+      ->capture_default_str();
+}
+
 std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag, const model::ModelSpec& m) {
   model::TrainingSetup s;
   s.seq_len = flag ? *flag : model::default_seq_len(m);
@@ -196,6 +205,13 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
   s.optimizer = parse_optimizer(o.optimizer);
   s.moe_capacity_factor = o.moe_capacity_factor;
   s.moe_imbalance_factor = o.moe_imbalance_factor;
+  if (o.grad_reduce_dtype == "fp32")
+    s.grad_reduce_bytes = 4;
+  else if (o.grad_reduce_dtype == "bf16")
+    s.grad_reduce_bytes = 2;
+  else if (o.grad_reduce_dtype != "framework")
+    throw ConfigError(fmt::format("--grad-reduce-dtype = {}: must be framework, fp32 or bf16",
+                                  o.grad_reduce_dtype));
   model::validate(s, "flags");
   return s;
 }
@@ -431,7 +447,8 @@ nlohmann::json setup_json(const model::TrainingSetup& s) {
           {"attention", std::string(model::to_string(s.attention))},
           {"optimizer", std::string(model::to_string(s.optimizer))},
           {"moe_capacity_factor", s.moe_capacity_factor},
-          {"moe_imbalance_factor", s.moe_imbalance_factor}};
+          {"moe_imbalance_factor", s.moe_imbalance_factor},
+          {"grad_reduce_bytes_per_param", s.grad_reduce_bytes}};
 }
 
 nlohmann::json plan_json(const model::ParallelPlan& p) {

@@ -214,6 +214,10 @@ struct TrainingSetup {
   // balanced); a dropless step waits for that rank. Neither changes model FLOPs.
   double moe_capacity_factor = 0;
   double moe_imbalance_factor = 1;
+  // Bytes per parameter of the data-parallel gradients under mixed precision where the
+  // framework lets a run choose them (Megatron-Core's grad_reduce_in_fp32: 4 fp32, 2 bf16):
+  // the gradient buffers' memory and the bytes reduced. 0: the framework's own default.
+  double grad_reduce_bytes = 0;
 };
 
 /// The sequence length every command uses when none is given: 2048, or the model's

@@ -78,7 +78,7 @@ bool FrameworkProfile::is_identity() const {
         score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
         !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies && !expand_kv_heads &&
         allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
-        !caching_allocator && !pp_unsharded_stage))
+        !caching_allocator && !pp_unsharded_stage && !megatron_main_grads && !fp8_param_gather))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -289,6 +289,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("autocast_cast_passes", f.autocast_cast_passes);
   r.get("fsdp2_copies", f.fsdp2_copies);
   r.get("pp_unsharded_stage", f.pp_unsharded_stage);
+  r.get("megatron_main_grads", f.megatron_main_grads);
+  r.get("fp8_param_gather", f.fp8_param_gather);
   r.get("caching_allocator", f.caching_allocator);
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
@@ -421,6 +423,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"autocast_cast_passes", f.autocast_cast_passes},
       {"fsdp2_copies", f.fsdp2_copies},
       {"pp_unsharded_stage", f.pp_unsharded_stage},
+      {"megatron_main_grads", f.megatron_main_grads},
+      {"fp8_param_gather", f.fp8_param_gather},
       {"expand_kv_heads", f.expand_kv_heads},
       {"caching_allocator", f.caching_allocator},
       {"allocator_overhead_fraction", f.allocator_overhead_fraction},

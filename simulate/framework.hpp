@@ -233,6 +233,14 @@ struct FrameworkProfile {
   // backward without gradient sync; FSDP2 upcasts the accumulated unsharded gradient to its
   // reduce dtype).
   bool pp_unsharded_stage = false;
+  // Megatron-Core's DDP: gradients live in main_grad buffers whose dtype
+  // TrainingSetup::grad_reduce_bytes may pick (grad_reduce_in_fp32: fp32 by default, bf16 in
+  // NVIDIA's Megatron-Bridge performance configurations); --grad-reduce-dtype needs it.
+  bool megatron_main_grads = false;
+  // FP8 primary weights (Megatron-Bridge's FP8 recipes set fp8_param_gather = True: Transformer
+  // Engine keeps the FP8 linears' parameters as FP8 tensors, with no 16-bit copy; the fp32
+  // master copy stays with the optimizer): under FP8 those weights are their FP8 copies alone.
+  bool fp8_param_gather = false;
   // (fp32 copy, log-probs, their gradients); 0: the op
   // list's own (fp32 softmax + 16-bit logits)
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors

@@ -226,3 +226,50 @@ TEST_CASE("interleaved pipeline: the first stage holds 1 + (p-1)/(pv) times 1F1B
   const auto few = estimate_memory(m, p, s, prof, {});
   CHECK(few.in_flight_micro_batches == doctest::Approx(4));
 }
+
+TEST_CASE("Megatron-Core: FP8 primary weights and the gradient buffers' dtype") {
+  // Megatron-Bridge's FP8 recipes keep the FP8 linears' parameters as FP8 tensors alone
+  // (fp8_param_gather): 2 B less per such parameter than a 16-bit weight beside its FP8
+  // copies. Its main_grad buffers are fp32 (4 B) unless the run reduces in bf16 (2 B).
+  const auto m = model::load_model("llama3-8b");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan p;
+  p.dp = 8;
+  p.zero_stage = 1;
+  model::TrainingSetup s;
+  s.seq_len = 4096;
+  s.precision = Precision::fp8_current;
+  FrameworkProfile fw = load_framework("megatron");
+  REQUIRE(fw.fp8_param_gather);
+  REQUIRE(fw.megatron_main_grads);
+  MemoryOptions with, without;
+  with.framework = std::make_shared<const FrameworkProfile>(fw);
+  fw.fp8_param_gather = false;
+  without.framework = std::make_shared<const FrameworkProfile>(fw);
+  const auto a = estimate_memory(m, p, s, prof, with);
+  const auto b = estimate_memory(m, p, s, prof, without);
+  const double linear = static_cast<double>(m.num_layers) * model::count_params(m).per_layer;
+  CHECK((b.weights - a.weights) / 2 == doctest::Approx(linear).epsilon(1e-3)); // norms aside
+  CHECK(a.gradients == doctest::Approx(4 * a.params_on_gpu).epsilon(1e-12));
+  CHECK(a.activations == b.activations);
+  // Without FP8 nothing changes.
+  s.precision = Precision::bf16_mixed;
+  CHECK(estimate_memory(m, p, s, prof, with).weights ==
+        estimate_memory(m, p, s, prof, without).weights);
+  // The gradient buffers in bf16: half the bytes; fp32 is the default.
+  s.grad_reduce_bytes = 2;
+  const auto bf16 = estimate_memory(m, p, s, prof, with);
+  s.grad_reduce_bytes = 4;
+  const auto fp32 = estimate_memory(m, p, s, prof, with);
+  s.grad_reduce_bytes = 0;
+  const auto dflt = estimate_memory(m, p, s, prof, with);
+  CHECK(bf16.gradients == doctest::Approx(fp32.gradients / 2).epsilon(1e-12));
+  CHECK(fp32.gradients == dflt.gradients);
+  // A framework without Megatron-Core's buffers ignores it.
+  MemoryOptions fsdp;
+  fsdp.framework = std::make_shared<const FrameworkProfile>(load_framework("fsdp"));
+  s.grad_reduce_bytes = 2;
+  const auto f2 = estimate_memory(m, p, s, prof, fsdp);
+  s.grad_reduce_bytes = 0;
+  CHECK(f2.gradients == estimate_memory(m, p, s, prof, fsdp).gradients);
+}

@@ -177,7 +177,14 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.memory = memory ? *memory : compose_memory_fullest(a, m, plan, setup, profile, mo);
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
-  const double grad_bytes = stage_params * per_param.gradients;
+  // Gradients reduce in the dtype the run keeps them in where the framework lets it choose
+  // (Megatron-Core's grad_reduce_in_fp32), else in the 16-bit compute dtype of mixed precision.
+  const bool mixed =
+      setup.precision != model::Precision::fp32 && setup.precision != model::Precision::bf16;
+  const double grad_bytes =
+      stage_params * (options.fw().megatron_main_grads && mixed && setup.grad_reduce_bytes > 0
+                          ? setup.grad_reduce_bytes
+                          : per_param.gradients);
   const double weight_bytes = stage_params * per_param.weights;
   // MoE: the experts' gradients are summed over their own data-parallel group, dp x cp / ep
   // (Megatron-Core's expert data-parallel group), the rest over dp x cp.

@@ -632,6 +632,24 @@ TEST_CASE("combined 1F1B (ep_overlap): each all-to-all hides behind the other pa
   CHECK(ep_overlap_rule(piped).empty());
 }
 
+TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduces") {
+  MixtralEp8 x; // any model; dp 8
+  auto& [m, cluster, gpu, prof, plan, setup] = x;
+  plan.ep = 1;
+  setup.global_batch_size = 16;
+  StepOptions o;
+  o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  const auto dflt = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  setup.grad_reduce_bytes = 2;
+  const auto bf16 = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  setup.grad_reduce_bytes = 4;
+  const auto fp32 = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  CHECK(bf16.dp_bytes == dflt.dp_bytes); // mixed precision reduced its 16-bit gradients
+  CHECK(fp32.dp_bytes == doctest::Approx(2 * bf16.dp_bytes).epsilon(1e-12));
+  CHECK(fp32.breakdown_s.dp_comm > bf16.breakdown_s.dp_comm);
+  CHECK(fp32.memory.gradients == doctest::Approx(2 * bf16.memory.gradients).epsilon(1e-12));
+}
+
 TEST_CASE("combined 1F1B: merged pairs are the passes less the first rank's warm-up") {
   model::ParallelPlan p;
   p.ep = 2;

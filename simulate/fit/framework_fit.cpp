@@ -304,6 +304,13 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     if (a2a != j["other"].end() && !a2a->is_boolean())
       throw ConfigError(fmt::format("{}: other.moe_a2a_overlap must be true or false", where));
     run.ep_overlap = a2a != j["other"].end() && a2a->get<bool>();
+    const auto fp32 = j["other"].find("grad_reduce_in_fp32");
+    if (fp32 != j["other"].end()) {
+      if (!fp32->is_boolean())
+        throw ConfigError(
+            fmt::format("{}: other.grad_reduce_in_fp32 must be true or false", where));
+      run.setup.grad_reduce_bytes = fp32->get<bool>() ? 4 : 2;
+    }
     const auto tc = j["other"].find("torch_compile");
     run.compiled = tc != j["other"].end() && tc->is_boolean() && tc->get<bool>();
     const auto cl = j["other"].find("compiled_loss");
@@ -328,6 +335,14 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   if (run.setup.global_batch_size <= 0)
     run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
+  // NVIDIA's Megatron-Bridge performance scripts reduce gradients in bf16: every model's
+  // set_*_common_configs sets mixed_precision.grad_reduce_in_fp32 = ddp.grad_reduce_in_fp32 =
+  // False (scripts/performance/configs/{llama/llama3_llm_pretrain.py, qwen/qwen3_llm_pretrain.py,
+  // gpt_oss/gpt_oss_llm_pretrain.py, deepseek/deepseek_llm_pretrain.py}); a row's own
+  // other.grad_reduce_in_fp32 wins.
+  if (run.framework == "megatron" && run.setup.grad_reduce_bytes == 0 &&
+      string_or(j, "source", "").find("Megatron-Bridge") != std::string::npos)
+    run.setup.grad_reduce_bytes = 2;
   if (run.ep_overlap && !ep_overlap_rule(run.plan).empty())
     throw ConfigError(
         fmt::format("{}: other.moe_a2a_overlap: {}", where, ep_overlap_rule(run.plan)));

@@ -524,6 +524,25 @@ TEST_CASE("framework runs: a row's moe_a2a_overlap runs combined 1F1B, checked b
                        ConfigError);
 }
 
+TEST_CASE("framework runs: Megatron-Bridge rows reduce gradients in bf16 unless they say") {
+  auto row = [](const char* source, const char* other) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "r", "framework": "megatron", "model": "llama3-8b", "gpu":)"
+                    R"( "h100-sxm", "num_gpus": 8, "precision": "fp8", "seq_len": 8192,)"
+                    R"( "global_batch": 128, "micro_batch": 1, "source": ")") +
+        source + R"(", "other": )" + other + R"(, "measured": {"tokens_per_s_per_gpu": 1}})");
+  };
+  CHECK(parse_framework_run(row("NVIDIA-NeMo/Megatron-Bridge:docs/x.md", "{}"), "r")
+            .setup.grad_reduce_bytes == 2);
+  CHECK(parse_framework_run(row("NVIDIA/NeMo:docs/x.md", "{}"), "r").setup.grad_reduce_bytes == 0);
+  CHECK(parse_framework_run(
+            row("NVIDIA-NeMo/Megatron-Bridge:docs/x.md", R"({"grad_reduce_in_fp32": true})"), "r")
+            .setup.grad_reduce_bytes == 4);
+  CHECK_THROWS_WITH_AS(
+      (void)parse_framework_run(row("NVIDIA/NeMo", R"({"grad_reduce_in_fp32": 1})"), "r"),
+      doctest::Contains("other.grad_reduce_in_fp32 must be true or false"), ConfigError);
+}
+
 TEST_CASE("framework runs: a row's own cluster wins over its GPU's usual machine") {
   auto row = [](const char* cluster) {
     return nlohmann::json::parse(
