@@ -181,9 +181,10 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
 void add_grad_reduce_option(CLI::App& cmd, SetupOptions& o) {
   cmd.add_option("--grad-reduce-dtype", o.grad_reduce_dtype,
                  "Megatron-Core's gradient buffers under mixed precision (grad_reduce_in_fp32): "
-                 "framework (the profile's: fp32 main grads, 4 B/param, Megatron-Core's default) "
-                 "| fp32 | bf16 (2 B/param, as NVIDIA's Megatron-Bridge performance "
-                 "configurations run); sets their memory and the bytes data parallelism reduces")
+                 "framework (the profile's default: fp32 buffers in memory, 4 B/param, "
+                 "Megatron-Core's default, with the reduction priced at 16 bits) | fp32 (both "
+                 "at 4 B) | bf16 (both at 2 B, as NVIDIA's Megatron-Bridge performance "
+                 "configurations run)")
       ->capture_default_str();
 }
 
