@@ -128,7 +128,7 @@ sim::StepOptions resolve_step_flags(const StepFlags& f) {
 void require_ep_overlap_applies(const sim::StepOptions& o, const model::ParallelPlan& p) {
   if (!o.ep_overlap)
     return;
-  const std::string rule = sim::ep_overlap_rule(p);
+  const std::string_view rule = sim::ep_overlap_rule(p);
   if (!rule.empty())
     throw ConfigError(fmt::format("--ep-overlap: {}", rule));
 }

@@ -14,6 +14,13 @@ using model::Optimizer;
 using model::Precision;
 using model::Recompute;
 
+double chosen_grad_bytes(const model::TrainingSetup& setup, const FrameworkProfile& fw,
+                         double fallback) {
+  const bool mixed = setup.precision != Precision::fp32 && setup.precision != Precision::bf16;
+  return fw.megatron_main_grads && mixed && setup.grad_reduce_bytes > 0 ? setup.grad_reduce_bytes
+                                                                        : fallback;
+}
+
 StateBytesPerParam state_bytes_per_param(Precision p, Optimizer o) {
   const double moments = o == Optimizer::adamw ? 8.0 : 4.0; // fp32 m, v (or momentum)
   switch (p) {
@@ -77,10 +84,8 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     const double n = shard;
     m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
     // Megatron-Core's main_grad buffers in the dtype the run reduces in (grad_reduce_in_fp32).
-    const double grad_bytes = fw.megatron_main_grads && setup.grad_reduce_bytes > 0
-                                  ? setup.grad_reduce_bytes
-                                  : fw.mixed_grad_bytes;
-    m.gradients = grad_bytes * params / (plan.zero_stage >= 2 ? n : 1.0);
+    m.gradients = chosen_grad_bytes(setup, fw, fw.mixed_grad_bytes) * params /
+                  (plan.zero_stage >= 2 ? n : 1.0);
     m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
   }
   double fp8_state = 0;

@@ -107,6 +107,13 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
                                               const hw::HardwareProfile& profile,
                                               const MemoryOptions& options = {});
 
+/// Bytes per parameter of the data-parallel gradients the run chose (TrainingSetup::
+/// grad_reduce_bytes) where the framework lets it choose them (Megatron-Core's main_grad
+/// buffers, under mixed precision); `fallback` otherwise. The memory of the buffers and the
+/// bytes the reduction sends both follow it.
+[[nodiscard]] double chosen_grad_bytes(const model::TrainingSetup& setup,
+                                       const FrameworkProfile& fw, double fallback);
+
 /// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does). Where the
 /// framework simulates its caching allocator, fitting is not monotone in the micro-batch (the
 /// segments fall differently: 107 may fit, 108 not, 110 again): the answer is then the one

@@ -14,7 +14,7 @@ namespace trainsim::sim {
 
 using model::Recompute;
 
-std::string ep_overlap_rule(const model::ParallelPlan& plan) {
+std::string_view ep_overlap_rule(const model::ParallelPlan& plan) {
   if (plan.ep <= 1)
     return "needs expert parallelism (ep > 1): it hides the expert-parallel all-to-alls";
   if (plan.recompute == Recompute::full)
@@ -179,12 +179,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   // Gradients reduce in the dtype the run keeps them in where the framework lets it choose
   // (Megatron-Core's grad_reduce_in_fp32), else in the 16-bit compute dtype of mixed precision.
-  const bool mixed =
-      setup.precision != model::Precision::fp32 && setup.precision != model::Precision::bf16;
   const double grad_bytes =
-      stage_params * (options.fw().megatron_main_grads && mixed && setup.grad_reduce_bytes > 0
-                          ? setup.grad_reduce_bytes
-                          : per_param.gradients);
+      stage_params * chosen_grad_bytes(setup, options.fw(), per_param.gradients);
   const double weight_bytes = stage_params * per_param.weights;
   // MoE: the experts' gradients are summed over their own data-parallel group, dp x cp / ep
   // (Megatron-Core's expert data-parallel group), the rest over dp x cp.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hardware/gpu.hpp"
@@ -125,8 +126,8 @@ struct StepEstimate {
 /// Where Megatron-Core runs its combined 1F1B schedule (combined_1f1b.py, schedules.py): with
 /// expert parallelism (ep > 1), without full recompute (a checkpointed micro-batch cannot be
 /// merged) and, with a pipeline, only interleaved (interleave > 1). "" when it applies, else the
-/// rule it breaks, for the CLI to name.
-[[nodiscard]] std::string ep_overlap_rule(const model::ParallelPlan& plan);
+/// rule it breaks, for the CLI to name (a literal: cheap on the plan search's path).
+[[nodiscard]] std::string_view ep_overlap_rule(const model::ParallelPlan& plan);
 /// Forward/backward pairs the combined 1F1B merges per rank in one step of m micro-batches:
 /// without a pipeline all but the first forward and the last backward (m - 1); interleaved,
 /// the m x v chunk passes less the first rank's warm-up, (pp - 1) x 2 + (v - 1) x pp + 1
