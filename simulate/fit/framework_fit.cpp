@@ -298,6 +298,19 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     }
     const auto at = j["other"].find("async_tp");
     run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
+    // Megatron-Core's TP communication overlap (Transformer Engine userbuffers; Megatron-Bridge
+    // `comm_overlap.tp_comm_overlap`, NeMo `ub_tp_comm_overlap`), as transcribed from the
+    // configuration the row ran.
+    const auto ub = j["other"].find("tp_comm_overlap");
+    if (ub != j["other"].end()) {
+      if (!ub->is_boolean())
+        throw ConfigError(fmt::format("{}: other.tp_comm_overlap must be true or false", where));
+      if (ub->get<bool>() && run.plan.tp < 2)
+        throw ConfigError(fmt::format(
+            "{}: other.tp_comm_overlap: needs tensor parallelism (tp > 1; the row has tp {})",
+            where, run.plan.tp));
+      run.tp_overlap = run.tp_overlap || ub->get<bool>();
+    }
     // Megatron-Bridge's workload configurations name Megatron-Core's combined 1F1B
     // `moe_a2a_overlap`; a row carries it as transcribed from the configuration it ran.
     const auto a2a = j["other"].find("moe_a2a_overlap");

@@ -524,6 +524,33 @@ TEST_CASE("framework runs: a row's moe_a2a_overlap runs combined 1F1B, checked b
                        ConfigError);
 }
 
+TEST_CASE("framework runs: a row's tp_comm_overlap hides its TP collectives, checked") {
+  auto row = [](const char* overlap, int tp) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "ub", "framework": "megatron", "model": "llama3-70b",)"
+                    R"( "gpu": "h100-sxm", "num_gpus": 64, "precision": "fp8", "seq_len": 8192,)"
+                    R"( "global_batch": 128, "micro_batch": 1, "pp": 8, "vp": 5, "tp": )") +
+        std::to_string(tp) + R"(, "other": {"tp_comm_overlap": )" + overlap +
+        R"(}, "measured": {"tokens_per_s_per_gpu": 1000}})");
+  };
+  const auto on = parse_framework_run(row("true", 4), "r");
+  const auto off = parse_framework_run(row("false", 4), "r");
+  REQUIRE(on.skip_reason.empty());
+  CHECK(on.tp_overlap);
+  CHECK_FALSE(off.tp_overlap);
+  const FrameworkProfile fw = load_framework("megatron");
+  const auto a = predict_run(on, fw), b = predict_run(off, fw);
+  CHECK(b.step.breakdown_s.tp_comm > 0);
+  CHECK(a.step.breakdown_s.tp_comm < b.step.breakdown_s.tp_comm);
+  CHECK(a.step_time_s < b.step_time_s);
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("1", 4), "r"),
+                       doctest::Contains("other.tp_comm_overlap must be true or false"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("true", 1), "r"),
+                       doctest::Contains("other.tp_comm_overlap: needs tensor parallelism"),
+                       ConfigError);
+}
+
 TEST_CASE("framework runs: Megatron-Bridge rows reduce gradients in bf16 unless they say") {
   auto row = [](const char* source, const char* other) {
     return nlohmann::json::parse(
