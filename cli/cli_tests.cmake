@@ -84,6 +84,15 @@ trainsim_cli_test(memory_grad_reduce_bf16 "gradients +16\\.06"
   memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --cp 2 --zero 1 --global-batch 128 --seq-len 8192 --precision fp8 --grad-reduce-dtype bf16)
 trainsim_cli_error(grad_reduce_not_megatron "--framework fsdp keeps its own gradients"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --framework fsdp --grad-reduce-dtype bf16)
+# Megatron-Core's activation CPU offload (--offload-activation-layers) and its rules.
+trainsim_cli_test(memory_offload_activations "activation offload \\(40 layers\\): [0-9.]+ GB of activations in host memory"
+  memory --model llama3-70b --cluster gb200-nvl72 --num-gpus 64 --zero 3 --micro-batch 2 --global-batch 256 --seq-len 8192 --precision fp8 --offload-activation-layers 40)
+trainsim_cli_test(estimate_offload_activations "activation offload: [0-9.]+ GB per micro-batch to host memory and back"
+  estimate --model llama3-70b --cluster gb200-nvl72 --num-gpus 64 --zero 3 --micro-batch 2 --global-batch 256 --seq-len 8192 --precision fp8 --offload-activation-layers 40)
+trainsim_cli_error(offload_not_megatron "--offload-activation-layers 4: Megatron-Core's activation CPU offload"
+  estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --framework fsdp --offload-activation-layers 4)
+trainsim_cli_error(offload_pipeline "offload_activation_layers = 4: needs pp = 1"
+  estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --pp 2 --offload-activation-layers 4)
 trainsim_cli_error(grad_reduce_value "--grad-reduce-dtype = fp16: must be framework, fp32 or bf16"
   estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --grad-reduce-dtype fp16)
 trainsim_cli_error(moe_etp_value "etp = 4: must be 0 \\(= tp\\), tp = 2, or 1"

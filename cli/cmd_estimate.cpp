@@ -36,7 +36,7 @@ int run_estimate(const EstimateOptions& o) {
   const sim::StepOptions so = resolve_step_flags(o.step);
   require_recompute_supported(p.recompute, so.fw());
   require_ep_overlap_applies(so, p);
-  require_grad_reduce_supported(s, so.fw());
+  require_setup_supported(s, so.fw());
   const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   const auto est = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, so);
   Sink sink(o.out);
@@ -56,7 +56,7 @@ void add_estimate(CLI::App& app) {
   add_machine_options(*cmd, o->machine, true);
   add_plan_options(*cmd, o->plan);
   add_setup_options(*cmd, o->setup);
-  add_grad_reduce_option(*cmd, o->setup);
+  add_framework_setup_options(*cmd, o->setup);
   add_step_flags(*cmd, o->step);
   cmd->add_option("--tokens,-t", o->tokens, "Training tokens for days and GPU-hours (e.g. 15T)");
   cmd->add_option("--plot", o->plot, "Write the step-time breakdown chart (.png or .svg)");

@@ -203,7 +203,7 @@ int run_memory(const MemoryOptions& o) {
   mo.framework =
       std::make_shared<const sim::FrameworkProfile>(resolve_framework(framework, o.torch_compile));
   require_recompute_supported(p.recompute, *mo.framework);
-  require_grad_reduce_supported(s, *mo.framework);
+  require_setup_supported(s, *mo.framework);
   if (ds) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
@@ -284,6 +284,10 @@ int run_memory(const MemoryOptions& o) {
           gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
+    if (sink.format() == Format::table && b.host_activation_bytes > 0)
+      sink.write(fmt::format("activation offload ({} layers): {} GB of activations in host "
+                             "memory, not counted above\n",
+                             s.offload_activation_layers, gb(b.host_activation_bytes)));
   }
   if (ds) {
     // Model states as DeepSpeed's own estimator gives them, where they live, and the PCIe/NVMe
@@ -346,7 +350,7 @@ void add_memory(CLI::App& app) {
   add_machine_options(*cmd, o->machine, true);
   add_plan_options(*cmd, o->plan);
   add_setup_options(*cmd, o->setup);
-  add_grad_reduce_option(*cmd, o->setup);
+  add_framework_setup_options(*cmd, o->setup);
   cmd->add_option("--params", o->params,
                   "Model states only, for a bare parameter count (e.g. 7.5e9); dp = --dp or "
                   "--num-gpus");

@@ -184,7 +184,7 @@ int run_plan(const PlanOptionsCli& o) {
     apply_fix(f, so, fixed);
   if (so.fix_recompute >= 0)
     require_recompute_supported(static_cast<model::Recompute>(so.fix_recompute), so.step.fw());
-  require_grad_reduce_supported(s, so.step.fw());
+  require_setup_supported(s, so.step.fw());
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
                                   so.fix_tp, m.num_heads, m.num_kv_heads));
@@ -410,7 +410,7 @@ void add_plan(CLI::App& app) {
   add_model_options(*cmd, o->model, true);
   add_machine_options(*cmd, o->machine, true);
   add_setup_options(*cmd, o->setup);
-  add_grad_reduce_option(*cmd, o->setup);
+  add_framework_setup_options(*cmd, o->setup);
   add_step_flags(*cmd, o->step);
   cmd->add_option("--tokens,-t", o->tokens, "Training tokens, for days per plan");
   cmd->add_option("--top,-k", o->top, "Plans to print")->capture_default_str();

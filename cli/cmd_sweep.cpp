@@ -124,7 +124,7 @@ int run_sweep(const SweepOptions& o) {
     const sim::StepOptions step = resolve_step_flags(sf);
     require_recompute_supported(p.recompute, step.fw());
     require_ep_overlap_applies(step, p);
-    require_grad_reduce_supported(s, step.fw());
+    require_setup_supported(s, step.fw());
     const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, step);
     const double per_gpu = e.tokens_per_s / static_cast<double>(p.num_gpus());
     if (first_per_gpu == 0)
@@ -183,7 +183,7 @@ void add_sweep(CLI::App& app) {
   add_machine_options(*cmd, o->machine, true);
   add_plan_options(*cmd, o->plan);
   add_setup_options(*cmd, o->setup);
-  add_grad_reduce_option(*cmd, o->setup);
+  add_framework_setup_options(*cmd, o->setup);
   add_step_flags(*cmd, o->step);
   cmd->add_option("--vary", o->vary,
                   "num-gpus | micro-batch | seq-len | tp | pp | cp | zero | "

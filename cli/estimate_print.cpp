@@ -89,7 +89,12 @@ void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile
         fw.name));
 }
 
-void require_grad_reduce_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw) {
+void require_setup_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw) {
+  if (s.offload_activation_layers > 0 && !fw.megatron_main_grads)
+    throw ConfigError(fmt::format(
+        "--offload-activation-layers {}: Megatron-Core's activation CPU offload "
+        "(cpu_offloading_num_layers); --framework {} does not model it (use --framework megatron)",
+        s.offload_activation_layers, fw.name));
   if (s.grad_reduce_bytes <= 0)
     return;
   const char* dtype = s.grad_reduce_bytes == 4 ? "fp32" : "bf16";
@@ -152,7 +157,7 @@ nlohmann::json breakdown_json(const sim::StepBreakdown& b) {
   return {{"forward", b.forward},     {"backward", b.backward}, {"recompute", b.recompute},
           {"tp_comm", b.tp_comm},     {"cp_comm", b.cp_comm},   {"ep_comm", b.ep_comm},
           {"pp_comm", b.pp_comm},     {"dp_comm", b.dp_comm},   {"bubble", b.bubble},
-          {"optimizer", b.optimizer}, {"host", b.host}};
+          {"optimizer", b.optimizer}, {"host", b.host},         {"offload", b.offload}};
 }
 
 nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
@@ -166,7 +171,8 @@ nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
           {"overhead", b.overhead},
           {"peak_allocated_bytes", b.peak_allocated()},
           {"peak_reserved_bytes", b.peak_reserved()},
-          {"total", b.total}};
+          {"total", b.total},
+          {"host_activation_bytes", b.host_activation_bytes}};
 }
 
 nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
@@ -188,6 +194,8 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"step_time_s_high", e.step_time_s * (1 + e.band_sigma_fraction)},
                    {"band_source", band_text(e)},
                    {"breakdown_s", breakdown_json(e.breakdown_s)},
+                   {"offload_bytes_per_micro_batch", e.offload_bytes_per_micro_batch},
+                   {"offload_transfer_s", e.offload_transfer_s},
                    {"host_issue_s",
                     {{"forward", e.host_forward_s},
                      {"backward", e.host_backward_s},
@@ -263,6 +271,7 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   row("bubble", b.bubble);
   row("optimizer", b.optimizer);
   row("host (CPU-bound)", b.host);
+  row("offload (exposed)", b.offload);
   row("total", e.step_time_s);
   t.print(sink);
   if (sink.format() != Format::table)
@@ -275,6 +284,15 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
+  if (e.offload_bytes_per_micro_batch > 0)
+    sink.write(fmt::format(
+        "activation offload: {:.2f} GB per micro-batch to host memory and "
+        "back, {} each way over the host link, beside {} of forward and {} of "
+        "backward; {:.2f} GB of host memory at the peak\n",
+        e.offload_bytes_per_micro_batch / 1e9, format_seconds(e.offload_transfer_s),
+        format_seconds(e.breakdown_s.forward / e.micro_batches),
+        format_seconds((e.breakdown_s.backward + e.breakdown_s.recompute) / e.micro_batches),
+        e.memory.host_activation_bytes / 1e9));
   if (e.ep_overlap)
     sink.write(fmt::format("expert-parallel all-to-alls overlapped (combined 1F1B): {} merged "
                            "forward/backward pairs per rank hid {}; the rest is in ep_comm\n",
@@ -300,10 +318,10 @@ void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Ma
   const auto& b = e.breakdown_s;
   const std::vector<std::string> parts{"forward", "backward",  "recompute", "tp_comm",
                                        "cp_comm", "ep_comm",   "pp_comm",   "dp_comm",
-                                       "bubble",  "optimizer", "host"};
+                                       "bubble",  "optimizer", "host",      "offload"};
   const std::vector<double> values{b.forward, b.backward,  b.recompute, b.tp_comm,
                                    b.cp_comm, b.ep_comm,   b.pp_comm,   b.dp_comm,
-                                   b.bubble,  b.optimizer, b.host};
+                                   b.bubble,  b.optimizer, b.host,      b.offload};
   std::vector<std::vector<double>> groups;
   for (double v : values)
     groups.push_back({v});

@@ -49,7 +49,7 @@ void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile
 /// --grad-reduce-dtype fp32|bf16 picks Megatron-Core's main_grad dtype: an error naming the
 /// framework for a profile without them (FrameworkProfile::megatron_main_grads) or for a
 /// precision with no separate gradient dtype (fp32, pure bf16).
-void require_grad_reduce_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw);
+void require_setup_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw);
 
 /// " (layers 7,8x14,7)" for a plan with an explicit stage split, "" otherwise.
 [[nodiscard]] std::string stage_split_note(const model::ParallelPlan& p);

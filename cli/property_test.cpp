@@ -372,6 +372,7 @@ class Gen {
     flag(a, "--tp-overlap", 0.1);
     flag(a, "--ep-overlap", 0.1);
     opt(a, "--grad-reduce-dtype", {"framework", "fp32", "bf16", "fp16"}, 0.1);
+    opt(a, "--offload-activation-layers", {"0", "1", "4", "31", "500", "-2", "x"}, 0.1);
     opt(a, "--dp-algorithm", {"auto", "ring", "tree"}, 0.1);
     opt(a, "--torch-compile", {"none", "blocks", "blocks+loss", "always"}, 0.1);
   }

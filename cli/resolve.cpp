@@ -178,13 +178,20 @@ void add_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->capture_default_str();
 }
 
-void add_grad_reduce_option(CLI::App& cmd, SetupOptions& o) {
+void add_framework_setup_options(CLI::App& cmd, SetupOptions& o) {
   cmd.add_option("--grad-reduce-dtype", o.grad_reduce_dtype,
                  "Megatron-Core's gradient buffers under mixed precision (grad_reduce_in_fp32): "
                  "framework (the profile's default: fp32 buffers in memory, 4 B/param, "
                  "Megatron-Core's default, with the reduction priced at 16 bits) | fp32 (both "
                  "at 4 B) | bf16 (both at 2 B, as NVIDIA's Megatron-Bridge performance "
                  "configurations run)")
+      ->capture_default_str();
+  cmd.add_option("--offload-activation-layers", o.offload_activation_layers,
+                 "Megatron-Core's activation CPU offload (cpu_offloading_num_layers, through "
+                 "Transformer Engine): the saved activations of this many layers go to host "
+                 "memory in forward and come back in backward over the GPU's host link, beside "
+                 "the compute (0 = none; pp = 1 and fewer than the model's layers; --framework "
+                 "megatron)")
       ->capture_default_str();
 }
 
@@ -210,7 +217,9 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
     s.grad_reduce_bytes = 4;
   else if (o.grad_reduce_dtype == "bf16")
     s.grad_reduce_bytes = 2;
-  else if (o.grad_reduce_dtype != "framework")
+  s.offload_activation_layers = o.offload_activation_layers;
+  if (o.grad_reduce_dtype != "framework" && o.grad_reduce_dtype != "fp32" &&
+      o.grad_reduce_dtype != "bf16")
     throw ConfigError(fmt::format("--grad-reduce-dtype = {}: must be framework, fp32 or bf16",
                                   o.grad_reduce_dtype));
   model::validate(s, "flags");
@@ -449,7 +458,8 @@ nlohmann::json setup_json(const model::TrainingSetup& s) {
           {"optimizer", std::string(model::to_string(s.optimizer))},
           {"moe_capacity_factor", s.moe_capacity_factor},
           {"moe_imbalance_factor", s.moe_imbalance_factor},
-          {"grad_reduce_bytes_per_param", s.grad_reduce_bytes}};
+          {"grad_reduce_bytes_per_param", s.grad_reduce_bytes},
+          {"offload_activation_layers", s.offload_activation_layers}};
 }
 
 nlohmann::json plan_json(const model::ParallelPlan& p) {

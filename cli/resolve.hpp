@@ -38,11 +38,13 @@ struct SetupOptions {
   double moe_capacity_factor = 0;              // 0 = dropless
   double moe_imbalance_factor = 1;             // 1 = balanced
   std::string grad_reduce_dtype = "framework"; // --grad-reduce-dtype (commands with a framework)
+  std::int64_t offload_activation_layers = 0;  // --offload-activation-layers
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
-/// --grad-reduce-dtype framework|fp32|bf16 (estimate, memory, plan, sweep: the commands that
-/// take a framework); checked against it by require_grad_reduce_supported.
-void add_grad_reduce_option(CLI::App& cmd, SetupOptions& o);
+/// --grad-reduce-dtype framework|fp32|bf16 and --offload-activation-layers N (estimate, memory,
+/// plan, sweep: the commands that take a framework); checked against it by
+/// require_setup_supported.
+void add_framework_setup_options(CLI::App& cmd, SetupOptions& o);
 /// --seq-len of a command without a layout (model, time): the flag, or model::default_seq_len,
 /// checked as every command checks it (positive, within the model's learned positions).
 [[nodiscard]] std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag,

@@ -330,6 +330,32 @@ TEST_CASE("check_plan: each broken rule is one bit, and validate names each one"
                        ConfigError);
 }
 
+TEST_CASE("activation offload: pp 1, fewer layers than the model's, not negative") {
+  const auto m = load_model("llama3-8b"); // 32 layers
+  TrainingSetup s;
+  ParallelPlan p;
+  p.dp = 8;
+  s.offload_activation_layers = 31;
+  CHECK(check_plan(p, m, s, 8).ok());
+  s.offload_activation_layers = 32;
+  CHECK(check_plan(p, m, s, 8).has(PlanRule::offload_layers));
+  CHECK_THROWS_WITH_AS(validate(p, m, s, 8, "flags"),
+                       doctest::Contains("offload_activation_layers = 32: must be below "
+                                         "num_layers = 32"),
+                       ConfigError);
+  s.offload_activation_layers = 4;
+  p.dp = 4;
+  p.pp = 2;
+  CHECK_THROWS_WITH_AS(validate(p, m, s, 8, "flags"),
+                       doctest::Contains("offload_activation_layers = 4: needs pp = 1"),
+                       ConfigError);
+  s.offload_activation_layers = -1;
+  CHECK_THROWS_WITH_AS(validate(s, "flags"),
+                       doctest::Contains("offload_activation_layers = -1: must be in [0, "
+                                         "num_layers)"),
+                       ConfigError);
+}
+
 TEST_CASE("a Hugging Face config without model_type gets one message") {
   const auto j = parse_json_text(R"({"hidden_size": 4096, "num_hidden_layers": 32,
     "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008})",

@@ -430,6 +430,9 @@ void validate(const TrainingSetup& s, const std::string& source) {
   if (!(s.moe_imbalance_factor >= 1 && s.moe_imbalance_factor <= 1024))
     p.add(fmt::format("moe_imbalance_factor = {}: must be in [1, 1024] (1 = balanced)",
                       s.moe_imbalance_factor));
+  if (s.offload_activation_layers < 0 || s.offload_activation_layers > (1 << 20))
+    p.add(fmt::format("offload_activation_layers = {}: must be in [0, num_layers)",
+                      s.offload_activation_layers));
   p.throw_if_any();
 }
 
@@ -487,6 +490,11 @@ PlanCheck check_plan(const ParallelPlan& plan, const ModelSpec& m, const Trainin
          even && plan.pp <= m.num_layers && m.num_layers % (plan.pp * plan.interleave) != 0);
     fail(PlanRule::stage_layers, !even && !check_stage_layers(nullptr, plan, m.num_layers));
     fail(PlanRule::interleave_needs_pp, plan.interleave > 1 && plan.pp == 1);
+    // Megatron-Core refuses CPU offloading with pipeline parallelism and wants 0 <= n <
+    // num_layers (transformer_config.py).
+    fail(PlanRule::offload_layers,
+         s.offload_activation_layers > 0 &&
+             (plan.pp > 1 || s.offload_activation_layers >= m.num_layers));
   }
   if ((groups & kBatchRules) && s.global_batch_size > 0) {
     const std::int64_t per_step = s.micro_batch_size * plan.dp;
@@ -551,6 +559,14 @@ void validate(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup&
     check_stage_layers(&p, plan, m.num_layers);
   if (c.has(PlanRule::interleave_needs_pp))
     p.add(fmt::format("interleave = {}: needs pipeline parallelism (pp > 1)", plan.interleave));
+  if (c.has(PlanRule::offload_layers))
+    p.add(plan.pp > 1
+              ? fmt::format("offload_activation_layers = {}: needs pp = 1 (Megatron-Core has no "
+                            "CPU offloading with pipeline parallelism; pp = {})",
+                            s.offload_activation_layers, plan.pp)
+              : fmt::format("offload_activation_layers = {}: must be below num_layers = {} (one "
+                            "layer at least stays on the GPU)",
+                            s.offload_activation_layers, m.num_layers));
   if (c.has(PlanRule::cp_seq))
     p.add(fmt::format("cp = {}: must divide seq_len = {}", plan.cp, s.seq_len));
   if (c.has(PlanRule::sp_seq))

@@ -218,6 +218,10 @@ struct TrainingSetup {
   // framework lets a run choose them (Megatron-Core's grad_reduce_in_fp32: 4 fp32, 2 bf16):
   // the gradient buffers' memory and the bytes reduced. 0: the framework's own default.
   double grad_reduce_bytes = 0;
+  // Activations of this many transformer layers offloaded to host memory in forward and
+  // brought back in backward (Megatron-Core's cpu_offloading_num_layers, through Transformer
+  // Engine's CPU offload: transformer_engine/pytorch/cpu_offload.py). 0: none.
+  std::int64_t offload_activation_layers = 0;
 };
 
 /// The sequence length every command uses when none is given: 2048, or the model's
@@ -273,6 +277,7 @@ enum class PlanRule : std::uint8_t {
   stage_layers,         // stage_layers given: one count a stage, each >= its minimum, summing
                         // to num_layers
   interleave_needs_pp,  // interleave > 1 needs pp > 1
+  offload_layers,       // activation offload: pp == 1 and fewer layers than the model's
   batch_multiple,       // global batch a multiple of micro-batch x dp
   interleave_batch,     // interleaved: micro-batches per step a multiple of pp
   num_gpus,             // tp x pp x dp x cp == num_gpus (when num_gpus > 0)

@@ -127,7 +127,17 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     in_flight = std::min(in_flight * (1.0 + static_cast<double>(plan.pp - 1) /
                                                 static_cast<double>(plan.pp * plan.interleave)),
                          static_cast<double>(micro_batches));
-  double act = in_flight * layers * a.layer_act[static_cast<int>(plan.recompute)];
+  // Activation offload (Megatron-Core's cpu_offloading_num_layers, pp = 1): the first n
+  // layers' saved tensors go to host memory as the forward leaves them and come back ahead of
+  // their backward; Transformer Engine's offload handler double-buffers one layer's worth on
+  // the GPU while it copies (transformer_engine/pytorch/cpu_offload.py), so n - 1 layers' worth
+  // leave the GPU.
+  const std::int64_t offloaded =
+      std::min<std::int64_t>(setup.offload_activation_layers, num_layers);
+  const double kept_layers = layers - static_cast<double>(std::max<std::int64_t>(offloaded - 1, 0));
+  m.host_activation_bytes =
+      in_flight * static_cast<double>(offloaded) * a.layer_act[static_cast<int>(plan.recompute)];
+  double act = in_flight * kept_layers * a.layer_act[static_cast<int>(plan.recompute)];
   if (first)
     act += in_flight * a.emb_act;
   // Full recompute re-materialises one layer at a time, during that layer's backward, where

@@ -51,6 +51,9 @@ struct MemoryBreakdown { // one GPU, bytes
   double in_flight_micro_batches = 1;
   double activations_saved = 0; // every saved activation of the fullest moment (reported even
                                 // when the peak falls in the optimizer step)
+  // Activation offload (TrainingSetup::offload_activation_layers): the saved activations that
+  // sit in host memory at the fullest moment (not in `activations`).
+  double host_activation_bytes = 0;
 };
 
 struct MemoryOptions {

@@ -227,6 +227,30 @@ TEST_CASE("interleaved pipeline: the first stage holds 1 + (p-1)/(pv) times 1F1B
   CHECK(few.in_flight_micro_batches == doctest::Approx(4));
 }
 
+TEST_CASE("activation offload: n layers to host, one layer's worth double-buffered on the GPU") {
+  const auto m = model::load_model("llama3-8b"); // 32 layers
+  const auto prof = hw::default_profile("h100-sxm");
+  model::ParallelPlan p;
+  p.dp = 8;
+  model::TrainingSetup s;
+  s.seq_len = 4096;
+  MemoryOptions o;
+  o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  const auto none = estimate_memory(m, p, s, prof, o);
+  s.offload_activation_layers = 10;
+  const auto ten = estimate_memory(m, p, s, prof, o);
+  s.offload_activation_layers = 1;
+  const auto one = estimate_memory(m, p, s, prof, o);
+  const double per_layer = ten.host_activation_bytes / 10;
+  CHECK(per_layer > 0);
+  CHECK(none.host_activation_bytes == 0);
+  CHECK(none.activations - ten.activations == doctest::Approx(9 * per_layer).epsilon(1e-12));
+  CHECK(one.activations == doctest::Approx(none.activations).epsilon(1e-12));
+  CHECK(one.host_activation_bytes == doctest::Approx(per_layer).epsilon(1e-12));
+  CHECK(ten.weights == none.weights);
+  CHECK(ten.total < none.total);
+}
+
 TEST_CASE("Megatron-Core: FP8 primary weights and the gradient buffers' dtype") {
   // Megatron-Bridge's FP8 recipes keep the FP8 linears' parameters as FP8 tensors alone
   // (fp8_param_gather): 2 B less per such parameter than a 16-bit weight beside its FP8

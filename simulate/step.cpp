@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "model/ops.hpp"
@@ -175,6 +178,25 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   mo.framework = options.framework;
   mo.device_bytes = gpu.memory_bytes; // the caching allocator's cap (less the overhead)
   est.memory = memory ? *memory : compose_memory_fullest(a, m, plan, setup, profile, mo);
+
+  // ---- activation offload: copies to host memory beside the forward, back beside the backward
+  // (Transformer Engine's offload handler runs them on their own streams); what the stage's
+  // compute cannot cover is exposed ----
+  est.offload_bytes_per_micro_batch = 0;
+  est.offload_transfer_s = 0;
+  if (setup.offload_activation_layers > 0) {
+    est.offload_bytes_per_micro_batch =
+        static_cast<double>(
+            std::min<std::int64_t>(setup.offload_activation_layers, est.slowest_stage_layers)) *
+        a.layer_act[rc];
+    if (!(gpu.pcie_bandwidth_bytes_per_s > 0))
+      throw ConfigError(fmt::format("offload_activation_layers: GPU '{}' has no host link "
+                                    "bandwidth (pcie_bandwidth_gb_per_s) in its preset",
+                                    gpu.name));
+    est.offload_transfer_s = est.offload_bytes_per_micro_batch / gpu.pcie_bandwidth_bytes_per_s;
+    b.offload = mb * (std::max(0.0, est.offload_transfer_s - stage.fwd) +
+                      std::max(0.0, est.offload_transfer_s - (stage.bwd + stage.rc)));
+  }
   const double stage_params = est.memory.params_on_gpu;
   const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
   // Gradients reduce in the dtype the run keeps them in where the framework lets it choose

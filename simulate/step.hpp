@@ -74,10 +74,11 @@ struct StepBreakdown { // seconds per step, on the critical path
   double forward = 0, backward = 0, recompute = 0;
   double tp_comm = 0, cp_comm = 0, ep_comm = 0, pp_comm = 0, dp_comm = 0;
   double bubble = 0, optimizer = 0;
-  double host = 0; // host-bound: the host's issue time beyond the GPU's work (queue model)
+  double host = 0;    // host-bound: the host's issue time beyond the GPU's work (queue model)
+  double offload = 0; // activation offload's host transfers beyond the compute they hide behind
   [[nodiscard]] double total() const {
     return forward + backward + recompute + tp_comm + cp_comm + ep_comm + pp_comm + dp_comm +
-           bubble + optimizer + host;
+           bubble + optimizer + host + offload;
   }
 };
 
@@ -98,6 +99,10 @@ struct StepEstimate {
   double dp_volume_bytes = 0;            // bytes each GPU sends for DP/ZeRO per step (bus volume)
   double dp_overlap_slowdown_s = 0;      // compute lost to overlapped DP traffic (inside backward)
   double zero_allgather_s = 0; // ZeRO-1/2 weight all-gather after the optimizer (in dp_comm)
+  // Activation offload (TrainingSetup::offload_activation_layers): bytes each micro-batch sends
+  // to host memory (and brings back), and the seconds of one way over the GPU's host link.
+  double offload_bytes_per_micro_batch = 0;
+  double offload_transfer_s = 0;
   // Combined 1F1B (StepOptions::ep_overlap, where it applies): the forward/backward pairs
   // merged per pipeline rank and the expert-parallel all-to-all seconds they hid (not in ep_comm).
   bool ep_overlap = false;

@@ -650,6 +650,36 @@ TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduce
   CHECK(fp32.memory.gradients == doctest::Approx(2 * bf16.memory.gradients).epsilon(1e-12));
 }
 
+TEST_CASE("activation offload: host copies hide behind the pass unless the link is too slow") {
+  MixtralEp8 x;
+  auto& [m, cluster, gpu, prof, plan, setup] = x;
+  plan.ep = 1;
+  setup.global_batch_size = 16;
+  StepOptions o;
+  o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  const auto none = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  setup.offload_activation_layers = 16;
+  const auto fast = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  CHECK(fast.offload_bytes_per_micro_batch ==
+        doctest::Approx(fast.memory.host_activation_bytes).epsilon(1e-12));
+  CHECK(fast.offload_transfer_s ==
+        doctest::Approx(fast.offload_bytes_per_micro_batch / gpu.pcie_bandwidth_bytes_per_s));
+  CHECK(fast.offload_transfer_s < fast.breakdown_s.forward / fast.micro_batches);
+  CHECK(fast.breakdown_s.offload == 0);
+  CHECK(fast.step_time_s == doctest::Approx(none.step_time_s).epsilon(1e-12));
+  // A link 1000x slower: each way exposed beyond the forward, and beyond backward + recompute.
+  auto slow_gpu = gpu;
+  slow_gpu.pcie_bandwidth_bytes_per_s /= 1000;
+  const auto slow = estimate_step(m, cluster, slow_gpu, prof, plan, setup, o);
+  const double mb = static_cast<double>(slow.micro_batches);
+  const double fwd = slow.breakdown_s.forward / mb;
+  const double bwd = (slow.breakdown_s.backward + slow.breakdown_s.recompute) / mb;
+  CHECK(slow.offload_transfer_s > fwd + bwd);
+  CHECK(slow.breakdown_s.offload ==
+        doctest::Approx(mb * (2 * slow.offload_transfer_s - fwd - bwd)).epsilon(1e-9));
+  CHECK(slow.step_time_s == doctest::Approx(none.step_time_s + slow.breakdown_s.offload));
+}
+
 TEST_CASE("combined 1F1B: merged pairs are the passes less the first rank's warm-up") {
   model::ParallelPlan p;
   p.ep = 2;

@@ -317,6 +317,14 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     if (a2a != j["other"].end() && !a2a->is_boolean())
       throw ConfigError(fmt::format("{}: other.moe_a2a_overlap must be true or false", where));
     run.ep_overlap = a2a != j["other"].end() && a2a->get<bool>();
+    // Megatron-Core's activation CPU offload, as the configuration the row ran sets it.
+    const auto off = j["other"].find("cpu_offloading_num_layers");
+    if (off != j["other"].end()) {
+      if (!off->is_number_integer() || off->get<std::int64_t>() < 0)
+        throw ConfigError(
+            fmt::format("{}: other.cpu_offloading_num_layers must be a whole number >= 0", where));
+      run.setup.offload_activation_layers = off->get<std::int64_t>();
+    }
     const auto fp32 = j["other"].find("grad_reduce_in_fp32");
     if (fp32 != j["other"].end()) {
       if (!fp32->is_boolean())
@@ -356,6 +364,10 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   if (run.framework == "megatron" && run.setup.grad_reduce_bytes == 0 &&
       string_or(j, "source", "").find("Megatron-Bridge") != std::string::npos)
     run.setup.grad_reduce_bytes = 2;
+  if (run.setup.offload_activation_layers > 0 && run.framework != "megatron")
+    throw ConfigError(fmt::format("{}: other.cpu_offloading_num_layers: Megatron-Core's option; "
+                                  "the row's framework is '{}'",
+                                  where, run.framework));
   if (run.ep_overlap && !ep_overlap_rule(run.plan).empty())
     throw ConfigError(
         fmt::format("{}: other.moe_a2a_overlap: {}", where, ep_overlap_rule(run.plan)));

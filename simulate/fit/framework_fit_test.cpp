@@ -551,6 +551,31 @@ TEST_CASE("framework runs: a row's tp_comm_overlap hides its TP collectives, che
                        ConfigError);
 }
 
+TEST_CASE("framework runs: a row's cpu_offloading_num_layers moves activations to the host") {
+  auto row = [](const char* framework, const char* layers) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "off", "framework": ")") + framework +
+        R"(", "model": "llama3-8b", "gpu": "h100-sxm", "num_gpus": 8, "precision": "bf16",)"
+        R"( "seq_len": 8192, "global_batch": 16, "micro_batch": 2, "fsdp": true,)"
+        R"( "other": {"cpu_offloading_num_layers": )" +
+        layers + R"(}, "measured": {"tokens_per_s_per_gpu": 1000}})");
+  };
+  const auto on = parse_framework_run(row("megatron", "8"), "r");
+  REQUIRE(on.skip_reason.empty());
+  CHECK(on.setup.offload_activation_layers == 8);
+  const auto off = parse_framework_run(row("megatron", "0"), "r");
+  const FrameworkProfile fw = load_framework("megatron");
+  const auto a = predict_run(on, fw), b = predict_run(off, fw);
+  CHECK(a.step.memory.host_activation_bytes > 0);
+  CHECK(a.peak_allocated_bytes < b.peak_allocated_bytes);
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("megatron", "\"8\""), "r"),
+                       doctest::Contains("other.cpu_offloading_num_layers must be a whole number"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("fsdp", "8"), "r"),
+                       doctest::Contains("Megatron-Core's option; the row's framework is 'fsdp'"),
+                       ConfigError);
+}
+
 TEST_CASE("framework runs: Megatron-Bridge rows reduce gradients in bf16 unless they say") {
   auto row = [](const char* source, const char* other) {
     return nlohmann::json::parse(
