@@ -632,13 +632,20 @@ TEST_CASE("combined 1F1B (ep_overlap): each all-to-all hides behind the other pa
   CHECK(ep_overlap_rule(piped).empty());
 }
 
-TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduces") {
-  MixtralEp8 x; // any model; dp 8
-  auto& [m, cluster, gpu, prof, plan, setup] = x;
-  plan.ep = 1;
-  setup.global_batch_size = 16;
+// Mixtral on one node, dense data parallelism (dp 8, no ep), under the megatron profile.
+struct MegatronDp8 : MixtralEp8 {
   StepOptions o;
-  o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  MegatronDp8() {
+    plan.ep = 1;
+    setup.global_batch_size = 16;
+    o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  }
+};
+
+TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduces") {
+  MegatronDp8 x;
+  auto& [m, cluster, gpu, prof, plan, setup] = static_cast<MixtralEp8&>(x);
+  const StepOptions& o = x.o;
   const auto dflt = estimate_step(m, cluster, gpu, prof, plan, setup, o);
   setup.grad_reduce_bytes = 2;
   const auto bf16 = estimate_step(m, cluster, gpu, prof, plan, setup, o);
@@ -651,12 +658,9 @@ TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduce
 }
 
 TEST_CASE("activation offload: host copies hide behind the pass unless the link is too slow") {
-  MixtralEp8 x;
-  auto& [m, cluster, gpu, prof, plan, setup] = x;
-  plan.ep = 1;
-  setup.global_batch_size = 16;
-  StepOptions o;
-  o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  MegatronDp8 x;
+  auto& [m, cluster, gpu, prof, plan, setup] = static_cast<MixtralEp8&>(x);
+  const StepOptions& o = x.o;
   const auto none = estimate_step(m, cluster, gpu, prof, plan, setup, o);
   setup.offload_activation_layers = 16;
   const auto fast = estimate_step(m, cluster, gpu, prof, plan, setup, o);
