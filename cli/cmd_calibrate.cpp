@@ -32,7 +32,7 @@ struct CalibrateOptions {
   std::string base;
   std::string name;
   std::string collectives;
-  std::string launch_probe, overlap_probe;
+  std::string launch_probe, overlap_probe, host_link_probe;
   std::string level = "intra-node";
   std::string suite = "calibration";
   std::int64_t max_regimes = 3;
@@ -242,7 +242,7 @@ int run_calibrate(const CalibrateOptions& o) {
     collective_source = fmt::format("collectives from {}{}", o.collectives,
                                     parts.empty() ? "" : " (" + join(parts, ", ") + ")");
   }
-  if (!o.launch_probe.empty() || !o.overlap_probe.empty()) {
+  if (!o.launch_probe.empty() || !o.overlap_probe.empty() || !o.host_link_probe.empty()) {
     fitting::FitReport probes;
     if (!o.launch_probe.empty()) {
       fitting::apply_launch_probe(load_json_file(o.launch_probe), o.launch_probe, profile, probes);
@@ -252,6 +252,15 @@ int run_calibrate(const CalibrateOptions& o) {
       fitting::apply_overlap_probe(load_json_file(o.overlap_probe), o.overlap_probe, profile,
                                    probes);
       metadata["overlap_probe"] = o.overlap_probe;
+    }
+    if (!o.host_link_probe.empty()) {
+      if (gpu_name.empty())
+        throw ConfigError("--host-link-probe: needs --gpu (the preset whose host link the "
+                          "fraction is of)");
+      fitting::apply_host_link_probe(load_json_file(o.host_link_probe), o.host_link_probe,
+                                     hw::load_gpu(gpu_name).pcie_bandwidth_bytes_per_s, profile,
+                                     probes);
+      metadata["host_link_probe"] = o.host_link_probe;
     }
     lines.insert(lines.end(), probes.lines.begin(), probes.lines.end());
   }
@@ -338,6 +347,10 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--overlap-probe", o->overlap_probe,
                   "validate/comm/overlap_probe JSON: GEMM and all-reduce throughput while "
                   "overlapped, used for data-parallel gradient sync hidden behind backward");
+  cmd->add_option("--host-link-probe", o->host_link_probe,
+                  "scripts/peer_offload_overlap.py JSON: pinned host <-> device copy bandwidth, "
+                  "as a fraction of the GPU preset's host link (host_link_bw_fraction), used for "
+                  "activation offload and ZeRO-Offload transfers");
   cmd->add_option("--level", o->level, "Level of those collectives: intra-node | inter-node")
       ->capture_default_str();
   cmd->add_option("--max-regimes", o->max_regimes,

@@ -252,6 +252,9 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   if (!(prof.overlap_comm_rate > 0 && prof.overlap_comm_rate <= 1))
     p.add(fmt::format("overlap_comm_rate = {}: must be in (0, 1] (1 = no interference)",
                       prof.overlap_comm_rate));
+  if (!(prof.host_link_bw_fraction > 0 && prof.host_link_bw_fraction <= 1.2))
+    p.add(fmt::format("host_link_bw_fraction = {}: must be in (0, 1.2] (1 = the datasheet's)",
+                      prof.host_link_bw_fraction));
   check_range(p, "context_overhead_mb", prof.context_overhead_bytes / 1e6, kContextMb);
   check_range(p, "intra_node_step_latency_us", prof.intra_node_step_latency_s * 1e6,
               kStepLatencyUs);
@@ -317,6 +320,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("gpu_launch_gap_us", gpu_gap_us);
   r.get("overlap_compute_rate", prof.overlap_compute_rate);
   r.get("overlap_comm_rate", prof.overlap_comm_rate);
+  r.get("host_link_bw_fraction", prof.host_link_bw_fraction);
   r.get("context_overhead_mb", context_mb, kContextMb, true);
   r.get("intra_node_busbw_fraction", prof.intra_node_busbw_fraction, true);
   r.get("inter_node_busbw_fraction", prof.inter_node_busbw_fraction, true);
@@ -414,37 +418,40 @@ nlohmann::json profile_to_json(const HardwareProfile& prof) {
     }
     fits.push_back(fj);
   }
-  return {{"name", prof.name},
-          {"source", prof.source},
-          {"gpu", prof.gpu},
-          {"gemm_peak_fraction", per_dtype_json(prof.gemm_peak_fraction, 1.0)},
-          {"gemm_tile_m", prof.gemm_tile_m},
-          {"gemm_tile_n", prof.gemm_tile_n},
-          {"gemm_k_half", prof.gemm_k_half},
-          {"attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction},
-          {"attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction},
-          {"elementwise_bw_fraction", prof.elementwise_bw_fraction},
-          {"reduction_bw_fraction", prof.reduction_bw_fraction},
-          {"reduction_bwd_bw_fraction", prof.reduction_bwd_bw_fraction},
-          {"norm_bw_fraction", prof.norm_bw_fraction},
-          {"norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction},
-          {"l2_resident_bw_fraction", prof.l2_resident_bw_fraction},
-          {"attention_block_rows", prof.attention_block_rows},
-          {"attention_kv_half", prof.attention_kv_half},
-          {"copy_bw_fraction", prof.copy_bw_fraction},
-          {"optimizer_bw_fraction", prof.optimizer_bw_fraction},
-          {"launch_overhead_us", prof.launch_overhead_s * 1e6},
-          {"host_launch_us", prof.host_launch_s * 1e6},
-          {"host_gemm_launch_us", prof.host_gemm_launch_s * 1e6},
-          {"gpu_launch_gap_us", prof.gpu_launch_gap_s * 1e6},
-          {"overlap_compute_rate", prof.overlap_compute_rate},
-          {"overlap_comm_rate", prof.overlap_comm_rate},
-          {"context_overhead_mb", prof.context_overhead_bytes / 1e6},
-          {"intra_node_busbw_fraction", prof.intra_node_busbw_fraction},
-          {"inter_node_busbw_fraction", prof.inter_node_busbw_fraction},
-          {"intra_node_step_latency_us", prof.intra_node_step_latency_s * 1e6},
-          {"inter_node_step_latency_us", prof.inter_node_step_latency_s * 1e6},
-          {"collective_fits", fits}};
+  nlohmann::json j{{"name", prof.name},
+                   {"source", prof.source},
+                   {"gpu", prof.gpu},
+                   {"gemm_peak_fraction", per_dtype_json(prof.gemm_peak_fraction, 1.0)},
+                   {"gemm_tile_m", prof.gemm_tile_m},
+                   {"gemm_tile_n", prof.gemm_tile_n},
+                   {"gemm_k_half", prof.gemm_k_half},
+                   {"attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction},
+                   {"attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction},
+                   {"elementwise_bw_fraction", prof.elementwise_bw_fraction},
+                   {"reduction_bw_fraction", prof.reduction_bw_fraction},
+                   {"reduction_bwd_bw_fraction", prof.reduction_bwd_bw_fraction},
+                   {"norm_bw_fraction", prof.norm_bw_fraction},
+                   {"norm_bwd_bw_fraction", prof.norm_bwd_bw_fraction},
+                   {"l2_resident_bw_fraction", prof.l2_resident_bw_fraction},
+                   {"attention_block_rows", prof.attention_block_rows},
+                   {"attention_kv_half", prof.attention_kv_half},
+                   {"copy_bw_fraction", prof.copy_bw_fraction},
+                   {"optimizer_bw_fraction", prof.optimizer_bw_fraction},
+                   {"launch_overhead_us", prof.launch_overhead_s * 1e6},
+                   {"host_launch_us", prof.host_launch_s * 1e6},
+                   {"host_gemm_launch_us", prof.host_gemm_launch_s * 1e6},
+                   {"gpu_launch_gap_us", prof.gpu_launch_gap_s * 1e6},
+                   {"overlap_compute_rate", prof.overlap_compute_rate},
+                   {"overlap_comm_rate", prof.overlap_comm_rate},
+                   {"context_overhead_mb", prof.context_overhead_bytes / 1e6},
+                   {"intra_node_busbw_fraction", prof.intra_node_busbw_fraction},
+                   {"inter_node_busbw_fraction", prof.inter_node_busbw_fraction},
+                   {"intra_node_step_latency_us", prof.intra_node_step_latency_s * 1e6},
+                   {"inter_node_step_latency_us", prof.inter_node_step_latency_s * 1e6},
+                   {"collective_fits", fits}};
+  if (prof.host_link_bw_fraction != 1) // written where measured (profiles made before have none)
+    j["host_link_bw_fraction"] = prof.host_link_bw_fraction;
+  return j;
 }
 
 HardwareProfile load_profile(const std::string& name_or_path) {

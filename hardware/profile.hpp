@@ -93,6 +93,10 @@ struct HardwareProfile {
   // throughput of each while the other runs, as a fraction of alone (1 = no interference).
   double overlap_compute_rate = 1;
   double overlap_comm_rate = 1;
+  // Pinned host <-> device copies (activation offload, ZeRO-Offload): achieved bandwidth of one
+  // direction, of the GPU preset's pcie_bandwidth_gb_per_s (scripts/peer_offload_overlap.py
+  // through `calibrate --host-link-probe`; 1 = the datasheet's).
+  double host_link_bw_fraction = 1;
   double context_overhead_bytes = 0; // CUDA context, library workspaces, NCCL buffers
 
   // Collectives (alpha-beta, simulate/collectives): achieved bus bandwidth as a fraction of

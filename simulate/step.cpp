@@ -193,7 +193,8 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
       throw ConfigError(fmt::format("offload_activation_layers: GPU '{}' has no host link "
                                     "bandwidth (pcie_bandwidth_gb_per_s) in its preset",
                                     gpu.name));
-    est.offload_transfer_s = est.offload_bytes_per_micro_batch / gpu.pcie_bandwidth_bytes_per_s;
+    est.offload_transfer_s = est.offload_bytes_per_micro_batch /
+                             (gpu.pcie_bandwidth_bytes_per_s * profile.host_link_bw_fraction);
     b.offload = mb * (std::max(0.0, est.offload_transfer_s - stage.fwd) +
                       std::max(0.0, est.offload_transfer_s - (stage.bwd + stage.rc)));
   }

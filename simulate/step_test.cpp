@@ -671,6 +671,11 @@ TEST_CASE("activation offload: host copies hide behind the pass unless the link 
   CHECK(fast.offload_transfer_s < fast.breakdown_s.forward / fast.micro_batches);
   CHECK(fast.breakdown_s.offload == 0);
   CHECK(fast.step_time_s == doctest::Approx(none.step_time_s).epsilon(1e-12));
+  // The profile's measured share of the link (host_link_bw_fraction) stretches the copies.
+  auto measured = prof;
+  measured.host_link_bw_fraction = 0.5;
+  const auto half = estimate_step(m, cluster, gpu, measured, plan, setup, o);
+  CHECK(half.offload_transfer_s == doctest::Approx(2 * fast.offload_transfer_s));
   // A link 1000x slower: each way exposed beyond the forward, and beyond backward + recompute.
   auto slow_gpu = gpu;
   slow_gpu.pcie_bandwidth_bytes_per_s /= 1000;

@@ -418,4 +418,40 @@ void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                                      profile.overlap_compute_rate, profile.overlap_comm_rate, gpus,
                                      step_like ? "step_like" : "large", source));
 }
+
+void apply_host_link_probe(const nlohmann::json& probe, const std::string& source,
+                           double pcie_bytes_per_s, hw::HardwareProfile& profile,
+                           FitReport& report) {
+  auto gb_per_s = [&](const char* field) {
+    if (!probe.is_object() || !probe.contains(field) || !probe[field].is_number() ||
+        !(probe[field].get<double>() > 0) || probe[field].get<double>() > 1e4)
+      throw ConfigError(
+          fmt::format("{}: {}: missing (a bandwidth in GB/s, in (0, 10000])", source, field));
+    return probe[field].get<double>();
+  };
+  if (!(pcie_bytes_per_s > 0))
+    throw ConfigError(fmt::format("{}: the GPU preset has no host link bandwidth "
+                                  "(pcie_bandwidth_gb_per_s) to take a fraction of",
+                                  source));
+  const double d2h = gb_per_s("d2h_alone_gb_per_s"), h2d = gb_per_s("h2d_alone_gb_per_s");
+  const double fraction = std::min(d2h, h2d) * 1e9 / pcie_bytes_per_s;
+  if (fraction > 1.2)
+    throw ConfigError(fmt::format("{}: {:.1f} GB/s is {:.2f}x the preset's host link of {:.1f} "
+                                  "GB/s: the probe is not of this GPU",
+                                  source, std::min(d2h, h2d), fraction, pcie_bytes_per_s / 1e9));
+  profile.host_link_bw_fraction = fraction;
+  std::string beside;
+  if (probe.contains("gemm_slowdown_beside_d2h_pct") &&
+      probe["gemm_slowdown_beside_d2h_pct"].is_number() &&
+      probe.contains("gemm_slowdown_beside_h2d_pct") &&
+      probe["gemm_slowdown_beside_h2d_pct"].is_number())
+    beside = fmt::format("; GEMMs beside the copies {:+.1f}% (device to host) and {:+.1f}% (host "
+                         "to device), not modelled",
+                         probe["gemm_slowdown_beside_d2h_pct"].get<double>(),
+                         probe["gemm_slowdown_beside_h2d_pct"].get<double>());
+  report.lines.push_back(fmt::format("host_link_bw_fraction = {:.3f} (pinned copies alone: {:.1f} "
+                                     "GB/s device to host, {:.1f} host to device, of {:.0f} GB/s; "
+                                     "from {}{})",
+                                     fraction, d2h, h2d, pcie_bytes_per_s / 1e9, source, beside));
+}
 } // namespace trainsim::fitting

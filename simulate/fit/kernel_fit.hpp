@@ -68,6 +68,15 @@ void apply_launch_probe(const nlohmann::json& probe, const std::string& source,
 void apply_overlap_probe(const nlohmann::json& probe, const std::string& source,
                          hw::HardwareProfile& profile, FitReport& report);
 
+/// Host-link bandwidth from scripts/peer_offload_overlap.py's JSON: host_link_bw_fraction =
+/// the slower direction of pinned copies alone (d2h_alone_gb_per_s, h2d_alone_gb_per_s) over
+/// the GPU preset's one-way host link, `pcie_bytes_per_s`. The copies' rate beside GEMMs and the
+/// GEMMs' slowdown beside copies are reported, not fitted. ConfigError naming `source` and the
+/// field when one is missing or not a positive number.
+void apply_host_link_probe(const nlohmann::json& probe, const std::string& source,
+                           double pcie_bytes_per_s, hw::HardwareProfile& profile,
+                           FitReport& report);
+
 struct Comparison {
   std::string name;
   std::string op;

@@ -187,6 +187,21 @@ TEST_CASE("launch and overlap probes set the queued-launch and interference fiel
     "compute_rate_gemm": 1.7, "comm_rate_gemm": 0.7})"),
                                            "o.json", p, report),
                        doctest::Contains("compute_rate_gemm = 1.7"), ConfigError);
+
+  // The host link: the slower direction of pinned copies alone, of the preset's one-way link.
+  const auto link = nlohmann::json::parse(R"({"d2h_alone_gb_per_s": 54.0,
+    "h2d_alone_gb_per_s": 56.0, "gemm_slowdown_beside_d2h_pct": 6.5,
+    "gemm_slowdown_beside_h2d_pct": 0.3})");
+  apply_host_link_probe(link, "h.json", 64e9, p, report);
+  CHECK(p.host_link_bw_fraction == doctest::Approx(54.0 / 64));
+  CHECK(report.lines.back().find("+6.5% (device to host)") != std::string::npos);
+  CHECK_THROWS_WITH_AS(apply_host_link_probe(nlohmann::json::parse(R"({"d2h_alone_gb_per_s": 54})"),
+                                             "h.json", 64e9, p, report),
+                       doctest::Contains("h.json: h2d_alone_gb_per_s: missing"), ConfigError);
+  CHECK_THROWS_WITH_AS(apply_host_link_probe(link, "h.json", 16e9, p, report),
+                       doctest::Contains("the probe is not of this GPU"), ConfigError);
+  CHECK_THROWS_WITH_AS(apply_host_link_probe(link, "h.json", 0, p, report),
+                       doctest::Contains("no host link bandwidth"), ConfigError);
 }
 
 TEST_CASE("the recorded probes load") {
@@ -195,14 +210,19 @@ TEST_CASE("the recorded probes load") {
   const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/fixtures/";
   apply_launch_probe(load_json_file(dir + "h200-launch-probe.json"), "launch", p, report);
   apply_overlap_probe(load_json_file(dir + "overlap-probe-x2.json"), "overlap", p, report);
+  apply_host_link_probe(load_json_file(dir + "h200-host-link-probe.json"), "link",
+                        hw::load_gpu("h200").pcie_bandwidth_bytes_per_s, p, report);
   CHECK(p.host_gemm_launch_s > p.host_launch_s); // cuBLAS's host path is the longer one
   CHECK(p.overlap_compute_rate < 1.0);
+  CHECK(p.host_link_bw_fraction < 1.0); // PCIe 5 x16 moves ~55 of its 64 GB/s
+  CHECK(p.host_link_bw_fraction == hw::default_profile("h200").host_link_bw_fraction);
 }
 
 TEST_CASE("fuzz: probe files set valid fields or fail with a ConfigError naming the file") {
   const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/fixtures/";
   const nlohmann::json launch = load_json_file(dir + "h200-launch-probe.json");
   const nlohmann::json overlap = load_json_file(dir + "overlap-probe-x2.json");
+  const nlohmann::json link = load_json_file(dir + "h200-host-link-probe.json");
   const std::vector<nlohmann::json> values = {-1,
                                               0,
                                               0.5,
@@ -235,8 +255,10 @@ TEST_CASE("fuzz: probe files set valid fields or fail with a ConfigError naming 
     hw::HardwareProfile p = hw::default_profile("h200");
     FitReport report;
     try {
-      if (i % 2)
+      if (i % 3 == 1)
         apply_launch_probe(mutate(launch), "probe.json", p, report);
+      else if (i % 3 == 2)
+        apply_host_link_probe(mutate(link), "probe.json", 64e9, p, report);
       else
         apply_overlap_probe(mutate(overlap), "probe.json", p, report);
       hw::validate(p, "fuzzed profile"); // whatever was accepted keeps the profile valid
