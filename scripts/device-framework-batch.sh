@@ -36,6 +36,9 @@
 #           ONLY=4 and the 40 GB one again with Python frames; mechanism
 #   loss-parallel: (session 13) peak memory per logit of eager cross-entropy against PyTorch's
 #           loss_parallel on a one-rank mesh (scripts/peer_loss_parallel.py); mechanism
+#   oom-d:  (session 17) scripts/framework-oom-runs-d.json -> oom-d.jsonl (eager naive attention
+#           with full recompute, all fit configurations; docs/frameworks.md), then each
+#           boundary in fresh processes (scripts/peer_oom_fresh_boundary.py -> oom-d-fresh.jsonl)
 #   traces-m: (session 12) allocator traces recorded under the allocator cap at the fresh
 #           boundaries where trainsim's max micro-batch is off (docs/frameworks.md); mechanism
 #   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
@@ -178,6 +181,10 @@ for f in ["scripts/framework-runs.json", "scripts/framework-runs-b.json", "scrip
 json.dump(plan, open(sys.argv[1], "w"), indent=1)
 PY
     box 585 python3 scripts/peer_framework_runs.py --plan "$w/plan.json" --output "$w/runs-f.jsonl" --limit-s 45 ${ONLY:+--only "$ONLY"}
+    ;;
+  oom-d)
+    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-d.json --output "$w/oom-d.jsonl" --limit-s 200
+    box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-d.jsonl" --out "$w/oom-d-fresh.jsonl" --budget-s 225
     ;;
   oom-c)
     box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}
