@@ -85,6 +85,10 @@ trainsim_cli_test(memory_grad_reduce_bf16 "gradients +16\\.06"
 trainsim_cli_error(grad_reduce_not_megatron "--framework fsdp keeps its own gradients"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --framework fsdp --grad-reduce-dtype bf16)
 # Megatron-Core's activation CPU offload (--offload-activation-layers) and its rules.
+# Fit-side naive attention with full recompute under the cap: the allocator model replays
+# PyTorch's own sequence to its verdict (validate/results/fixtures/allocator-traces-fit-naive/).
+trainsim_cli_test(compare_allocator_traces_fit_naive "the model's verdict is PyTorch's for 2 of 2 traces"
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-medium-bf16-mixed-naive-full-b178-s1024-cap80.trace ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace)
 trainsim_cli_test(memory_offload_activations "activation offload \\(40 layers\\): [0-9.]+ GB of activations in host memory"
   memory --model llama3-70b --cluster gb200-nvl72 --num-gpus 64 --zero 3 --micro-batch 2 --global-batch 256 --seq-len 8192 --precision fp8 --offload-activation-layers 40)
 trainsim_cli_test(estimate_offload_activations "activation offload: [0-9.]+ GB per micro-batch to host memory and back"

@@ -186,6 +186,22 @@ PY
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-d.json --output "$w/oom-d.jsonl" --limit-s 200
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-d.jsonl" --out "$w/oom-d-fresh.jsonl" --budget-s 225
     ;;
+  oom-d2)
+    # The rest of oom-d (its first call ran out of time): cs336-xl searched and made fresh, the
+    # cs336-large s2048 80 GB pair made fresh; then a second, independent fresh pass over the
+    # cs336-medium pairs (the search and the fresh pass differed by up to 3 there).
+    R=validate/results/runs-2026-12-04
+    box 200 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-d.json --output "$w/oom-d-xl.jsonl" --limit-s 190 --only oom-pytorch-cs336-xl-bf16-mixed-naive-full-s1024
+    box 150 python3 scripts/peer_oom_fresh_boundary.py --runs $R/oom-d.jsonl "$w/oom-d-xl.jsonl" --out "$w/oom-d-fresh-b.jsonl" --budget-s 140 --known $R/oom-d-fresh.jsonl --only oom-pytorch-cs336-large-bf16-mixed-naive-full-s2048-cap80,oom-pytorch-cs336-xl-bf16-mixed-naive-full-s1024-cap24,oom-pytorch-cs336-xl-bf16-mixed-naive-full-s1024-cap40,oom-pytorch-cs336-xl-bf16-mixed-naive-full-s1024-cap80
+    box 190 python3 scripts/peer_oom_fresh_boundary.py --runs $R/oom-d.jsonl --out "$w/oom-d-fresh-2.jsonl" --budget-s 180 --only oom-pytorch-cs336-medium-bf16-mixed-naive-full-s1024-cap24,oom-pytorch-cs336-medium-bf16-mixed-naive-full-s1024-cap40,oom-pytorch-cs336-medium-bf16-mixed-naive-full-s1024-cap80
+    ;;
+  traces-d3)
+    # Allocator traces under the cap at oom-d's fresh boundaries where the prediction is off
+    # by more than one (fit configurations; docs/frameworks.md session 17): the batch that ran.
+    t() { box 190 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --addresses "$@"; }
+    t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 178 --seq-len 1024 --memory-cap-gb 80
+    t --framework pytorch --model cs336-large --attention naive --recompute full --batch 36 --seq-len 2048 --memory-cap-gb 80
+    ;;
   oom-c)
     box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}
     ;;

@@ -494,9 +494,17 @@ std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& fi
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue;
       const std::string where = fmt::format("{}:{}", file, n);
-      FrameworkRun run = parse_run(parse_json_text(line, where), where, names);
+      const nlohmann::json j = parse_json_text(line, where);
+      FrameworkRun run = parse_run(j, where, names);
       run.file = file;
-      if (run.is_oom_search() || run.oom_config) {
+      // A batch declared with its sides (docs/frameworks.md) states each row's: it takes no
+      // place in the alternating order of the file's other rows.
+      const auto side = j.is_object() ? j.find("split") : j.end();
+      if (j.is_object() && side != j.end()) {
+        if (!side->is_string() || (*side != "fit" && *side != "test"))
+          throw ConfigError(fmt::format("{}: split must be \"fit\" or \"test\"", where));
+        run.split = *side == "fit" ? Split::fit : Split::test;
+      } else if (run.is_oom_search() || run.oom_config) {
         // The caps of one configuration share its id up to "-cap".
         const std::string config = run.id.substr(0, run.id.rfind("-cap"));
         auto it = oom_side.find(config);

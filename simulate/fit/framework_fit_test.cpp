@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -574,6 +575,26 @@ TEST_CASE("framework runs: a row's cpu_offloading_num_layers moves activations t
   CHECK_THROWS_WITH_AS((void)parse_framework_run(row("fsdp", "8"), "r"),
                        doctest::Contains("Megatron-Core's option; the row's framework is 'fsdp'"),
                        ConfigError);
+}
+
+TEST_CASE("framework runs: a row's own split overrides the file's alternating order") {
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/runs-2026-12-04/";
+  const auto runs = read_framework_runs({dir + "oom-d.jsonl"});
+  REQUIRE(runs.size() == 9);
+  for (const auto& r : runs)
+    CHECK(r.split == Split::fit); // declared all fit; the positional rule would alternate
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "trainsim-split-test.jsonl").string();
+  {
+    std::ofstream f(path);
+    f << R"({"id": "a", "framework": "pytorch", "model": "cs336-small", "gpu": "h200",)"
+         R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 512, "micro_batch": 4,)"
+         R"( "split": "later", "measured": {"step_time_s": 0.1}})"
+      << "\n";
+  }
+  CHECK_THROWS_WITH_AS((void)read_framework_runs({path}),
+                       doctest::Contains(":1: split must be \"fit\" or \"test\""), ConfigError);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("framework runs: Megatron-Bridge rows reduce gradients in bf16 unless they say") {
