@@ -299,10 +299,9 @@ int run_memory(const MemoryOptions& o) {
         largest = std::max(largest, op.params);
     const std::int64_t g = std::min(mc.cluster.gpus_per_node, mc.num_gpus);
     const std::int64_t nodes = std::max<std::int64_t>(mc.num_gpus / g, 1);
+    const double link = hw::host_link_bytes_per_s(mc.gpu, mc.profile);
     const auto place =
-        sim::offload_placement(*ds, params, largest, g, nodes,
-                               mc.gpu.pcie_bandwidth_bytes_per_s * mc.profile.host_link_bw_fraction,
-                               o.nvme_gb_per_s * 1e9);
+        sim::offload_placement(*ds, params, largest, g, nodes, link, o.nvme_gb_per_s * 1e9);
     if (sink.format() == Format::table) {
       sink.write(fmt::format(
           "# DeepSpeed ZeRO-{} (offload optimizer: {}, parameters: {}): model states per GPU "
@@ -310,10 +309,7 @@ int run_memory(const MemoryOptions& o) {
           "step {} GB over PCIe ({:.3f} s at {} GB/s) and {:.3f} s of NVMe traffic at {} GB/s\n",
           ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
           gb(place.gpu_bytes), gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes),
-          place.pcie_s,
-          fmt::format("{:.3g}",
-                      mc.gpu.pcie_bandwidth_bytes_per_s * mc.profile.host_link_bw_fraction / 1e9),
-          place.nvme_s, o.nvme_gb_per_s));
+          place.pcie_s, fmt::format("{:.3g}", link / 1e9), place.nvme_s, o.nvme_gb_per_s));
     }
   }
   if (!o.plot.empty()) {

@@ -213,13 +213,12 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
   s.optimizer = parse_optimizer(o.optimizer);
   s.moe_capacity_factor = o.moe_capacity_factor;
   s.moe_imbalance_factor = o.moe_imbalance_factor;
+  s.offload_activation_layers = o.offload_activation_layers;
   if (o.grad_reduce_dtype == "fp32")
     s.grad_reduce_bytes = 4;
   else if (o.grad_reduce_dtype == "bf16")
     s.grad_reduce_bytes = 2;
-  s.offload_activation_layers = o.offload_activation_layers;
-  if (o.grad_reduce_dtype != "framework" && o.grad_reduce_dtype != "fp32" &&
-      o.grad_reduce_dtype != "bf16")
+  else if (o.grad_reduce_dtype != "framework")
     throw ConfigError(fmt::format("--grad-reduce-dtype = {}: must be framework, fp32 or bf16",
                                   o.grad_reduce_dtype));
   model::validate(s, "flags");

@@ -10,6 +10,7 @@
 
 #include "common/dtype.hpp"
 #include "hardware/collective.hpp"
+#include "hardware/gpu.hpp"
 
 namespace trainsim::hw {
 
@@ -110,5 +111,11 @@ struct HardwareProfile {
 
 /// Throws ConfigError listing every field outside its range (fractions in (0, 1], ...).
 void validate(const HardwareProfile& profile, const std::string& source);
+
+/// One direction of the GPU's host link as this profile measured it: the preset's
+/// pcie_bandwidth_gb_per_s (PCIe, or GB200's NVLink-C2C) times host_link_bw_fraction.
+[[nodiscard]] inline double host_link_bytes_per_s(const GpuSpec& gpu, const HardwareProfile& p) {
+  return gpu.pcie_bandwidth_bytes_per_s * p.host_link_bw_fraction;
+}
 
 } // namespace trainsim::hw

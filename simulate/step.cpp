@@ -4,9 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include <fmt/format.h>
-
-#include "common/errors.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "model/ops.hpp"
@@ -182,19 +179,13 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   // ---- activation offload: copies to host memory beside the forward, back beside the backward
   // (Transformer Engine's offload handler runs them on their own streams); what the stage's
   // compute cannot cover is exposed ----
-  est.offload_bytes_per_micro_batch = 0;
+  // (pp = 1: one micro-batch in flight, so the memory's host bytes are one micro-batch's).
+  est.offload_bytes_per_micro_batch =
+      est.memory.host_activation_bytes / est.memory.in_flight_micro_batches;
   est.offload_transfer_s = 0;
-  if (setup.offload_activation_layers > 0) {
-    est.offload_bytes_per_micro_batch =
-        static_cast<double>(
-            std::min<std::int64_t>(setup.offload_activation_layers, est.slowest_stage_layers)) *
-        a.layer_act[rc];
-    if (!(gpu.pcie_bandwidth_bytes_per_s > 0))
-      throw ConfigError(fmt::format("offload_activation_layers: GPU '{}' has no host link "
-                                    "bandwidth (pcie_bandwidth_gb_per_s) in its preset",
-                                    gpu.name));
-    est.offload_transfer_s = est.offload_bytes_per_micro_batch /
-                             (gpu.pcie_bandwidth_bytes_per_s * profile.host_link_bw_fraction);
+  if (est.offload_bytes_per_micro_batch > 0) {
+    est.offload_transfer_s =
+        est.offload_bytes_per_micro_batch / hw::host_link_bytes_per_s(gpu, profile);
     b.offload = mb * (std::max(0.0, est.offload_transfer_s - stage.fwd) +
                       std::max(0.0, est.offload_transfer_s - (stage.bwd + stage.rc)));
   }

@@ -640,17 +640,18 @@ struct MegatronDp8 : MixtralEp8 {
     setup.global_batch_size = 16;
     o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
   }
+  [[nodiscard]] StepEstimate step() const {
+    return estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  }
 };
 
 TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduces") {
   MegatronDp8 x;
-  auto& [m, cluster, gpu, prof, plan, setup] = static_cast<MixtralEp8&>(x);
-  const StepOptions& o = x.o;
-  const auto dflt = estimate_step(m, cluster, gpu, prof, plan, setup, o);
-  setup.grad_reduce_bytes = 2;
-  const auto bf16 = estimate_step(m, cluster, gpu, prof, plan, setup, o);
-  setup.grad_reduce_bytes = 4;
-  const auto fp32 = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  const auto dflt = x.step();
+  x.setup.grad_reduce_bytes = 2;
+  const auto bf16 = x.step();
+  x.setup.grad_reduce_bytes = 4;
+  const auto fp32 = x.step();
   CHECK(bf16.dp_bytes == dflt.dp_bytes); // mixed precision reduced its 16-bit gradients
   CHECK(fp32.dp_bytes == doctest::Approx(2 * bf16.dp_bytes).epsilon(1e-12));
   CHECK(fp32.breakdown_s.dp_comm > bf16.breakdown_s.dp_comm);
@@ -659,27 +660,24 @@ TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduce
 
 TEST_CASE("activation offload: host copies hide behind the pass unless the link is too slow") {
   MegatronDp8 x;
-  auto& [m, cluster, gpu, prof, plan, setup] = static_cast<MixtralEp8&>(x);
-  const StepOptions& o = x.o;
-  const auto none = estimate_step(m, cluster, gpu, prof, plan, setup, o);
-  setup.offload_activation_layers = 16;
-  const auto fast = estimate_step(m, cluster, gpu, prof, plan, setup, o);
+  const auto none = x.step();
+  x.setup.offload_activation_layers = 16;
+  const auto fast = x.step();
   CHECK(fast.offload_bytes_per_micro_batch ==
         doctest::Approx(fast.memory.host_activation_bytes).epsilon(1e-12));
   CHECK(fast.offload_transfer_s ==
-        doctest::Approx(fast.offload_bytes_per_micro_batch / gpu.pcie_bandwidth_bytes_per_s));
+        doctest::Approx(fast.offload_bytes_per_micro_batch / x.gpu.pcie_bandwidth_bytes_per_s));
   CHECK(fast.offload_transfer_s < fast.breakdown_s.forward / fast.micro_batches);
   CHECK(fast.breakdown_s.offload == 0);
   CHECK(fast.step_time_s == doctest::Approx(none.step_time_s).epsilon(1e-12));
   // The profile's measured share of the link (host_link_bw_fraction) stretches the copies.
-  auto measured = prof;
-  measured.host_link_bw_fraction = 0.5;
-  const auto half = estimate_step(m, cluster, gpu, measured, plan, setup, o);
+  x.prof.host_link_bw_fraction = 0.5;
+  const auto half = x.step();
   CHECK(half.offload_transfer_s == doctest::Approx(2 * fast.offload_transfer_s));
+  x.prof.host_link_bw_fraction = 1;
   // A link 1000x slower: each way exposed beyond the forward, and beyond backward + recompute.
-  auto slow_gpu = gpu;
-  slow_gpu.pcie_bandwidth_bytes_per_s /= 1000;
-  const auto slow = estimate_step(m, cluster, slow_gpu, prof, plan, setup, o);
+  x.gpu.pcie_bandwidth_bytes_per_s /= 1000;
+  const auto slow = x.step();
   const double mb = static_cast<double>(slow.micro_batches);
   const double fwd = slow.breakdown_s.forward / mb;
   const double bwd = (slow.breakdown_s.backward + slow.breakdown_s.recompute) / mb;
