@@ -39,6 +39,9 @@
 #   oom-d:  (session 17) scripts/framework-oom-runs-d.json -> oom-d.jsonl (eager naive attention
 #           with full recompute, all fit configurations; docs/frameworks.md), then each
 #           boundary in fresh processes (scripts/peer_oom_fresh_boundary.py -> oom-d-fresh.jsonl)
+#   traces-d4: (session 18) allocator traces under the 40 and 24 GB caps at three of oom-d's
+#           fresh boundaries (fit configurations), for the generated step's parts around the
+#           recorded layer program; mechanism
 #   traces-m: (session 12) allocator traces recorded under the allocator cap at the fresh
 #           boundaries where trainsim's max micro-batch is off (docs/frameworks.md); mechanism
 #   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
@@ -201,6 +204,15 @@ PY
     t() { box 190 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --addresses "$@"; }
     t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 178 --seq-len 1024 --memory-cap-gb 80
     t --framework pytorch --model cs336-large --attention naive --recompute full --batch 36 --seq-len 2048 --memory-cap-gb 80
+    ;;
+  traces-d4)
+    # Allocator traces under the lower caps at oom-d's fresh boundaries (fit configurations;
+    # docs/frameworks.md session 18): the generated step with the recorded layer program, off
+    # by two at 40 GB for cs336-large s2048, against exact pairs at 24 GB as controls.
+    t() { box 190 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --addresses "$@"; }
+    t --framework pytorch --model cs336-large --attention naive --recompute full --batch 13 --seq-len 2048 --memory-cap-gb 40
+    t --framework pytorch --model cs336-large --attention naive --recompute full --batch 4 --seq-len 2048 --memory-cap-gb 24
+    t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 45 --seq-len 1024 --memory-cap-gb 24
     ;;
   oom-c)
     box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}
