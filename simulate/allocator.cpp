@@ -279,11 +279,33 @@ std::uint64_t fingerprint(const StepTensors& t) {
         t.layer_bwd_transient_block, static_cast<double>(t.fsdp2), t.unsharded_bytes_per_param,
         t.reduce_bytes_per_param, static_cast<double>(t.cast_on_gather)})
     mix(x);
+  const auto& lp = t.layer_program;
+  for (const auto* events : {&lp.forward, &lp.backward}) {
+    mix(static_cast<double>(events->size()));
+    for (const auto& e : *events) {
+      mix(static_cast<double>(e.kind));
+      mix(static_cast<double>(e.block));
+      mix(e.bytes);
+    }
+  }
+  for (const auto* kept : {&lp.forward_kept, &lp.backward_kept}) {
+    mix(static_cast<double>(kept->size()));
+    for (const auto& k : *kept) {
+      mix(static_cast<double>(k.block));
+      mix(static_cast<double>(k.until));
+    }
+  }
   return h;
 }
 
 AllocatorPeaks run_step_allocator(const StepTensors& t) {
-  CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)));
+  // A recorded layer program is PyTorch's own order of requests, so its segments are placed as
+  // the recorded traces place them, each below the ones before (allocator.hpp); the coarse
+  // step keeps the placement its fitted profiles were judged with.
+  CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)),
+                          !t.layer_program.empty() && t.micro_batches_in_flight <= 1 && !t.fsdp2
+                              ? CachingAllocatorModel::SegmentPlacement::below
+                              : CachingAllocatorModel::SegmentPlacement::above);
   using Id = CachingAllocatorModel::BlockId;
   auto alloc = [&](double bytes, std::int64_t stream = 0) {
     return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)), stream);
@@ -348,8 +370,55 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       gather(t.emb_params, root);
       gather(t.head_params, root);
     }
+    // A recorded layer program (one micro-batch, no FSDP2): each layer's blocks in the
+    // recorded order; the layers' outputs, the casts held to the forward's end, the gradient
+    // handed down and the weight gradients are what cross from one layer to the next.
+    const bool program = !t.layer_program.empty() && in_flight == 1 && !fsdp2;
+    const auto& lp = t.layer_program;
+    std::vector<Id> layer_out(program ? layers : 0, -1), casts, handed;
+    auto play = [&](const std::vector<LayerAllocProgram::Event>& events, std::int32_t blocks,
+                    std::vector<Id>& prev, Id input) {
+      std::vector<Id> b(static_cast<std::size_t>(blocks), -1);
+      std::int32_t next = 0;
+      for (const auto& e : events) {
+        switch (e.kind) {
+        case LayerAllocProgram::Kind::alloc:
+          b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
+          break;
+        case LayerAllocProgram::Kind::free: a.release(b[static_cast<std::size_t>(e.block)]); break;
+        case LayerAllocProgram::Kind::free_prev:
+          if (static_cast<std::size_t>(e.block) < prev.size() &&
+              prev[static_cast<std::size_t>(e.block)] >= 0) {
+            a.release(prev[static_cast<std::size_t>(e.block)]);
+            prev[static_cast<std::size_t>(e.block)] = -1;
+          }
+          break;
+        case LayerAllocProgram::Kind::free_input:
+          if (input >= 0)
+            a.release(input);
+          break;
+        }
+      }
+      return b;
+    };
     for (std::int64_t mb = 0; mb < in_flight; ++mb) {
       alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
+      if (program) {
+        std::vector<Id> none;
+        for (std::size_t l = 0; l < layers; ++l) {
+          const auto b = play(lp.forward, lp.forward_blocks, none, -1);
+          for (const auto& k : lp.forward_kept) {
+            const Id id = b[static_cast<std::size_t>(k.block)];
+            if (k.until == LayerAllocProgram::Until::layer_input)
+              layer_out[l] = id;
+            else if (k.until == LayerAllocProgram::Until::forward_end)
+              casts.push_back(id);
+            else
+              handed.push_back(id);
+          }
+        }
+        continue;
+      }
       for (std::size_t l = 0; l < layers; ++l) {
         std::vector<Id> unsharded;
         if (fsdp2)
@@ -360,6 +429,9 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
     }
     std::vector<Id> head;
     alloc_all(t.head_saved, 1.0, head);
+    for (Id c : casts) // autocast's cache of weight casts, emptied as the forward ends
+      a.release(c);
+    casts.clear();
     // Backward of the newest micro-batch: the head, then the layers in reverse, each freeing
     // its tensors as its gradients appear; the gradient between layers is handed down.
     std::vector<Id> grads, root_grads;
@@ -369,7 +441,38 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       alloc_all(t.head_params, t.grad_bytes_per_param, grads);
     Id flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
     release_all(head);
-    for (std::int64_t mb = in_flight - 1; mb >= 0; --mb) {
+    if (program) {
+      // The top layer frees the gradient the head hands down where a lower layer frees the one
+      // handed down by the layer above.
+      std::vector<Id> prev(static_cast<std::size_t>(lp.backward_blocks), -1);
+      for (const auto& k : lp.backward_kept)
+        if (k.until == LayerAllocProgram::Until::next_layer && flowing >= 0) {
+          prev[static_cast<std::size_t>(k.block)] = flowing;
+          flowing = -1;
+        }
+      for (std::size_t l = layers; l-- > 0;) {
+        // The recorded forward windows each begin where the previous layer's output is made,
+        // so the block window l keeps is layer l's input, which layer l's backward frees.
+        const auto b = play(lp.backward, lp.backward_blocks, prev, layer_out[l]);
+        for (Id id : prev) // anything of the layer above its backward did not free
+          if (id >= 0)
+            a.release(id);
+        prev.assign(static_cast<std::size_t>(lp.backward_blocks), -1);
+        for (const auto& k : lp.backward_kept) {
+          const Id id = b[static_cast<std::size_t>(k.block)];
+          if (k.until == LayerAllocProgram::Until::next_layer)
+            prev[static_cast<std::size_t>(k.block)] = id;
+          else
+            grads.push_back(id);
+        }
+      }
+      for (Id id : prev) // the gradient handed to the embedding
+        if (id >= 0)
+          a.release(id);
+      release_all(handed);
+      release_all(emb[0]);
+    }
+    for (std::int64_t mb = program ? -1 : in_flight - 1; mb >= 0; --mb) {
       for (std::size_t l = layers; l-- > 0;) {
         std::vector<Id> unsharded, unsharded_grads;
         if (fsdp2)

@@ -130,6 +130,39 @@ inline constexpr std::int64_t kMaxTraceBlockBytes = std::int64_t{1} << 50;
 /// loss, the backward freeing each layer's tensors as it allocates that layer's gradients, the
 /// optimizer step (states created at the first step, temporaries per parameter tensor alive
 /// together), gradients freed by zero_grad(set_to_none=True). Bytes.
+/// One layer's allocations and frees in the order a recorded PyTorch step makes them
+/// (simulate/alloc_program.hpp evaluates a recorded program for a configuration): the forward
+/// under an activation checkpoint, and the backward (the re-made forward, then the layer's
+/// backward). Blocks are numbered by allocation within the pass.
+struct LayerAllocProgram {
+  enum class Kind : std::uint8_t {
+    alloc,      // `bytes`: block number = allocations so far in this pass
+    free,       // this pass's block `block`
+    free_prev,  // block `block` of the layer handled just before in this pass (backward: the
+                // layer above; for the top layer, the gradient the head hands down)
+    free_input, // the layer's input (the output of the layer below's forward)
+  };
+  struct Event {
+    Kind kind = Kind::alloc;
+    std::int32_t block = -1;
+    double bytes = 0;
+  };
+  // What becomes of a block that outlives its pass: freed when the forward ends (autocast's
+  // cached weight casts), the layer's input as the checkpoint keeps it (a recorded forward
+  // window begins where the layer below makes its output; freed by this layer's backward),
+  // handed to the next layer's backward (the gradient), or freed by zero_grad (a weight
+  // gradient).
+  enum class Until : std::uint8_t { forward_end, layer_input, next_layer, step_end };
+  struct Kept {
+    std::int32_t block = -1;
+    Until until = Until::step_end;
+  };
+  std::vector<Event> forward, backward;
+  std::vector<Kept> forward_kept, backward_kept;
+  std::int32_t forward_blocks = 0, backward_blocks = 0;
+  [[nodiscard]] bool empty() const { return forward.empty() && backward.empty(); }
+};
+
 struct StepTensors {
   std::vector<double> emb_params, head_params; // parameters of each tensor
   std::vector<double> layer_params;            // one layer's parameter tensors
@@ -158,6 +191,10 @@ struct StepTensors {
   bool fsdp2 = false;
   double unsharded_bytes_per_param = 0, reduce_bytes_per_param = 0;
   bool cast_on_gather = false;
+  // When set, every layer's forward and backward play this program instead of layer_saved,
+  // layer_recomputed, the layer's gradients and transients (one micro-batch in flight, no
+  // FSDP2); the embedding, head and optimizer stay as above.
+  LayerAllocProgram layer_program;
   // Steps simulated: the first creates the optimizer states, the second is the steady state
   // (in the recorded traces the third step adds under 0.2% to the reserved bytes).
   std::int64_t steps = 2;

@@ -401,3 +401,42 @@ TEST_CASE("FSDP2 in the step's allocations: sharded gradients on their own strea
   CHECK(plain.allocated_bytes == 100.0 * MiB);
   CHECK(fsdp.allocated_bytes == 110.0 * MiB);
 }
+
+TEST_CASE("a recorded layer program in the generated step: inputs, handed gradients, casts") {
+  using K = LayerAllocProgram::Kind;
+  using U = LayerAllocProgram::Until;
+  StepTensors t;
+  t.num_layers = 2;
+  t.activation_grad_bytes = 16.0 * MiB; // the gradient the head hands down
+  LayerAllocProgram& p = t.layer_program;
+  // Forward: the layer's input as the checkpoint keeps it (12 MiB), a cast held to the
+  // forward's end (4 MiB), a 30 MiB temporary.
+  p.forward = {{K::alloc, -1, 12.0 * MiB},
+               {K::alloc, -1, 4.0 * MiB},
+               {K::alloc, -1, 30.0 * MiB},
+               {K::free, 2, 0}};
+  p.forward_blocks = 3;
+  p.forward_kept = {{0, U::layer_input}, {1, U::forward_end}};
+  // Backward: frees its input and the gradient from above first, then a 60 MiB temporary, then
+  // the gradient it hands down (16 MiB) and a weight gradient (4 MiB).
+  p.backward = {{K::free_input, -1, 0}, {K::free_prev, 1, 0},       {K::alloc, -1, 60.0 * MiB},
+                {K::free, 0, 0},        {K::alloc, -1, 16.0 * MiB}, {K::alloc, -1, 4.0 * MiB}};
+  p.backward_blocks = 3;
+  p.backward_kept = {{1, U::next_layer}, {2, U::step_end}};
+  // Forward: 2 x (12 + 4) + 30 = 62 MiB at the second layer's temporary. Backward: the casts
+  // are gone; 2 x 12 + 16 = 40; the top layer frees its input and the head's gradient (12
+  // left), then 12 + 60 = 72 MiB, the peak. Were the head's gradient not freed where the
+  // program frees the one from above, the peak would be 88 MiB.
+  const AllocatorPeaks peaks = simulate_step_allocator(t);
+  CHECK(peaks.allocated_bytes == 72.0 * MiB);
+  CHECK(peaks.reserved_bytes >= peaks.allocated_bytes);
+  CHECK_FALSE(peaks.out_of_memory);
+  // The program replaces the layer's coarse tensors: setting them changes nothing.
+  StepTensors coarse = t;
+  coarse.layer_saved = {500.0 * MiB};
+  coarse.layer_bwd_transient = 900.0 * MiB;
+  CHECK(simulate_step_allocator(coarse).allocated_bytes == 72.0 * MiB);
+  // With two micro-batches in flight the program does not apply (the coarse step runs).
+  coarse.micro_batches_in_flight = 2;
+  CHECK(simulate_step_allocator(coarse).allocated_bytes > 1000.0 * MiB);
+}

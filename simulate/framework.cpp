@@ -8,6 +8,7 @@
 #include "common/json_io.hpp"
 #include "common/presets.hpp"
 #include "common/stats.hpp"
+#include "simulate/alloc_program.hpp"
 
 namespace trainsim::sim {
 
@@ -292,6 +293,16 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("megatron_main_grads", f.megatron_main_grads);
   r.get("fp8_param_gather", f.fp8_param_gather);
   r.get("caching_allocator", f.caching_allocator);
+  if (r.get("allocation_program", f.allocation_program) && !f.allocation_program.empty()) {
+    try {
+      (void)load_alloc_program(f.allocation_program);
+    } catch (const ConfigError& e) {
+      p.add(fmt::format("allocation_program = \"{}\": {}", f.allocation_program, e.what()));
+    }
+    if (!f.caching_allocator)
+      p.add("allocation_program: needs caching_allocator = true (it is played by the "
+            "allocator model)");
+  }
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double mib = 0;
   if (r.get("allocator_round_mib", mib))
@@ -430,6 +441,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"allocator_overhead_fraction", f.allocator_overhead_fraction},
       {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
       {"context_gb", f.context_bytes / 1e9}};
+  if (!f.allocation_program.empty())
+    j["allocation_program"] = f.allocation_program;
   nlohmann::json roles = nlohmann::json::object();
   for (std::size_t i = 0; i < f.roles.size(); ++i) {
     const RoleCost& c = f.roles[i];

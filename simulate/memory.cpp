@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "model/count.hpp"
+#include "simulate/alloc_program.hpp"
 #include "simulate/allocator.hpp"
 
 namespace trainsim::sim {
@@ -216,6 +217,10 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.layer_bwd_transient_block = a.layer_bwd_transient_block;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
+    if (!fw.allocation_program.empty() && st.micro_batches_in_flight == 1 && !fw.fsdp2_copies)
+      if (auto lp =
+              layer_alloc_program(load_alloc_program(fw.allocation_program), model, plan, setup))
+        st.layer_program = std::move(*lp);
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
     if (fw.fsdp2_copies) {

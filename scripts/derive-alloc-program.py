@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Derives a layer allocation program from two allocator traces of the same training loop.
+
+A PyTorch eager step makes and frees the same blocks, in the same order, for every transformer
+layer: the forward of each layer (under the activation checkpoint, with full recompute), and the
+backward of each layer (its re-made forward, then its backward). This script cuts step 2 of each
+trace (scripts/peer_allocator_trace.py) into those per-layer windows, checks that the two traces
+agree event for event, expresses every block size as a formula of the configuration (batch B,
+sequence S, hidden D, FFN width F, heads H: bytes = coefficient x one product of them) that fits
+both traces exactly, and writes the program trainsim's generated step plays for each layer
+(simulate/alloc_program.hpp; docs/frameworks.md, "The caching allocator").
+
+Usage: scripts/derive-alloc-program.py TRACE_A TRACE_B OUT.json
+Each trace's header names its model (presets/models/<model>.json gives D, F, H, layers),
+micro-batch and sequence length. Stdlib only; exits non-zero, naming what disagrees, when the two
+traces do not give one program.
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+# Products a block's size may be a multiple of, most specific first (a tie goes to the first).
+MONOMIALS = ["BHSS", "BSD", "BSF", "BHS", "BS", "SS", "DD", "DF", "F", "D", "S", "H", "B", "1"]
+UNRESOLVED = []
+COEFFICIENTS = [0.5, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256]
+
+
+def die(msg):
+    sys.stderr.write("derive-alloc-program: " + msg + "\n")
+    sys.exit(1)
+
+
+def load(path):
+    with open(path) as f:
+        lines = f.read().split("\n")
+    if not lines or not lines[0].startswith("# "):
+        die(f"{path}: no '# {{json}}' header")
+    head = json.loads(lines[0][2:])
+    with open(os.path.join(ROOT, "presets", "models", head["model"] + ".json")) as f:
+        model = json.load(f)
+    dims = {"B": head["micro_batch"], "S": head["seq_len"], "D": model["hidden_size"],
+            "F": model["ffn_hidden_size"], "H": model["num_heads"], "L": model["num_layers"]}
+    events, markers, sizes = [], {}, {}
+    for n, line in enumerate(lines[1:], start=2):
+        p = line.split()
+        if not p:
+            continue
+        if p[0] == "a":
+            sizes[p[2]] = int(p[1])
+            events.append(("a", p[2], int(p[1]), n))
+        elif p[0] == "f":
+            events.append(("f", p[1], sizes.get(p[1], 0), n))
+        elif p[0] == "m":
+            markers[(int(p[1]), p[2])] = len(events)
+    return head, dims, events, markers
+
+
+def value(mono, d):
+    v = 1
+    for ch in mono:
+        if ch != "1":
+            v *= d[ch]
+    return v
+
+
+def region(events, markers, step, begin, end, path):
+    if (step, begin) not in markers or (step, end) not in markers:
+        die(f"{path}: no step {step} {begin}..{end} markers")
+    return events[markers[(step, begin)]:markers[(step, end)]]
+
+
+def windows(ev, layers, path, what):
+    """The layer windows of a region: the longest period P with `layers` equal windows of P
+    events, cut where the fewest blocks cross from one window to the next."""
+    toks = [(k, s) for k, _, s, _ in ev]
+    n = len(toks)
+    for period in range(n // layers, 9, -1):
+        starts = [s for s in range(0, n - layers * period + 1)
+                  if all(toks[s + i] == toks[s + i + w * period]
+                         for w in range(1, layers) for i in range(period))]
+        if starts:
+            break
+    else:
+        die(f"{path}: the {what} does not repeat {layers} times")
+
+    def crossing(s):  # blocks of window 1 made in window 0
+        made = {ev[i][1] for i in range(s, s + period) if ev[i][0] == "a"}
+        return sum(1 for i in range(s + period, s + 2 * period)
+                   if ev[i][0] == "f" and ev[i][1] in made)
+    start = min(starts, key=lambda s: (crossing(s), s))
+    return start, period
+
+
+def program(ev, start, period, layers):
+    """Window 1's events (a middle layer) with each free named: a block of this window, of the
+    window before (the layer above in backward order / below in forward order), or from before
+    the layers."""
+    w0, w1 = start + period, start + 2 * period
+    local, prev = {}, {}
+    for i in range(start, w0):
+        if ev[i][0] == "a":
+            prev[ev[i][1]] = len(prev)
+    out, kept = [], []
+    for i in range(w0, w1):
+        kind, bid, size, _ = ev[i]
+        if kind == "a":
+            local[bid] = len(local)
+            out.append(["a", size])
+        elif bid in local:
+            out.append(["f", local[bid]])
+        elif bid in prev:
+            out.append(["f_prev", prev[bid]])
+        else:
+            out.append(["f_before", size])
+    inside = {ev[i][1] for i in range(w0, w1) if ev[i][0] == "f"}
+    kept = {b: local[b] for b in local if b not in inside}
+    return out, kept, (start, start + layers * period, len(ev))
+
+
+def formula(sa, sb, da, db, where):
+    for mono in MONOMIALS:
+        for c in COEFFICIENTS:
+            if c * value(mono, da) == sa and c * value(mono, db) == sb:
+                return [c, mono]
+    # A block whose size follows none of them (a library workspace) but is nearly the same in
+    # both traces: the larger size, as a constant, listed in the program's "fixed" entries.
+    if max(sa, sb) <= 1.1 * min(sa, sb):
+        UNRESOLVED.append({"where": where, "sizes": [sa, sb]})
+        return [max(sa, sb), "1"]
+    die(f"{where}: sizes {sa} and {sb} fit no coefficient x {'/'.join(MONOMIALS)}")
+
+
+def main():
+    if len(sys.argv) != 4:
+        die("usage: derive-alloc-program.py TRACE_A TRACE_B OUT.json")
+    pa, pb, out_path = sys.argv[1:]
+    traces = [load(pa), load(pb)]
+    for (head, _, _, _), path in zip(traces, (pa, pb)):
+        for key, want in (("framework", "pytorch"), ("precision", "bf16-mixed"),
+                          ("attention", "naive"), ("recompute", "full")):
+            if head.get(key) != want:
+                die(f"{path}: header {key} is {head.get(key)!r}, the program is for {want!r}")
+    parts, layer_input = {}, {}
+    for name, begin, end in (("forward", "start", "forward"), ("backward", "forward", "backward")):
+        progs = []
+        for (head, dims, events, markers), path in zip(traces, (pa, pb)):
+            ev = region(events, markers, 2, begin, end, path)
+            start, period = windows(ev, dims["L"], path, name)
+            out, kept, (first, last, n) = program(ev, start, period, dims["L"])
+            # Where each block that outlives its layer is freed: in the forward after the
+            # layers (autocast's cached weight casts), by a later layer's backward (a layer's
+            # output, the next layer's saved input; the gradient handed down), or after the
+            # backward (weight gradients, freed by zero_grad).
+            freed_at = {}
+            for i, (kind, bid, _, _) in enumerate(events):
+                if kind == "f" and bid in kept:
+                    freed_at[bid] = i
+            fwd_end, bwd_end = markers[(2, "forward")], markers[(2, "backward")]
+            classes = {}
+            for bid, k in kept.items():
+                i = freed_at.get(bid)
+                if i is None or i >= bwd_end:
+                    classes[k] = "step_end"
+                elif i < fwd_end:
+                    classes[k] = "forward_end"
+                elif name == "forward":
+                    classes[k] = "layer_input"
+                else:
+                    classes[k] = "next_layer"
+            if name == "forward":
+                layer_input[path] = [b for b, k in kept.items() if classes[k] == "layer_input"]
+            else:
+                # The block forward window 1 keeps must be what backward window L - 2 (the same
+                # layer, backward runs top down) frees as its input: the binding the generated
+                # step uses (allocator.cpp).
+                base = markers[(2, "forward")] + start
+                for bid in layer_input[path]:
+                    i = next((i for i, e in enumerate(events) if e[0] == "f" and e[1] == bid), -1)
+                    w = (i - base) // period if i >= base else -1
+                    if w != dims["L"] - 2:
+                        die(f"{path}: forward window 1's kept input is freed in backward window "
+                            f"{w}, not {dims['L'] - 2}")
+            progs.append((out, classes, period, (start, n - last)))
+        (ea, ka, pa_, ra), (eb, kb, pb_, rb) = progs
+        if pa_ != pb_ or ka != kb or [e[0] for e in ea] != [e[0] for e in eb]:
+            die(f"the {name} windows differ: {pa_} and {pb_} events")
+        da, db = traces[0][1], traces[1][1]
+        events = []
+        for i, (x, y) in enumerate(zip(ea, eb)):
+            if x[0] == "a":
+                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}"))
+            elif x[0] == "f_before":
+                events.append(["f_input"])
+            else:
+                if x != y:
+                    die(f"{name} event {i}: {x} vs {y}")
+                events.append(x)
+        inputs = sum(1 for e in events if e[0] == "f_input")
+        want = 1 if name == "backward" else 0
+        if inputs != want or sum(1 for c in ka.values() if c == "layer_input") != 1 - want:
+            die(f"the {name} window frees {inputs} blocks made before the layers; the program "
+                f"expects the backward to free the layer's input and the forward none")
+        parts[name] = {"events": events,
+                       "kept": [{"block": k, "until": c} for k, c in sorted(ka.items())]}
+        allocs = sum(1 for e in events if e[0] == "a")
+        print(f"{name}: {len(events)} events per layer, {allocs} blocks, {len(ka)} outlive the "
+              f"layer; around the layers {ra[0]} + {ra[1]} events ({pa}), {rb[0]} + {rb[1]}")
+    ha, hb = traces[0][0], traces[1][0]
+    d = traces[0][1]
+    doc = {
+        "name": "pytorch-bf16-naive-full",
+        "source": "scripts/derive-alloc-program.py from step 2 of " + os.path.relpath(pa, ROOT)
+                  + " and " + os.path.relpath(pb, ROOT) + f" (torch {ha['versions']['torch']})",
+        "applies_to": {"framework": "pytorch", "precision": "bf16-mixed", "attention": "naive",
+                       "recompute": "full", "layer_like_model": ha["model"],
+                       "ffn_over_hidden": d["F"] / d["D"],
+                       "head_dim": d["D"] // d["H"], "models_recorded": [ha["model"], hb["model"]]},
+        "fixed": UNRESOLVED,
+        "forward": parts["forward"],
+        "backward": parts["backward"],
+    }
+    with open(out_path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print("wrote", out_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+#include "simulate/alloc_program.hpp"
+
+#include <array>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "common/presets.hpp"
+#include "model/load.hpp"
+
+namespace trainsim::sim {
+
+namespace {
+
+using Kind = LayerAllocProgram::Kind;
+using Until = LayerAllocProgram::Until;
+
+AllocProgram::Pass read_pass(const nlohmann::json* j, const std::string& what, Problems& p) {
+  AllocProgram::Pass pass;
+  if (j == nullptr || !j->is_object()) {
+    p.add(fmt::format("{}: missing or not an object", what));
+    return pass;
+  }
+  JsonObjectReader r(*j, p);
+  const auto* events = r.take("events");
+  const auto* kept = r.take("kept");
+  r.finish();
+  if (events == nullptr || !events->is_array() || events->empty()) {
+    p.add(fmt::format("{}.events: must be a non-empty array", what));
+    return pass;
+  }
+  std::vector<char> alive; // per block: 1 made and not freed
+  for (std::size_t i = 0; i < events->size(); ++i) {
+    const auto& e = (*events)[i];
+    const std::string at = fmt::format("{}.events[{}]", what, i);
+    if (!e.is_array() || e.empty() || !e[0].is_string()) {
+      p.add(at + ": must be [\"a\", coefficient, product], [\"f\", block], "
+                 "[\"f_prev\", block] or [\"f_input\"]");
+      continue;
+    }
+    const std::string op = e[0].get<std::string>();
+    AllocProgram::Event ev;
+    if (op == "a") {
+      if (e.size() != 3 || !e[1].is_number() || !e[2].is_string() ||
+          !(e[1].get<double>() > 0 && e[1].get<double>() <= 1e10)) {
+        p.add(at + ": an allocation is [\"a\", coefficient in (0, 1e10], product]");
+        continue;
+      }
+      ev.coefficient = e[1].get<double>();
+      ev.product = e[2].get<std::string>();
+      if (ev.product.empty() || ev.product.size() > 8 ||
+          ev.product.find_first_not_of(ev.product == "1" ? "1" : "BSDFH") != std::string::npos)
+        p.add(fmt::format("{}: product \"{}\" must be \"1\" or letters of B, S, D, F, H", at,
+                          ev.product));
+      ev.block = static_cast<std::int32_t>(alive.size());
+      alive.push_back(1);
+    } else if (op == "f" || op == "f_prev") {
+      if (e.size() != 2 || !e[1].is_number_integer() || e[1].get<std::int64_t>() < 0 ||
+          e[1].get<std::int64_t>() > 1'000'000) {
+        p.add(at + ": a free is [\"" + op + "\", block number >= 0]");
+        continue;
+      }
+      ev.kind = op == "f" ? Kind::free : Kind::free_prev;
+      ev.block = static_cast<std::int32_t>(e[1].get<std::int64_t>());
+      if (ev.kind == Kind::free) {
+        if (static_cast<std::size_t>(ev.block) >= alive.size() ||
+            !alive[static_cast<std::size_t>(ev.block)]) {
+          p.add(
+              fmt::format("{}: block {} is not alive here (not yet made, or freed)", at, ev.block));
+          continue;
+        }
+        alive[static_cast<std::size_t>(ev.block)] = 0;
+      }
+    } else if (op == "f_input") {
+      if (e.size() != 1) {
+        p.add(at + ": [\"f_input\"] takes nothing more");
+        continue;
+      }
+      ev.kind = Kind::free_input;
+    } else {
+      p.add(fmt::format("{}: unknown event \"{}\" (a, f, f_prev, f_input)", at, op));
+      continue;
+    }
+    pass.events.push_back(std::move(ev));
+  }
+  pass.blocks = static_cast<std::int32_t>(alive.size());
+  std::size_t inputs = 0;
+  for (const auto& ev : pass.events)
+    inputs += ev.kind == Kind::free_input ? 1 : 0;
+  if (inputs > 1)
+    p.add(fmt::format("{}: {} f_input events; a layer frees its input once", what, inputs));
+  for (const auto& ev : pass.events)
+    if (ev.kind == Kind::free_prev && ev.block >= pass.blocks)
+      p.add(fmt::format("{}: f_prev of block {}, but the pass makes {} blocks", what, ev.block,
+                        pass.blocks));
+  if (kept == nullptr || !kept->is_array()) {
+    p.add(fmt::format("{}.kept: must be an array", what));
+    return pass;
+  }
+  static const std::map<std::string, Until, std::less<>> untils{{"forward_end", Until::forward_end},
+                                                                {"layer_input", Until::layer_input},
+                                                                {"next_layer", Until::next_layer},
+                                                                {"step_end", Until::step_end}};
+  for (std::size_t i = 0; i < kept->size(); ++i) {
+    const auto& k = (*kept)[i];
+    const std::string at = fmt::format("{}.kept[{}]", what, i);
+    if (!k.is_object()) {
+      p.add(at + ": must be {\"block\": N, \"until\": ...}");
+      continue;
+    }
+    JsonObjectReader kr(k, p);
+    std::int64_t block = -1;
+    std::string until;
+    kr.get("block", block, true);
+    kr.get("until", until, true);
+    kr.finish();
+    const auto u = untils.find(until);
+    if (u == untils.end()) {
+      p.add(fmt::format("{}.until: \"{}\" is not forward_end, layer_input, next_layer or "
+                        "step_end",
+                        at, until));
+      continue;
+    }
+    if (block < 0 || block >= pass.blocks || !alive[static_cast<std::size_t>(block)]) {
+      p.add(fmt::format("{}.block: {} is not a block the pass makes and keeps", at, block));
+      continue;
+    }
+    pass.kept.push_back({static_cast<std::int32_t>(block), u->second});
+  }
+  std::size_t kept_alive = 0;
+  for (char c : alive)
+    kept_alive += c ? 1 : 0;
+  if (kept_alive != pass.kept.size())
+    p.add(fmt::format("{}: {} blocks outlive the pass, {} listed in kept", what, kept_alive,
+                      pass.kept.size()));
+  return pass;
+}
+
+double product_value(const std::string& product, double b, double s, double d, double f, double h) {
+  double v = 1;
+  for (char c : product)
+    v *= c == 'B' ? b : c == 'S' ? s : c == 'D' ? d : c == 'F' ? f : c == 'H' ? h : 1.0;
+  return v;
+}
+
+} // namespace
+
+const AllocProgram& load_alloc_program(const std::string& name_or_path) {
+  // Read once per name (the generated step asks for it at every evaluation of a plan search);
+  // entries of a std::map stay where they are, so the reference outlives later insertions.
+  static std::mutex mu;
+  static std::map<std::string, AllocProgram, std::less<>> cache;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = cache.find(name_or_path); it != cache.end())
+      return it->second;
+  }
+  const std::string path = resolve_preset("alloc-programs", name_or_path, "allocation_program");
+  const auto j = load_json_file(path);
+  Problems p(path);
+  AllocProgram prog;
+  if (!j.is_object()) {
+    p.add("must be a JSON object");
+    p.throw_if_any();
+  }
+  JsonObjectReader r(j, p);
+  r.get("name", prog.name, true);
+  r.get("source", prog.source, true);
+  (void)r.take("fixed"); // the derivation's constant-sized blocks (documentation)
+  const auto* applies = r.take("applies_to");
+  const auto* fwd = r.take("forward");
+  const auto* bwd = r.take("backward");
+  r.finish();
+  if (applies == nullptr || !applies->is_object()) {
+    p.add("applies_to: missing or not an object");
+  } else {
+    JsonObjectReader a(*applies, p);
+    std::string framework, precision, attention, recompute;
+    a.get("framework", framework, true);
+    a.get("precision", precision, true);
+    a.get("attention", attention, true);
+    a.get("recompute", recompute, true);
+    a.get("layer_like_model", prog.layer_like_model, true);
+    a.get("ffn_over_hidden", prog.ffn_over_hidden, Interval{0.01, 1e3, {}, false}, true);
+    double head_dim = 0;
+    a.get("head_dim", head_dim, Interval{1, 1e5, {}, false}, true);
+    prog.head_dim = static_cast<std::int64_t>(head_dim);
+    (void)a.take("models_recorded");
+    a.finish();
+    if (framework != "pytorch")
+      p.add(fmt::format("applies_to.framework: \"{}\"; programs are recorded for \"pytorch\"",
+                        framework));
+    // The configurations a program may be recorded for (the generated step plays only these).
+    if (precision != "bf16-mixed")
+      p.add(fmt::format("applies_to.precision: \"{}\" (only \"bf16-mixed\")", precision));
+    if (attention != "naive")
+      p.add(fmt::format("applies_to.attention: \"{}\" (only \"naive\")", attention));
+    if (recompute != "full")
+      p.add(fmt::format("applies_to.recompute: \"{}\" (only \"full\")", recompute));
+  }
+  prog.forward = read_pass(fwd, "forward", p);
+  prog.backward = read_pass(bwd, "backward", p);
+  std::size_t inputs = 0;
+  for (const auto& k : prog.forward.kept)
+    inputs += k.until == Until::layer_input ? 1 : 0;
+  if (inputs > 1)
+    p.add("forward.kept: more than one layer_input block");
+  for (const auto& k : prog.forward.kept)
+    if (k.until == Until::next_layer)
+      p.add("forward.kept: next_layer is a backward's (the gradient handed down)");
+  for (const auto& k : prog.backward.kept)
+    if (k.until == Until::layer_input || k.until == Until::forward_end)
+      p.add("backward.kept: layer_input and forward_end are a forward's");
+  for (const auto& e : prog.forward.events)
+    if (e.kind == Kind::free_prev || e.kind == Kind::free_input)
+      p.add("forward.events: a forward frees only its own blocks");
+  p.throw_if_any();
+  std::lock_guard lock(mu);
+  return cache.emplace(name_or_path, std::move(prog)).first->second;
+}
+
+std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program,
+                                                     const model::ModelSpec& model,
+                                                     const model::ParallelPlan& plan,
+                                                     const model::TrainingSetup& setup) {
+  if (setup.precision != program.precision || setup.attention != program.attention ||
+      plan.recompute != program.recompute || plan.tp != 1 || plan.pp != 1 || plan.cp != 1 ||
+      plan.ep != 1 || model.num_heads <= 0 || model.hidden_size <= 0)
+    return std::nullopt;
+  if (std::abs(static_cast<double>(model.ffn_hidden_size) / static_cast<double>(model.hidden_size) -
+               program.ffn_over_hidden) > 1e-9 ||
+      model.hidden_size != program.head_dim * model.num_heads)
+    return std::nullopt;
+  // The layer's op roles, kinds and dtypes must be the recorded model's (one layer kind), and
+  // so must what changes a layer's blocks without changing its ops: keys and values at every
+  // query head's width, biases, the head width, RoPE over whole heads.
+  static std::mutex mu;
+  static std::map<std::string, model::ModelSpec, std::less<>> recorded_models;
+  model::ModelSpec like;
+  {
+    std::lock_guard lock(mu);
+    auto it = recorded_models.find(program.layer_like_model);
+    if (it == recorded_models.end())
+      it = recorded_models
+               .emplace(program.layer_like_model, model::load_model(program.layer_like_model))
+               .first;
+    like = it->second;
+  }
+  auto kv_width = [](const model::ModelSpec& m) {
+    return m.num_kv_heads > 0
+               ? static_cast<double>(m.num_kv_heads) / static_cast<double>(m.num_heads)
+               : 1.0;
+  };
+  if (kv_width(model) != kv_width(like) || model.qkv_bias != like.qkv_bias ||
+      model.out_bias != like.out_bias || model.mlp_bias != like.mlp_bias ||
+      model.rotary_fraction != like.rotary_fraction || model.is_moe() ||
+      model.sliding_window != 0 || (model.head_dim > 0 && model.head_dim != program.head_dim))
+    return std::nullopt;
+  static std::map<std::string, std::vector<std::array<int, 3>>, std::less<>> recorded_roles;
+  auto roles_of = [&](const model::ModelSpec& m) {
+    model::OpContext ctx = model::make_op_context(plan, setup);
+    const auto ops = model::build_ops(m, ctx);
+    std::vector<std::array<int, 3>> r;
+    if (ops.layers.size() != 1)
+      return r;
+    for (const auto& op : ops.layers[0].ops)
+      r.push_back(
+          {static_cast<int>(op.role), static_cast<int>(op.kind), static_cast<int>(op.dtype)});
+    return r;
+  };
+  std::vector<std::array<int, 3>> want;
+  {
+    std::lock_guard lock(mu);
+    auto it = recorded_roles.find(program.layer_like_model);
+    if (it == recorded_roles.end())
+      it = recorded_roles.emplace(program.layer_like_model, roles_of(like)).first;
+    want = it->second;
+  }
+  const auto have = roles_of(model);
+  if (have.empty() || have != want)
+    return std::nullopt;
+  const double b = static_cast<double>(setup.micro_batch_size);
+  const double s = static_cast<double>(setup.seq_len);
+  const double d = static_cast<double>(model.hidden_size);
+  const double f = static_cast<double>(model.ffn_hidden_size);
+  const double h = static_cast<double>(model.num_heads);
+  // A block beyond what the allocator model takes (a configuration far outside any GPU): the
+  // coarse step handles it.
+  for (const auto* pass : {&program.forward, &program.backward})
+    for (const auto& e : pass->events)
+      if (e.kind == Kind::alloc &&
+          !(e.coefficient * product_value(e.product, b, s, d, f, h) < kMaxTraceBlockBytes))
+        return std::nullopt;
+  LayerAllocProgram out;
+  auto fill = [&](const AllocProgram::Pass& pass, std::vector<LayerAllocProgram::Event>& events) {
+    events.reserve(pass.events.size());
+    for (const auto& e : pass.events)
+      events.push_back(
+          {e.kind, e.block,
+           e.kind == Kind::alloc ? e.coefficient * product_value(e.product, b, s, d, f, h) : 0.0});
+  };
+  fill(program.forward, out.forward);
+  fill(program.backward, out.backward);
+  out.forward_kept = program.forward.kept;
+  out.backward_kept = program.backward.kept;
+  out.forward_blocks = program.forward.blocks;
+  out.backward_blocks = program.backward.blocks;
+  return out;
+}
+
+} // namespace trainsim::sim

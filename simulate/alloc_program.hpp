@@ -1,0 +1,56 @@
+// Layer allocation programs: the order in which a recorded PyTorch training step makes and
+// frees one transformer layer's blocks, forward and backward, with each block's size a formula
+// of the configuration. Recorded from two allocator traces of one training loop at different
+// sizes (scripts/derive-alloc-program.py, which refuses traces that disagree event for event);
+// presets/alloc-programs/*.json; played by the generated step (allocator.hpp,
+// LayerAllocProgram) where the configuration is the one the program was recorded for.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/ops.hpp"
+#include "model/spec.hpp"
+#include "simulate/allocator.hpp"
+
+namespace trainsim::sim {
+
+struct AllocProgram {
+  std::string name, source;
+  // Where it applies: the framework profile naming it, and these.
+  model::Precision precision = model::Precision::bf16_mixed;
+  model::AttentionImpl attention = model::AttentionImpl::naive;
+  model::Recompute recompute = model::Recompute::full;
+  std::string layer_like_model; // a model preset whose layer has the op roles recorded
+  double ffn_over_hidden = 0;   // FFN width / hidden size of the recorded models
+  std::int64_t head_dim = 0;    // hidden size / heads of the recorded models
+  // Sizes: bytes = coefficient x a product of B (micro-batch), S (sequence), D (hidden),
+  // F (FFN width), H (heads on this GPU); "1" for a constant.
+  struct Event {
+    LayerAllocProgram::Kind kind = LayerAllocProgram::Kind::alloc;
+    std::int32_t block = -1;
+    double coefficient = 0;
+    std::string product;
+  };
+  struct Pass {
+    std::vector<Event> events;
+    std::vector<LayerAllocProgram::Kept> kept;
+    std::int32_t blocks = 0;
+  };
+  Pass forward, backward;
+};
+
+/// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError
+/// naming the file and field: unknown keys, a product with letters other than BSDFH1, a free
+/// of a block not yet made or already freed, a kept block that does not exist.
+/// Read once per name or path and kept for the process.
+[[nodiscard]] const AllocProgram& load_alloc_program(const std::string& name_or_path);
+
+/// The program's events in bytes for this configuration, or nothing when the configuration is
+/// not the one recorded (precision, attention, recompute, one layer kind with the recorded
+/// layer's op roles and shape ratios, no tensor/context/pipeline/expert parallelism).
+[[nodiscard]] std::optional<LayerAllocProgram>
+layer_alloc_program(const AllocProgram& program, const model::ModelSpec& model,
+                    const model::ParallelPlan& plan, const model::TrainingSetup& setup);
+
+} // namespace trainsim::sim

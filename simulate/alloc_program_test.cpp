@@ -1,0 +1,164 @@
+// Layer allocation programs (alloc_program.hpp): the recorded preset loads and applies to the
+// configurations it was recorded for; malformed programs are refused by name; mutated
+// programs load or throw ConfigError, never crash.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "common/presets.hpp"
+#include "model/load.hpp"
+#include "simulate/alloc_program.hpp"
+#include "simulate/framework.hpp"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+using nlohmann::json;
+
+namespace {
+
+std::string write_temp(const json& j, const std::string& name) {
+  const auto path = std::filesystem::temp_directory_path() / ("trainsim-" + name + ".json");
+  std::ofstream(path) << j.dump();
+  return path.string();
+}
+
+json preset_json() {
+  return load_json_file(resolve_preset("alloc-programs", "pytorch-bf16-naive-full", "test"));
+}
+
+model::TrainingSetup naive_full(std::int64_t batch, std::int64_t seq) {
+  model::TrainingSetup s;
+  s.precision = model::Precision::bf16_mixed;
+  s.attention = model::AttentionImpl::naive;
+  s.micro_batch_size = batch;
+  s.global_batch_size = batch;
+  s.seq_len = seq;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("the recorded program applies where it was recorded, nowhere else") {
+  const AllocProgram& prog = load_alloc_program("pytorch-bf16-naive-full");
+  CHECK(prog.forward.events.size() > 50);
+  CHECK(prog.backward.events.size() > prog.forward.events.size());
+  const auto medium = model::load_model("cs336-medium");
+  model::ParallelPlan plan;
+  plan.recompute = model::Recompute::full;
+  const auto lp = layer_alloc_program(prog, medium, plan, naive_full(4, 1024));
+  REQUIRE(lp.has_value());
+  // Every size is a formula of the configuration: the per-token fp32 blocks are 4 B x D per
+  // token, the fp32 score blocks 4 B x heads x S^2 per sequence.
+  double largest = 0;
+  for (const auto& e : lp->backward)
+    largest = std::max(largest, e.bytes);
+  CHECK(largest == doctest::Approx(4.0 * 4 * 16 * 1024.0 * 1024.0));
+  const auto twice = layer_alloc_program(prog, medium, plan, naive_full(8, 1024));
+  REQUIRE(twice.has_value());
+  double largest8 = 0;
+  for (const auto& e : twice->backward)
+    largest8 = std::max(largest8, e.bytes);
+  CHECK(largest8 == doctest::Approx(2 * largest));
+  CHECK(layer_alloc_program(prog, model::load_model("cs336-xl"), plan, naive_full(2, 1024)));
+  // Not the recorded configuration: flash attention, no recompute, fp32, tensor parallel,
+  // a model whose layer has other op roles (grouped keys and values) or FFN ratio.
+  auto flash = naive_full(4, 1024);
+  flash.attention = model::AttentionImpl::flash;
+  CHECK_FALSE(layer_alloc_program(prog, medium, plan, flash));
+  model::ParallelPlan none = plan;
+  none.recompute = model::Recompute::none;
+  CHECK_FALSE(layer_alloc_program(prog, medium, none, naive_full(4, 1024)));
+  auto fp32 = naive_full(4, 1024);
+  fp32.precision = model::Precision::fp32;
+  CHECK_FALSE(layer_alloc_program(prog, medium, plan, fp32));
+  model::ParallelPlan tp = plan;
+  tp.tp = 2;
+  CHECK_FALSE(layer_alloc_program(prog, medium, tp, naive_full(4, 1024)));
+  CHECK_FALSE(
+      layer_alloc_program(prog, model::load_model("llama3.2-1b"), plan, naive_full(1, 1024)));
+  auto wide = medium;
+  wide.ffn_hidden_size = 3 * wide.hidden_size;
+  CHECK_FALSE(layer_alloc_program(prog, wide, plan, naive_full(4, 1024)));
+  // The eager profile names it; it needs the allocator model.
+  CHECK(load_framework("pytorch").allocation_program == "pytorch-bf16-naive-full");
+  json fw = framework_to_json(load_framework("pytorch"));
+  fw["caching_allocator"] = false;
+  CHECK_THROWS_WITH_AS((void)load_framework(write_temp(fw, "fw-no-allocator")),
+                       doctest::Contains("needs caching_allocator"), ConfigError);
+  fw["caching_allocator"] = true;
+  fw["allocation_program"] = "no-such-program";
+  CHECK_THROWS_WITH_AS((void)load_framework(write_temp(fw, "fw-bad-program")),
+                       doctest::Contains("allocation_program"), ConfigError);
+}
+
+TEST_CASE("malformed programs are refused by name") {
+  auto refused = [](json j, const std::string& name, const std::string& says) {
+    CHECK_THROWS_WITH_AS((void)load_alloc_program(write_temp(j, name)),
+                         doctest::Contains(says.c_str()), ConfigError);
+  };
+  json j = preset_json();
+  j["forward"]["events"].push_back(json::array({"g", 1}));
+  refused(j, "bad-kind", "unknown event \"g\"");
+  j = preset_json();
+  j["forward"]["events"].push_back(json::array({"f", 0}));
+  refused(j, "double-free", "not alive");
+  j = preset_json();
+  j["forward"]["events"][0] = json::array({"a", 2, "BQ"});
+  refused(j, "bad-product", "product \"BQ\"");
+  j = preset_json();
+  j["backward"]["kept"].erase(0);
+  refused(j, "kept-missing", "listed in kept");
+  j = preset_json();
+  j["backward"]["events"].push_back(json::array({"f_input"}));
+  refused(j, "two-inputs", "f_input");
+  j = preset_json();
+  j["applies_to"]["attention"] = "flash";
+  refused(j, "flash", "applies_to.attention");
+  j = preset_json();
+  j["forward"]["events"][0] = json::array({"a", 1e13, "BSD"});
+  refused(j, "huge", "coefficient");
+}
+
+TEST_CASE("mutated programs load or are refused, and what loads plays") {
+  std::mt19937_64 rng(20261204);
+  const json base = preset_json();
+  const auto medium = model::load_model("cs336-medium");
+  model::ParallelPlan plan;
+  plan.recompute = model::Recompute::full;
+  int loaded = 0, refused = 0;
+  for (int i = 0; i < 150; ++i) {
+    json j = base;
+    const char* pass = rng() % 2 ? "forward" : "backward";
+    auto& events = j[pass]["events"];
+    const auto at = static_cast<std::size_t>(rng() % events.size());
+    switch (rng() % 5) {
+    case 0: events.erase(at); break;
+    case 1: events[at] = json::array({"f_prev", static_cast<std::int64_t>(rng() % 300)}); break;
+    case 2: events[at] = json::array({"a", static_cast<double>(rng() % 100) - 10, "BHSS"}); break;
+    case 3: j[pass]["kept"] = json::array(); break;
+    default: j[rng() % 2 ? "applies_to" : pass] = static_cast<std::int64_t>(rng() % 7); break;
+    }
+    try {
+      const AllocProgram& p = load_alloc_program(write_temp(j, "mutated-" + std::to_string(i)));
+      ++loaded;
+      if (auto lp = layer_alloc_program(p, medium, plan, naive_full(2, 256))) {
+        StepTensors t;
+        t.num_layers = 3;
+        t.activation_grad_bytes = 1 << 20;
+        t.layer_program = *lp;
+        const AllocatorPeaks peaks = simulate_step_allocator(t);
+        CHECK(std::isfinite(peaks.reserved_bytes));
+        CHECK(peaks.reserved_bytes >= peaks.allocated_bytes);
+      }
+    } catch (const ConfigError&) {
+      ++refused;
+    }
+  }
+  CHECK(loaded > 0);
+  CHECK(refused > 0);
+}
