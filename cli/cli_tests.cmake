@@ -98,6 +98,14 @@ trainsim_cli_test(compare_allocator_traces_fit_naive_generated
   "\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": true"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace
   --with-prediction --format json)
+# The memory command says when the recorded layer program was played, and names it in JSON.
+trainsim_cli_test(memory_names_allocation_program
+  "allocator: each layer's blocks in the order recorded from PyTorch \\(presets/alloc-programs/pytorch-bf16-naive-full.json\\)"
+  memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024
+  --gpu h200 --micro-batch 16)
+trainsim_cli_test(memory_allocation_program_json "\"allocation_program\": \"pytorch-bf16-naive-full\""
+  memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024
+  --gpu h200 --micro-batch 16 --format json)
 trainsim_cli_test(compare_allocator_traces_fit_naive_capped
   "\"predicted_fits_under_cap\": true.*\"predicted_fits_under_cap\": true.*\"predicted_fits_under_cap\": true"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-large-bf16-mixed-naive-full-b13-s2048-cap40.trace

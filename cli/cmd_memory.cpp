@@ -284,6 +284,10 @@ int run_memory(const MemoryOptions& o) {
           gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
+    if (sink.format() == Format::table && !b.allocation_program.empty())
+      sink.write(fmt::format("allocator: each layer's blocks in the order recorded from PyTorch "
+                             "(presets/alloc-programs/{}.json)\n",
+                             b.allocation_program));
     if (sink.format() == Format::table && b.host_activation_bytes > 0)
       sink.write(fmt::format("activation offload ({} layers): {} GB of activations in host "
                              "memory, not counted above\n",

@@ -219,8 +219,10 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     if (!fw.allocation_program.empty() && st.micro_batches_in_flight == 1 && !fw.fsdp2_copies)
       if (auto lp =
-              layer_alloc_program(load_alloc_program(fw.allocation_program), model, plan, setup))
+              layer_alloc_program(load_alloc_program(fw.allocation_program), model, plan, setup)) {
         st.layer_program = std::move(*lp);
+        m.allocation_program = fw.allocation_program;
+      }
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
     if (fw.fsdp2_copies) {

@@ -54,6 +54,9 @@ struct MemoryBreakdown { // one GPU, bytes
   // Activation offload (TrainingSetup::offload_activation_layers): the saved activations that
   // sit in host memory at the fullest moment (not in `activations`).
   double host_activation_bytes = 0;
+  // The recorded layer allocation program the allocator model played (alloc_program.hpp);
+  // empty when the step's layers were generated.
+  std::string allocation_program;
 };
 
 struct MemoryOptions {
