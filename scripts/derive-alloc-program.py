@@ -22,7 +22,8 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 # Products a block's size may be a multiple of, most specific first (a tie goes to the first).
-MONOMIALS = ["BHSS", "BSD", "BSF", "BHS", "BS", "SS", "DD", "DF", "F", "D", "S", "H", "B", "1"]
+MONOMIALS = ["BHSS", "BSV", "BSD", "BSF", "BHS", "BS", "SS", "VD", "DD", "DF", "V", "F", "D", "S", "H",
+             "B", "1"]
 UNRESOLVED = []
 COEFFICIENTS = [0.5, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256]
 
@@ -41,7 +42,8 @@ def load(path):
     with open(os.path.join(ROOT, "presets", "models", head["model"] + ".json")) as f:
         model = json.load(f)
     dims = {"B": head["micro_batch"], "S": head["seq_len"], "D": model["hidden_size"],
-            "F": model["ffn_hidden_size"], "H": model["num_heads"], "L": model["num_layers"]}
+            "F": model["ffn_hidden_size"], "H": model["num_heads"], "L": model["num_layers"],
+            "V": model["vocab_size"]}
     events, markers, sizes = [], {}, {}
     for n, line in enumerate(lines[1:], start=2):
         p = line.split()
@@ -119,7 +121,7 @@ def program(ev, start, period, layers):
     return out, kept, (start, start + layers * period, len(ev))
 
 
-def formula(sa, sb, da, db, where):
+def formula(sa, sb, da, db, where, affine=False):
     for mono in MONOMIALS:
         for c in COEFFICIENTS:
             if c * value(mono, da) == sa and c * value(mono, db) == sb:
@@ -129,7 +131,113 @@ def formula(sa, sb, da, db, where):
     if max(sa, sb) <= 1.1 * min(sa, sb):
         UNRESOLVED.append({"where": where, "sizes": [sa, sb]})
         return [max(sa, sb), "1"]
+    # Around the layers, library workspaces (the embedding backward's sort) grow with the tokens
+    # but are no multiple of them: affine in B x S through both traces, listed as "fixed" too.
+    if affine:
+        ta, tb = da["B"] * da["S"], db["B"] * db["S"]
+        if ta != tb:
+            c = (sa - sb) / (ta - tb)
+            o = sa - c * ta
+            if c >= 0 and o >= -0.5 * sa:
+                UNRESOLVED.append({"where": where, "sizes": [sa, sb], "affine_in": "BS"})
+                return [c, "BS", o]
     die(f"{where}: sizes {sa} and {sb} fit no coefficient x {'/'.join(MONOMIALS)}")
+
+
+PARTS = ["embedding_forward", "head_forward", "head_backward", "embedding_backward"]
+
+
+def around_parts(trace, cut, layer_parts):
+    """The parts of step 2 around the layer windows: the forward's before and after the layers
+    (the embedding; the head and the loss), the backward's before and after (the loss's and the
+    head's backward; the embedding's). Each free names the block it frees: one of the part's
+    own ("f"), of an earlier part ("f_part", part, block), the weight casts of every layer's
+    forward window, freed together where the first is ("f_casts"), or a block of the last
+    backward window played, layer 0's ("f_last", block). Frees of blocks made before the step
+    are left out; blocks alive when the backward ends are freed by the step's end."""
+    head, dims, events, markers = trace
+    layers = dims["L"]
+    fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
+    fstart, fp = cut["forward"]
+    bstart, bp = cut["backward"]
+    spans = {"embedding_forward": (fs, fs + fstart),
+             "head_forward": (fs + fstart + layers * fp, fe),
+             "head_backward": (fe, fe + bstart),
+             "embedding_backward": (fe + bstart + layers * bp, be)}
+    origin = {}  # block id -> (where, instance, k)
+    counts = {}
+
+    def made(where, inst, bid):
+        key = (where, inst)
+        origin[bid] = (where, inst, counts.get(key, 0))
+        counts[key] = counts.get(key, 0) + 1
+
+    for i in range(fs, be):
+        kind, bid, _, _ = events[i]
+        if kind != "a":
+            continue
+        if i < fs + fstart:
+            made("embedding_forward", 0, bid)
+        elif i < fs + fstart + layers * fp:
+            made("forward", (i - fs - fstart) // fp, bid)
+        elif i < fe:
+            made("head_forward", 0, bid)
+        elif i < fe + bstart:
+            made("head_backward", 0, bid)
+        elif i < fe + bstart + layers * bp:
+            made("backward", (i - fe - bstart) // bp, bid)
+        else:
+            made("embedding_backward", 0, bid)
+    casts = {k["block"] for k in layer_parts["forward"]["kept"] if k["until"] == "forward_end"}
+    freed = {events[i][1] for i in range(fs, be) if events[i][0] == "f"}
+    out, top = {}, {}
+    for name in PARTS:
+        lo, hi = spans[name]
+        ev, cast_freed = [], False
+        for i in range(lo, hi):
+            kind, bid, size, _ = events[i]
+            if kind == "a":
+                ev.append(["a", size])
+                continue
+            if bid not in origin:
+                continue  # made before the step
+            where, inst, k = origin[bid]
+            if where == name:
+                ev.append(["f", k])
+            elif where in PARTS:
+                ev.append(["f_part", where, k])
+            elif where == "forward" and k in casts:
+                if not cast_freed:
+                    ev.append(["f_casts"])
+                    cast_freed = True
+            elif where == "backward" and inst == layers - 1:
+                ev.append(["f_last", k])
+            else:
+                die(f"{name}: frees block {k} of {where} window {inst}, which no rule names")
+        kept = sorted(k for bid, (where, inst, k) in origin.items()
+                      if where == name and bid not in freed)
+        out[name] = {"events": ev, "kept": [{"block": k, "until": "step_end"} for k in kept]}
+    # The top layer's backward frees, where a lower layer frees the gradient handed down, the
+    # head's: which of the head's backward blocks.
+    lo = fe + bstart
+    win = [i for i in range(lo, lo + bp)]
+    local = 0
+    for pos, i in enumerate(win):
+        kind, bid, _, _ = events[i]
+        if kind == "a":
+            local += 1
+            continue
+        if bid in origin and origin[bid][0] == "head_backward":
+            top[pos] = origin[bid][2]
+    # map event positions to the window program's f_prev block numbers
+    prog = layer_parts["backward"]["events"]
+    top_prev = {}
+    for pos, hk in top.items():
+        if prog[pos][0] != "f_prev":
+            die(f"the top layer's backward frees head block {hk} at event {pos}, where a lower "
+                f"layer does not free the gradient from above")
+        top_prev[prog[pos][1]] = hk
+    return out, top_prev
 
 
 def main():
@@ -142,12 +250,13 @@ def main():
                           ("attention", "naive"), ("recompute", "full")):
             if head.get(key) != want:
                 die(f"{path}: header {key} is {head.get(key)!r}, the program is for {want!r}")
-    parts, layer_input = {}, {}
+    parts, layer_input, cuts = {}, {}, {}
     for name, begin, end in (("forward", "start", "forward"), ("backward", "forward", "backward")):
         progs = []
         for (head, dims, events, markers), path in zip(traces, (pa, pb)):
             ev = region(events, markers, 2, begin, end, path)
             start, period = windows(ev, dims["L"], path, name)
+            cuts.setdefault(path, {})[name] = (start, period)
             out, kept, (first, last, n) = program(ev, start, period, dims["L"])
             # Where each block that outlives its layer is freed: in the forward after the
             # layers (autocast's cached weight casts), by a later layer's backward (a layer's
@@ -207,6 +316,29 @@ def main():
         allocs = sum(1 for e in events if e[0] == "a")
         print(f"{name}: {len(events)} events per layer, {allocs} blocks, {len(ka)} outlive the "
               f"layer; around the layers {ra[0]} + {ra[1]} events ({pa}), {rb[0]} + {rb[1]}")
+    around = [around_parts(t, cuts[path], parts)
+              for t, path in zip(traces, (pa, pb))]
+    (aa, ta), (ab, tb) = around
+    if ta != tb:
+        die(f"the top layer's backward frees different blocks of the head's: {ta} vs {tb}")
+    da, db = traces[0][1], traces[1][1]
+    for name in PARTS:
+        xa, xb = aa[name], ab[name]
+        if [e[0] for e in xa["events"]] != [e[0] for e in xb["events"]] or xa["kept"] != xb["kept"]:
+            die(f"the {name} part differs between the traces: {len(xa['events'])} and "
+                f"{len(xb['events'])} events")
+        events = []
+        for i, (x, y) in enumerate(zip(xa["events"], xb["events"])):
+            if x[0] == "a":
+                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}", True))
+            else:
+                if x != y:
+                    die(f"{name} event {i}: {x} vs {y}")
+                events.append(x)
+        parts[name] = {"events": events, "kept": xa["kept"]}
+        print(f"{name}: {len(events)} events, "
+              f"{sum(1 for e in events if e[0] == 'a')} blocks")
+    parts["backward"]["top_prev"] = [[k, j] for k, j in sorted(ta.items())]
     ha, hb = traces[0][0], traces[1][0]
     d = traces[0][1]
     doc = {
@@ -214,12 +346,14 @@ def main():
         "source": "scripts/derive-alloc-program.py from step 2 of " + os.path.relpath(pa, ROOT)
                   + " and " + os.path.relpath(pb, ROOT) + f" (torch {ha['versions']['torch']})",
         "applies_to": {"framework": "pytorch", "precision": "bf16-mixed", "attention": "naive",
+                       "vocab_size": d["V"],
                        "recompute": "full", "layer_like_model": ha["model"],
                        "ffn_over_hidden": d["F"] / d["D"],
                        "head_dim": d["D"] // d["H"], "models_recorded": [ha["model"], hb["model"]]},
         "fixed": UNRESOLVED,
         "forward": parts["forward"],
         "backward": parts["backward"],
+        **{name: parts[name] for name in PARTS},
     }
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -18,7 +18,14 @@ namespace {
 using Kind = LayerAllocProgram::Kind;
 using Until = LayerAllocProgram::Until;
 
-AllocProgram::Pass read_pass(const nlohmann::json* j, const std::string& what, Problems& p) {
+constexpr std::array<const char*, LayerAllocProgram::num_parts> kPartNames{
+    "embedding_forward", "head_forward", "head_backward", "embedding_backward"};
+
+// `part` >= 0: one of the parts around the layers, whose events may also be f_part, f_casts,
+// f_last, and allocations affine in a product (["a", c, product, offset]).
+AllocProgram::Pass
+read_pass(const nlohmann::json* j, const std::string& what, Problems& p, int part = -1,
+          std::vector<std::pair<std::int32_t, std::int32_t>>* top_prev = nullptr) {
   AllocProgram::Pass pass;
   if (j == nullptr || !j->is_object()) {
     p.add(fmt::format("{}: missing or not an object", what));
@@ -27,7 +34,25 @@ AllocProgram::Pass read_pass(const nlohmann::json* j, const std::string& what, P
   JsonObjectReader r(*j, p);
   const auto* events = r.take("events");
   const auto* kept = r.take("kept");
+  const auto* top = top_prev ? r.take("top_prev") : nullptr;
   r.finish();
+  if (top != nullptr) {
+    if (!top->is_array()) {
+      p.add(what + ".top_prev: must be an array of [block, head_backward block]");
+    } else {
+      for (const auto& pair : *top) {
+        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
+            !pair[1].is_number_integer() || pair[0].get<std::int64_t>() < 0 ||
+            pair[1].get<std::int64_t>() < 0 || pair[0].get<std::int64_t>() > 1'000'000 ||
+            pair[1].get<std::int64_t>() > 1'000'000) {
+          p.add(what + ".top_prev: each entry is [block >= 0, head_backward block >= 0]");
+          continue;
+        }
+        top_prev->emplace_back(static_cast<std::int32_t>(pair[0].get<std::int64_t>()),
+                               static_cast<std::int32_t>(pair[1].get<std::int64_t>()));
+      }
+    }
+  }
   if (events == nullptr || !events->is_array() || events->empty()) {
     p.add(fmt::format("{}.events: must be a non-empty array", what));
     return pass;
@@ -44,20 +69,24 @@ AllocProgram::Pass read_pass(const nlohmann::json* j, const std::string& what, P
     const std::string op = e[0].get<std::string>();
     AllocProgram::Event ev;
     if (op == "a") {
-      if (e.size() != 3 || !e[1].is_number() || !e[2].is_string() ||
-          !(e[1].get<double>() > 0 && e[1].get<double>() <= 1e10)) {
-        p.add(at + ": an allocation is [\"a\", coefficient in (0, 1e10], product]");
+      const bool affine = part >= 0 && e.size() == 4;
+      if ((e.size() != 3 && !affine) || !e[1].is_number() || !e[2].is_string() ||
+          !(e[1].get<double>() > 0 && e[1].get<double>() <= 1e10) ||
+          (affine && (!e[3].is_number() || !(std::abs(e[3].get<double>()) <= 1e12)))) {
+        p.add(at + ": an allocation is [\"a\", coefficient in (0, 1e10], product] (around the "
+                   "layers also [\"a\", coefficient, product, offset in [-1e12, 1e12]])");
         continue;
       }
       ev.coefficient = e[1].get<double>();
       ev.product = e[2].get<std::string>();
+      ev.offset = affine ? e[3].get<double>() : 0.0;
       if (ev.product.empty() || ev.product.size() > 8 ||
-          ev.product.find_first_not_of(ev.product == "1" ? "1" : "BSDFH") != std::string::npos)
-        p.add(fmt::format("{}: product \"{}\" must be \"1\" or letters of B, S, D, F, H", at,
+          ev.product.find_first_not_of(ev.product == "1" ? "1" : "BSDFHV") != std::string::npos)
+        p.add(fmt::format("{}: product \"{}\" must be \"1\" or letters of B, S, D, F, H, V", at,
                           ev.product));
       ev.block = static_cast<std::int32_t>(alive.size());
       alive.push_back(1);
-    } else if (op == "f" || op == "f_prev") {
+    } else if (op == "f" || (op == "f_prev" && part < 0)) {
       if (e.size() != 2 || !e[1].is_number_integer() || e[1].get<std::int64_t>() < 0 ||
           e[1].get<std::int64_t>() > 1'000'000) {
         p.add(at + ": a free is [\"" + op + "\", block number >= 0]");
@@ -74,7 +103,36 @@ AllocProgram::Pass read_pass(const nlohmann::json* j, const std::string& what, P
         }
         alive[static_cast<std::size_t>(ev.block)] = 0;
       }
-    } else if (op == "f_input") {
+    } else if (part >= 0 && op == "f_part") {
+      if (e.size() != 3 || !e[1].is_string() || !e[2].is_number_integer() ||
+          e[2].get<std::int64_t>() < 0 || e[2].get<std::int64_t>() > 1'000'000) {
+        p.add(at + ": [\"f_part\", part name, block number >= 0]");
+        continue;
+      }
+      const std::string name = e[1].get<std::string>();
+      int which = -1;
+      for (int k = 0; k < part; ++k)
+        if (name == kPartNames[static_cast<std::size_t>(k)])
+          which = k;
+      if (which < 0) {
+        p.add(fmt::format("{}: \"{}\" is not a part played before {}", at, name, what));
+        continue;
+      }
+      ev.kind = Kind::free_part;
+      ev.part = static_cast<std::int8_t>(which);
+      ev.block = static_cast<std::int32_t>(e[2].get<std::int64_t>());
+    } else if (part >= 0 && (op == "f_casts" || op == "f_last")) {
+      if (op == "f_casts"
+              ? e.size() != 1
+              : (e.size() != 2 || !e[1].is_number_integer() || e[1].get<std::int64_t>() < 0 ||
+                 e[1].get<std::int64_t>() > 1'000'000)) {
+        p.add(at + ": [\"f_casts\"] or [\"f_last\", block number >= 0]");
+        continue;
+      }
+      ev.kind = op == "f_casts" ? Kind::free_casts : Kind::free_last;
+      if (op == "f_last")
+        ev.block = static_cast<std::int32_t>(e[1].get<std::int64_t>());
+    } else if (op == "f_input" && part < 0) {
       if (e.size() != 1) {
         p.add(at + ": [\"f_input\"] takes nothing more");
         continue;
@@ -133,16 +191,23 @@ AllocProgram::Pass read_pass(const nlohmann::json* j, const std::string& what, P
   std::size_t kept_alive = 0;
   for (char c : alive)
     kept_alive += c ? 1 : 0;
-  if (kept_alive != pass.kept.size())
+  if (part < 0 && kept_alive != pass.kept.size())
     p.add(fmt::format("{}: {} blocks outlive the pass, {} listed in kept", what, kept_alive,
                       pass.kept.size()));
   return pass;
 }
 
-double product_value(const std::string& product, double b, double s, double d, double f, double h) {
+double product_value(const std::string& product, double b, double s, double d, double f, double h,
+                     double v_size) {
   double v = 1;
   for (char c : product)
-    v *= c == 'B' ? b : c == 'S' ? s : c == 'D' ? d : c == 'F' ? f : c == 'H' ? h : 1.0;
+    v *= c == 'B'   ? b
+         : c == 'S' ? s
+         : c == 'D' ? d
+         : c == 'F' ? f
+         : c == 'H' ? h
+         : c == 'V' ? v_size
+                    : 1.0;
   return v;
 }
 
@@ -173,6 +238,9 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
   const auto* applies = r.take("applies_to");
   const auto* fwd = r.take("forward");
   const auto* bwd = r.take("backward");
+  std::array<const nlohmann::json*, LayerAllocProgram::num_parts> parts{};
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    parts[k] = r.take(kPartNames[k]);
   r.finish();
   if (applies == nullptr || !applies->is_object()) {
     p.add("applies_to: missing or not an object");
@@ -189,6 +257,9 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
     a.get("head_dim", head_dim, Interval{1, 1e5, {}, false}, true);
     prog.head_dim = static_cast<std::int64_t>(head_dim);
     (void)a.take("models_recorded");
+    double vocab = 0;
+    if (a.get("vocab_size", vocab, Interval{1, 1e8, {}, false}))
+      prog.vocab_size = static_cast<std::int64_t>(vocab);
     a.finish();
     if (framework != "pytorch")
       p.add(fmt::format("applies_to.framework: \"{}\"; programs are recorded for \"pytorch\"",
@@ -202,7 +273,40 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
       p.add(fmt::format("applies_to.recompute: \"{}\" (only \"full\")", recompute));
   }
   prog.forward = read_pass(fwd, "forward", p);
-  prog.backward = read_pass(bwd, "backward", p);
+  prog.backward = read_pass(bwd, "backward", p, -1, &prog.top_prev);
+  // The parts around the layers: all four or none, at a stated vocabulary.
+  std::size_t given = 0;
+  for (const auto* part : parts)
+    given += part != nullptr ? 1 : 0;
+  if (given != 0 && given != parts.size())
+    p.add("the parts around the layers (embedding_forward, head_forward, head_backward, "
+          "embedding_backward) come all four or not at all");
+  if (given == parts.size()) {
+    if (prog.vocab_size <= 0)
+      p.add("applies_to.vocab_size: required with the parts around the layers");
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      prog.around[k] = read_pass(parts[k], kPartNames[k], p, static_cast<int>(k));
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      for (const auto& e : prog.around[k].events) {
+        if (e.kind == Kind::free_part &&
+            e.block >= prog.around[static_cast<std::size_t>(e.part)].blocks)
+          p.add(fmt::format("{}: f_part of block {} of {}, which makes {}", kPartNames[k], e.block,
+                            kPartNames[static_cast<std::size_t>(e.part)],
+                            prog.around[static_cast<std::size_t>(e.part)].blocks));
+        if (e.kind == Kind::free_last && e.block >= prog.backward.blocks)
+          p.add(fmt::format("{}: f_last of block {}, but a layer's backward makes {}",
+                            kPartNames[k], e.block, prog.backward.blocks));
+      }
+      for (const auto& kept : prog.around[k].kept)
+        if (kept.until != Until::step_end)
+          p.add(fmt::format("{}.kept: only step_end (freed by zero_grad)", kPartNames[k]));
+    }
+    for (const auto& [k, j] : prog.top_prev)
+      if (k >= prog.backward.blocks || j >= prog.around[LayerAllocProgram::head_backward].blocks)
+        p.add(fmt::format("backward.top_prev: [{}, {}] names a block that is not made", k, j));
+  } else if (!prog.top_prev.empty()) {
+    p.add("backward.top_prev: only with the parts around the layers");
+  }
   std::size_t inputs = 0;
   for (const auto& k : prog.forward.kept)
     inputs += k.until == Until::layer_input ? 1 : 0;
@@ -289,21 +393,38 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   const double h = static_cast<double>(model.num_heads);
   // A block beyond what the allocator model takes (a configuration far outside any GPU): the
   // coarse step handles it.
+  const double v = static_cast<double>(model.vocab_size);
+  const bool around = program.vocab_size > 0 && model.vocab_size == program.vocab_size &&
+                      !program.around[0].events.empty();
+  auto bytes = [&](const AllocProgram::Event& e) {
+    return e.coefficient * product_value(e.product, b, s, d, f, h, v) + e.offset;
+  };
   for (const auto* pass : {&program.forward, &program.backward})
     for (const auto& e : pass->events)
-      if (e.kind == Kind::alloc &&
-          !(e.coefficient * product_value(e.product, b, s, d, f, h) < kMaxTraceBlockBytes))
+      if (e.kind == Kind::alloc && !(bytes(e) < kMaxTraceBlockBytes))
         return std::nullopt;
+  if (around)
+    for (const auto& pass : program.around)
+      for (const auto& e : pass.events)
+        if (e.kind == Kind::alloc && !(bytes(e) < kMaxTraceBlockBytes))
+          return std::nullopt;
   LayerAllocProgram out;
   auto fill = [&](const AllocProgram::Pass& pass, std::vector<LayerAllocProgram::Event>& events) {
     events.reserve(pass.events.size());
     for (const auto& e : pass.events)
       events.push_back(
-          {e.kind, e.block,
-           e.kind == Kind::alloc ? e.coefficient * product_value(e.product, b, s, d, f, h) : 0.0});
+          {e.kind, e.block, e.kind == Kind::alloc ? std::max(bytes(e), 1.0) : 0.0, e.part});
   };
   fill(program.forward, out.forward);
   fill(program.backward, out.backward);
+  if (around) {
+    for (std::size_t k = 0; k < out.around.size(); ++k) {
+      fill(program.around[k], out.around[k].events);
+      out.around[k].kept = program.around[k].kept;
+      out.around[k].blocks = program.around[k].blocks;
+    }
+    out.top_prev = program.top_prev;
+  }
   out.forward_kept = program.forward.kept;
   out.backward_kept = program.backward.kept;
   out.forward_blocks = program.forward.blocks;

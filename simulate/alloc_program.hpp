@@ -6,6 +6,7 @@
 // LayerAllocProgram) where the configuration is the one the program was recorded for.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,8 @@ struct AllocProgram {
     std::int32_t block = -1;
     double coefficient = 0;
     std::string product;
+    double offset = 0;     // around the layers: bytes = coefficient x product + offset
+    std::int8_t part = -1; // f_part: which part
   };
   struct Pass {
     std::vector<Event> events;
@@ -38,17 +41,24 @@ struct AllocProgram {
     std::int32_t blocks = 0;
   };
   Pass forward, backward;
+  // The parts around the layers (LayerAllocProgram::around), when recorded; they apply only at
+  // the recorded vocabulary (vocab_size), since every recorded model had the same one.
+  std::array<Pass, LayerAllocProgram::num_parts> around;
+  std::vector<std::pair<std::int32_t, std::int32_t>> top_prev;
+  std::int64_t vocab_size = 0;
 };
 
 /// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError
-/// naming the file and field: unknown keys, a product with letters other than BSDFH1, a free
-/// of a block not yet made or already freed, a kept block that does not exist.
+/// naming the file and field: unknown keys, a product with letters other than BSDFHV or "1", a
+/// free of a block not yet made or already freed, a kept block that does not exist, a part
+/// freeing a block of a part not yet played.
 /// Read once per name or path and kept for the process.
 [[nodiscard]] const AllocProgram& load_alloc_program(const std::string& name_or_path);
 
 /// The program's events in bytes for this configuration, or nothing when the configuration is
 /// not the one recorded (precision, attention, recompute, one layer kind with the recorded
-/// layer's op roles and shape ratios, no tensor/context/pipeline/expert parallelism).
+/// layer's op roles and shape ratios, no tensor/context/pipeline/expert parallelism). The parts
+/// around the layers come with it where the vocabulary is the recorded one.
 [[nodiscard]] std::optional<LayerAllocProgram>
 layer_alloc_program(const AllocProgram& program, const model::ModelSpec& model,
                     const model::ParallelPlan& plan, const model::TrainingSetup& setup);

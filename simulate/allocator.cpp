@@ -288,6 +288,19 @@ std::uint64_t fingerprint(const StepTensors& t) {
       mix(e.bytes);
     }
   }
+  for (const auto& part : lp.around) {
+    mix(static_cast<double>(part.events.size()));
+    for (const auto& e : part.events) {
+      mix(static_cast<double>(e.kind));
+      mix(static_cast<double>(e.block));
+      mix(static_cast<double>(e.part));
+      mix(e.bytes);
+    }
+  }
+  for (const auto& [k, j] : lp.top_prev) {
+    mix(static_cast<double>(k));
+    mix(static_cast<double>(j));
+  }
   for (const auto* kept : {&lp.forward_kept, &lp.backward_kept}) {
     mix(static_cast<double>(kept->size()));
     for (const auto& k : *kept) {
@@ -362,6 +375,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
   };
   const std::int64_t in_flight = std::max<std::int64_t>(t.micro_batches_in_flight, 1);
   for (std::int64_t step = 0; step < t.steps; ++step) {
+    std::vector<Id> grads, root_grads; // freed by zero_grad at the step's end
     // Forward of every micro-batch in flight: saved tensors stay until backward.
     std::vector<std::vector<Id>> emb(static_cast<std::size_t>(in_flight)),
         saved(static_cast<std::size_t>(in_flight) * layers);
@@ -397,12 +411,59 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
           if (input >= 0)
             a.release(input);
           break;
+        default: // the parts' own kinds (play_part)
+          break;
         }
       }
       return b;
     };
+    // The parts around the layers (LayerAllocProgram::around): their blocks by part, alive
+    // across the step.
+    const bool around = program && lp.has_around();
+    std::array<std::vector<Id>, LayerAllocProgram::num_parts> part_ids;
+    std::vector<Id> last_window; // layer 0's backward blocks that outlived it
+    auto play_part = [&](LayerAllocProgram::Part which) {
+      const auto& part = lp.around[static_cast<std::size_t>(which)];
+      auto& ids = part_ids[static_cast<std::size_t>(which)];
+      ids.assign(static_cast<std::size_t>(part.blocks), -1);
+      std::int32_t next = 0;
+      auto drop = [&](std::vector<Id>& v, std::int32_t k) {
+        if (k >= 0 && static_cast<std::size_t>(k) < v.size() &&
+            v[static_cast<std::size_t>(k)] >= 0) {
+          a.release(v[static_cast<std::size_t>(k)]);
+          v[static_cast<std::size_t>(k)] = -1;
+        }
+      };
+      for (const auto& e : part.events) {
+        switch (e.kind) {
+        case LayerAllocProgram::Kind::alloc:
+          ids[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
+          break;
+        case LayerAllocProgram::Kind::free: drop(ids, e.block); break;
+        case LayerAllocProgram::Kind::free_part:
+          if (e.part >= 0 && e.part < LayerAllocProgram::num_parts)
+            drop(part_ids[static_cast<std::size_t>(e.part)], e.block);
+          break;
+        case LayerAllocProgram::Kind::free_casts:
+          for (Id c : casts)
+            a.release(c);
+          casts.clear();
+          break;
+        case LayerAllocProgram::Kind::free_last: drop(last_window, e.block); break;
+        default: break;
+        }
+      }
+      for (const auto& k : part.kept) // freed by zero_grad with the gradients
+        if (ids[static_cast<std::size_t>(k.block)] >= 0) {
+          grads.push_back(ids[static_cast<std::size_t>(k.block)]);
+          ids[static_cast<std::size_t>(k.block)] = -1;
+        }
+    };
     for (std::int64_t mb = 0; mb < in_flight; ++mb) {
-      alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
+      if (around)
+        play_part(LayerAllocProgram::embedding_forward);
+      else
+        alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
       if (program) {
         std::vector<Id> none;
         for (std::size_t l = 0; l < layers; ++l) {
@@ -428,23 +489,40 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       }
     }
     std::vector<Id> head;
-    alloc_all(t.head_saved, 1.0, head);
+    if (around) {
+      play_part(LayerAllocProgram::head_forward);
+    } else {
+      alloc_all(t.head_saved, 1.0, head);
+    }
     for (Id c : casts) // autocast's cache of weight casts, emptied as the forward ends
       a.release(c);
     casts.clear();
     // Backward of the newest micro-batch: the head, then the layers in reverse, each freeing
     // its tensors as its gradients appear; the gradient between layers is handed down.
-    std::vector<Id> grads, root_grads;
-    if (fsdp2)
-      alloc_all(t.head_params, w, root_grads);
-    else
-      alloc_all(t.head_params, t.grad_bytes_per_param, grads);
-    Id flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
+    Id flowing = -1;
+    if (around) {
+      play_part(LayerAllocProgram::head_backward);
+    } else {
+      if (fsdp2)
+        alloc_all(t.head_params, w, root_grads);
+      else
+        alloc_all(t.head_params, t.grad_bytes_per_param, grads);
+      flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
+    }
     release_all(head);
     if (program) {
       // The top layer frees the gradient the head hands down where a lower layer frees the one
       // handed down by the layer above.
       std::vector<Id> prev(static_cast<std::size_t>(lp.backward_blocks), -1);
+      if (around) {
+        auto& hb = part_ids[LayerAllocProgram::head_backward];
+        for (const auto& [k, j] : lp.top_prev)
+          if (k >= 0 && k < lp.backward_blocks && j >= 0 &&
+              static_cast<std::size_t>(j) < hb.size()) {
+            prev[static_cast<std::size_t>(k)] = hb[static_cast<std::size_t>(j)];
+            hb[static_cast<std::size_t>(j)] = -1;
+          }
+      }
       for (const auto& k : lp.backward_kept)
         if (k.until == LayerAllocProgram::Until::next_layer && flowing >= 0) {
           prev[static_cast<std::size_t>(k.block)] = flowing;
@@ -465,6 +543,19 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
           else
             grads.push_back(id);
         }
+      }
+      if (around) {
+        last_window = std::move(prev);
+        play_part(LayerAllocProgram::embedding_backward);
+        prev = std::move(last_window);
+        last_window.clear();
+        // What the parts made and neither freed nor kept (none in a derived program).
+        for (auto& ids : part_ids)
+          for (Id& id : ids)
+            if (id >= 0) {
+              grads.push_back(id);
+              id = -1;
+            }
       }
       for (Id id : prev) // the gradient handed to the embedding
         if (id >= 0)
@@ -516,7 +607,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         a.release(rs_input);
       rs_input = -1;
       release_all(root);
-    } else {
+    } else if (!around) {
       alloc_all(t.emb_params, t.grad_bytes_per_param, grads);
     }
     // Optimizer step: states at the first step, then the temporaries of every tensor at once.

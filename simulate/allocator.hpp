@@ -30,6 +30,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace trainsim::sim {
@@ -124,12 +125,6 @@ struct TraceReplay {
                                                       std::int64_t cap_bytes = 0);
 inline constexpr std::int64_t kMaxTraceBlockBytes = std::int64_t{1} << 50;
 
-/// The tensors of a training step on one GPU, as a PyTorch training loop allocates them
-/// (docs/frameworks.md, "The caching allocator"): parameters at start; per step the forward's
-/// saved tensors layer by layer (for each micro-batch in flight), the head's tensors at the
-/// loss, the backward freeing each layer's tensors as it allocates that layer's gradients, the
-/// optimizer step (states created at the first step, temporaries per parameter tensor alive
-/// together), gradients freed by zero_grad(set_to_none=True). Bytes.
 /// One layer's allocations and frees in the order a recorded PyTorch step makes them
 /// (simulate/alloc_program.hpp evaluates a recorded program for a configuration): the forward
 /// under an activation checkpoint, and the backward (the re-made forward, then the layer's
@@ -141,11 +136,16 @@ struct LayerAllocProgram {
     free_prev,  // block `block` of the layer handled just before in this pass (backward: the
                 // layer above; for the top layer, the gradient the head hands down)
     free_input, // the layer's input (the output of the layer below's forward)
+    // Only in the parts around the layers:
+    free_part,  // block `block` of the part `part`, made earlier in the step
+    free_casts, // every layer's cached weight casts (Until::forward_end)
+    free_last,  // block `block` of the last backward window played (layer 0's)
   };
   struct Event {
     Kind kind = Kind::alloc;
     std::int32_t block = -1;
     double bytes = 0;
+    std::int8_t part = -1;
   };
   // What becomes of a block that outlives its pass: freed when the forward ends (autocast's
   // cached weight casts), the layer's input as the checkpoint keeps it (a recorded forward
@@ -161,8 +161,40 @@ struct LayerAllocProgram {
   std::vector<Kept> forward_kept, backward_kept;
   std::int32_t forward_blocks = 0, backward_blocks = 0;
   [[nodiscard]] bool empty() const { return forward.empty() && backward.empty(); }
+  // The parts of the step around the layer windows, when recorded: the embedding's forward,
+  // the head's and loss's forward, their backward, the embedding's backward. Their blocks
+  // replace the step's emb_saved, head_saved, the head's and embedding's gradients and the
+  // gradient the head hands down; kept blocks (Until::step_end) are freed by zero_grad.
+  enum Part : std::int8_t {
+    embedding_forward,
+    head_forward,
+    head_backward,
+    embedding_backward,
+    num_parts
+  };
+  struct Around {
+    std::vector<Event> events;
+    std::vector<Kept> kept;
+    std::int32_t blocks = 0;
+  };
+  std::array<Around, num_parts> around;
+  // The top layer's backward frees, where a lower layer frees block `first` of the layer above,
+  // block `second` of the head's backward.
+  std::vector<std::pair<std::int32_t, std::int32_t>> top_prev;
+  [[nodiscard]] bool has_around() const {
+    for (const auto& a : around)
+      if (!a.events.empty())
+        return true;
+    return false;
+  }
 };
 
+/// The tensors of a training step on one GPU, as a PyTorch training loop allocates them
+/// (docs/frameworks.md, "The caching allocator"): parameters at start; per step the forward's
+/// saved tensors layer by layer (for each micro-batch in flight), the head's tensors at the
+/// loss, the backward freeing each layer's tensors as it allocates that layer's gradients, the
+/// optimizer step (states created at the first step, temporaries per parameter tensor alive
+/// together), gradients freed by zero_grad(set_to_none=True). Bytes.
 struct StepTensors {
   std::vector<double> emb_params, head_params; // parameters of each tensor
   std::vector<double> layer_params;            // one layer's parameter tensors

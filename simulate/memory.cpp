@@ -266,10 +266,15 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
   // Out of memory under the cap: the step cannot run, and reserved is what it would have
   // needed (beyond the cap), however the timeline's allocated bytes compare.
+  // A step played from a whole recorded program (the layers and the parts around them)
+  // reproduces PyTorch's own requests: its reserved bytes are the prediction, whatever the
+  // timeline's allocated bytes (docs/frameworks.md, "Layer allocation programs").
+  const bool whole_program = step_tensors && step_tensors->layer_program.has_around();
   if (fw.caching_allocator && simulated.reserved_bytes > 0)
-    m.allocator =
-        std::max(simulated.reserved_bytes - simulated.allocated_bytes,
-                 simulated.out_of_memory ? simulated.reserved_bytes - m.peak_allocated() : 0.0);
+    m.allocator = std::max(simulated.reserved_bytes - simulated.allocated_bytes,
+                           simulated.out_of_memory || whole_program
+                               ? simulated.reserved_bytes - m.peak_allocated()
+                               : 0.0);
   m.total = m.peak_reserved() + m.overhead;
   return m;
 }
