@@ -104,7 +104,7 @@ def program(ev, start, period, layers):
     for i in range(start, w0):
         if ev[i][0] == "a":
             prev[ev[i][1]] = len(prev)
-    out, kept = [], []
+    out = []
     for i in range(w0, w1):
         kind, bid, size, _ = ev[i]
         if kind == "a":
