@@ -121,7 +121,7 @@ def program(ev, start, period, layers):
     return out, kept, (start, start + layers * period, len(ev))
 
 
-def formula(sa, sb, da, db, where, affine=False):
+def formula(sa, sb, da, db, where, affine=False, affine_d=False):
     for mono in MONOMIALS:
         for c in COEFFICIENTS:
             if c * value(mono, da) == sa and c * value(mono, db) == sb:
@@ -129,6 +129,14 @@ def formula(sa, sb, da, db, where, affine=False):
     # A block whose size follows none of them (a library workspace) but is nearly the same in
     # both traces: the larger size, as a constant, listed in the program's "fixed" entries.
     if max(sa, sb) <= 1.1 * min(sa, sb):
+        # Affine in the hidden size through both traces (the two recorded models differ in D;
+        # the cached blocks around it are sized to the byte, so the midpoint would not do).
+        if affine_d and da["D"] != db["D"] and sa != sb:
+            c = (sa - sb) / (da["D"] - db["D"])
+            o = sa - c * da["D"]
+            if c > 0 and o > 0:
+                UNRESOLVED.append({"where": where, "sizes": [sa, sb], "affine_in": "D"})
+                return [c, "D", o]
         UNRESOLVED.append({"where": where, "sizes": [sa, sb]})
         return [max(sa, sb), "1"]
     # Around the layers, library workspaces (the embedding backward's sort) grow with the tokens
@@ -240,6 +248,57 @@ def around_parts(trace, cut, layer_parts):
     return out, top_prev
 
 
+def init_blocks(trace):
+    """The blocks made before the first step and never freed, in order: the embedding's
+    parameters, each layer's (one window per layer), the rest (final norm, LM head), and inputs
+    whose size grows with the batch (the token batch). Parameters are fp32 under autocast."""
+    head, dims, events, markers = trace
+    layers = dims["L"]
+    freed = {e[1] for e in events if e[0] == "f"}
+    kept = [e[2] for e in events[:markers[(0, "start")]] if e[0] == "a" and e[1] not in freed]
+    for first in range(0, len(kept)):
+        for period in range(1, (len(kept) - first) // layers + 1):
+            win = kept[first:first + period]
+            if all(kept[first + w * period:first + (w + 1) * period] == win for w in range(layers)):
+                return kept[:first], win, kept[first + layers * period:]
+    die("the parameters made before the first step do not repeat once per layer")
+
+
+def first_step_blocks(trace, cut):
+    """Blocks the first step makes that no later step does and that are never freed (cuBLAS
+    takes a workspace from the caching allocator at the first GEMM of each thread: the forward's
+    and the autograd engine's), with where they come in step 2's terms: the part or the first
+    forward window, and the event before which they come. Step 0 less these must be step 2,
+    the order of the weight casts' frees aside."""
+    head, dims, events, markers = trace
+    layers = dims["L"]
+    freed = {e[1] for e in events if e[0] == "f"}
+    lo0, lo2 = markers[(0, "start")], markers[(2, "start")]
+    step0 = [(i, events[i]) for i in range(lo0, markers[(0, "backward")])]
+    step2 = [events[i] for i in range(lo2, markers[(2, "backward")])]
+    extra = [(i, e) for i, e in step0 if e[0] == "a" and e[1] not in freed]
+    rest = [e for i, e in step0 if not (e[0] == "a" and e[1] not in freed)]
+    key = lambda e: (e[0], e[2])
+    if sorted(map(key, rest)) != sorted(map(key, step2)) or \
+            [e[0] for e in rest] != [e[0] for e in step2]:
+        die("step 0 less its never-freed blocks is not step 2")
+    fstart, fp = cut["forward"]
+    bstart, bp = cut["backward"]
+    flen = markers[(2, "forward")] - lo2
+    out = []
+    for n, (i, e) in enumerate(extra):
+        pos = i - lo0 - n  # in step 2's events
+        if pos < fstart:
+            out.append(["embedding_forward", pos, e[2]])
+        elif pos < fstart + fp:
+            out.append(["forward", pos - fstart, e[2]])
+        elif flen <= pos < flen + bstart:
+            out.append(["head_backward", pos - flen, e[2]])
+        else:
+            die(f"a first-step block at step event {pos} falls where no rule places it")
+    return out
+
+
 def main():
     if len(sys.argv) != 4:
         die("usage: derive-alloc-program.py TRACE_A TRACE_B OUT.json")
@@ -299,7 +358,8 @@ def main():
         events = []
         for i, (x, y) in enumerate(zip(ea, eb)):
             if x[0] == "a":
-                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}"))
+                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}",
+                                              affine_d=True))
             elif x[0] == "f_before":
                 events.append(["f_input"])
             else:
@@ -330,7 +390,8 @@ def main():
         events = []
         for i, (x, y) in enumerate(zip(xa["events"], xb["events"])):
             if x[0] == "a":
-                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}", True))
+                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}", True,
+                                              True))
             else:
                 if x != y:
                     die(f"{name} event {i}: {x} vs {y}")
@@ -339,6 +400,21 @@ def main():
         print(f"{name}: {len(events)} events, "
               f"{sum(1 for e in events if e[0] == 'a')} blocks")
     parts["backward"]["top_prev"] = [[k, j] for k, j in sorted(ta.items())]
+    ia, ib = init_blocks(traces[0]), init_blocks(traces[1])
+    if [len(x) for x in ia] != [len(x) for x in ib]:
+        die(f"the parameters made before the first step differ: {ia} vs {ib}")
+    init = {}
+    for name, xa, xb in zip(("embedding", "layer", "rest"), ia, ib):
+        init[name] = [formula(x, y, da, db, f"init {name} block {i}")
+                      for i, (x, y) in enumerate(zip(xa, xb))]
+    print(f"before the first step: {len(ia[0])} + {len(ia[1])} x layers + {len(ia[2])} blocks")
+    fa, fb = (first_step_blocks(t, cuts[path]) for t, path in zip(traces, (pa, pb)))
+    if [x[:2] for x in fa] != [x[:2] for x in fb]:
+        die(f"the first step's own blocks differ: {fa} vs {fb}")
+    first = []
+    for x, y in zip(fa, fb):
+        first.append([x[0], x[1]] + formula(x[2], y[2], da, db, f"first step block {x[:2]}"))
+    print(f"first step: {len(first)} blocks of its own ({', '.join(str(x[:2]) for x in first)})")
     ha, hb = traces[0][0], traces[1][0]
     d = traces[0][1]
     doc = {
@@ -354,6 +430,8 @@ def main():
         "forward": parts["forward"],
         "backward": parts["backward"],
         **{name: parts[name] for name in PARTS},
+        "first_step_blocks": first,
+        "init_blocks": init,
     }
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)

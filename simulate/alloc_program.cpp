@@ -69,7 +69,7 @@ read_pass(const nlohmann::json* j, const std::string& what, Problems& p, int par
     const std::string op = e[0].get<std::string>();
     AllocProgram::Event ev;
     if (op == "a") {
-      const bool affine = part >= 0 && e.size() == 4;
+      const bool affine = e.size() == 4;
       if ((e.size() != 3 && !affine) || !e[1].is_number() || !e[2].is_string() ||
           !(e[1].get<double>() > 0 && e[1].get<double>() <= 1e10) ||
           (affine && (!e[3].is_number() || !(std::abs(e[3].get<double>()) <= 1e12)))) {
@@ -238,6 +238,8 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
   const auto* applies = r.take("applies_to");
   const auto* fwd = r.take("forward");
   const auto* bwd = r.take("backward");
+  const auto* first = r.take("first_step_blocks");
+  const auto* init = r.take("init_blocks");
   std::array<const nlohmann::json*, LayerAllocProgram::num_parts> parts{};
   for (std::size_t k = 0; k < parts.size(); ++k)
     parts[k] = r.take(kPartNames[k]);
@@ -306,6 +308,78 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
         p.add(fmt::format("backward.top_prev: [{}, {}] names a block that is not made", k, j));
   } else if (!prog.top_prev.empty()) {
     p.add("backward.top_prev: only with the parts around the layers");
+  }
+  if (init != nullptr) {
+    if (!init->is_object() || given != parts.size()) {
+      p.add("init_blocks: an object of embedding, layer and rest lists, with the parts around "
+            "the layers");
+    } else {
+      JsonObjectReader ir(*init, p);
+      for (auto [key, into] :
+           {std::pair{"embedding", &prog.init_embedding}, std::pair{"layer", &prog.init_layer},
+            std::pair{"rest", &prog.init_rest}}) {
+        const auto* list = ir.take(key);
+        if (list == nullptr || !list->is_array()) {
+          p.add(fmt::format("init_blocks.{}: must be an array of [coefficient, product]", key));
+          continue;
+        }
+        for (const auto& x : *list) {
+          if (!x.is_array() || x.size() != 2 || !x[0].is_number() || !x[1].is_string() ||
+              !(x[0].get<double>() > 0 && x[0].get<double>() <= 1e12) ||
+              x[1].get<std::string>().empty() || x[1].get<std::string>().size() > 8 ||
+              x[1].get<std::string>().find_first_not_of(
+                  x[1].get<std::string>() == "1" ? "1" : "BSDFHV") != std::string::npos) {
+            p.add(fmt::format("init_blocks.{}: each entry is [coefficient in (0, 1e12], product "
+                              "of B, S, D, F, H, V or \"1\"]",
+                              key));
+            continue;
+          }
+          into->push_back({x[0].get<double>(), x[1].get<std::string>()});
+        }
+      }
+      ir.finish();
+    }
+  }
+  if (first != nullptr) {
+    if (!first->is_array() || given != parts.size()) {
+      p.add("first_step_blocks: an array of [part, before event, coefficient, product], with "
+            "the parts around the layers");
+    } else {
+      for (std::size_t i = 0; i < first->size(); ++i) {
+        const auto& f = (*first)[i];
+        const std::string at = fmt::format("first_step_blocks[{}]", i);
+        if (!f.is_array() || f.size() != 4 || !f[0].is_string() || !f[1].is_number_integer() ||
+            !f[2].is_number() || !f[3].is_string() || f[1].get<std::int64_t>() < 0 ||
+            !(f[2].get<double>() > 0 && f[2].get<double>() <= 1e12)) {
+          p.add(at + ": [\"forward\" or a part, event >= 0, coefficient in (0, 1e12], product]");
+          continue;
+        }
+        AllocProgram::FirstStepBlock b;
+        const std::string where = f[0].get<std::string>();
+        b.part = -2;
+        if (where == "forward")
+          b.part = -1;
+        for (std::size_t k = 0; k < kPartNames.size(); ++k)
+          if (where == kPartNames[k])
+            b.part = static_cast<std::int8_t>(k);
+        const auto& events = b.part == -1  ? prog.forward.events
+                             : b.part >= 0 ? prog.around[static_cast<std::size_t>(b.part)].events
+                                           : prog.forward.events;
+        if (b.part == -2 || f[1].get<std::int64_t>() >= static_cast<std::int64_t>(events.size())) {
+          p.add(fmt::format("{}: \"{}\" event {} is not an event of the forward or a part", at,
+                            where, f[1].get<std::int64_t>()));
+          continue;
+        }
+        b.before = static_cast<std::int32_t>(f[1].get<std::int64_t>());
+        b.coefficient = f[2].get<double>();
+        b.product = f[3].get<std::string>();
+        if (b.product.empty() || b.product.size() > 8 ||
+            b.product.find_first_not_of(b.product == "1" ? "1" : "BSDFHV") != std::string::npos)
+          p.add(fmt::format("{}: product \"{}\" must be \"1\" or letters of B, S, D, F, H, V", at,
+                            b.product));
+        prog.first_step.push_back(std::move(b));
+      }
+    }
   }
   std::size_t inputs = 0;
   for (const auto& k : prog.forward.kept)
@@ -424,6 +498,25 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
       out.around[k].blocks = program.around[k].blocks;
     }
     out.top_prev = program.top_prev;
+    // Before the first step: parameters (their sizes involve D, F or V) as the model registers
+    // them; anything else made then is kept apart.
+    auto init_list = [&](const std::vector<AllocProgram::Size>& from, std::vector<double>& params) {
+      for (const auto& x : from) {
+        const double bytes =
+            std::max(x.coefficient * product_value(x.product, b, s, d, f, h, v), 1.0);
+        if (x.product.find_first_of("DFV") != std::string::npos)
+          params.push_back(bytes);
+        else
+          out.init_other.push_back(bytes);
+      }
+    };
+    init_list(program.init_embedding, out.init_embedding);
+    init_list(program.init_layer, out.init_layer);
+    init_list(program.init_rest, out.init_rest);
+    for (const auto& fs : program.first_step)
+      out.first_step.push_back(
+          {fs.part, fs.before,
+           std::max(fs.coefficient * product_value(fs.product, b, s, d, f, h, v), 1.0)});
   }
   out.forward_kept = program.forward.kept;
   out.backward_kept = program.backward.kept;

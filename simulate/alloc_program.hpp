@@ -46,6 +46,19 @@ struct AllocProgram {
   std::array<Pass, LayerAllocProgram::num_parts> around;
   std::vector<std::pair<std::int32_t, std::int32_t>> top_prev;
   std::int64_t vocab_size = 0;
+  struct FirstStepBlock {
+    std::int8_t part = -1; // -1: the first layer's forward window
+    std::int32_t before = 0;
+    double coefficient = 0;
+    std::string product;
+  };
+  std::vector<FirstStepBlock> first_step;
+  struct Size {
+    double coefficient = 0;
+    std::string product;
+  };
+  // Blocks made before the first step (LayerAllocProgram::init_*).
+  std::vector<Size> init_embedding, init_layer, init_rest;
 };
 
 /// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError

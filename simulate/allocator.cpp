@@ -297,6 +297,11 @@ std::uint64_t fingerprint(const StepTensors& t) {
       mix(e.bytes);
     }
   }
+  for (const auto& f : lp.first_step) {
+    mix(static_cast<double>(f.part));
+    mix(static_cast<double>(f.before));
+    mix(f.bytes);
+  }
   for (const auto& [k, j] : lp.top_prev) {
     mix(static_cast<double>(k));
     mix(static_cast<double>(j));
@@ -390,11 +395,23 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
     const bool program = !t.layer_program.empty() && in_flight == 1 && !fsdp2;
     const auto& lp = t.layer_program;
     std::vector<Id> layer_out(program ? layers : 0, -1), casts, handed;
+    // The first step's own blocks due before event i of `where` (-1: the first layer's forward).
+    auto first_step_blocks = [&](std::int8_t where, std::int32_t i) {
+      if (step != 0)
+        return;
+      for (const auto& f : lp.first_step)
+        if (f.part == where && f.before == i)
+          keep.push_back(alloc(std::max(f.bytes, 1.0)));
+    };
     auto play = [&](const std::vector<LayerAllocProgram::Event>& events, std::int32_t blocks,
-                    std::vector<Id>& prev, Id input) {
+                    std::vector<Id>& prev, Id input, bool first_window = false) {
       std::vector<Id> b(static_cast<std::size_t>(blocks), -1);
       std::int32_t next = 0;
+      std::int32_t at = 0;
       for (const auto& e : events) {
+        if (first_window)
+          first_step_blocks(-1, at);
+        ++at;
         switch (e.kind) {
         case LayerAllocProgram::Kind::alloc:
           b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
@@ -427,6 +444,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       auto& ids = part_ids[static_cast<std::size_t>(which)];
       ids.assign(static_cast<std::size_t>(part.blocks), -1);
       std::int32_t next = 0;
+      std::int32_t at = 0;
       auto drop = [&](std::vector<Id>& v, std::int32_t k) {
         if (k >= 0 && static_cast<std::size_t>(k) < v.size() &&
             v[static_cast<std::size_t>(k)] >= 0) {
@@ -435,6 +453,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         }
       };
       for (const auto& e : part.events) {
+        first_step_blocks(static_cast<std::int8_t>(which), at++);
         switch (e.kind) {
         case LayerAllocProgram::Kind::alloc:
           ids[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
@@ -467,7 +486,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       if (program) {
         std::vector<Id> none;
         for (std::size_t l = 0; l < layers; ++l) {
-          const auto b = play(lp.forward, lp.forward_blocks, none, -1);
+          const auto b = play(lp.forward, lp.forward_blocks, none, -1, l == 0);
           for (const auto& k : lp.forward_kept) {
             const Id id = b[static_cast<std::size_t>(k.block)];
             if (k.until == LayerAllocProgram::Until::layer_input)

@@ -181,6 +181,18 @@ struct LayerAllocProgram {
   // The top layer's backward frees, where a lower layer frees block `first` of the layer above,
   // block `second` of the head's backward.
   std::vector<std::pair<std::int32_t, std::int32_t>> top_prev;
+  // Blocks only the first step makes, never freed (cuBLAS's workspace of each thread): made
+  // before event `before` of part `part` (-1: the first layer's forward window).
+  struct FirstStepBlock {
+    std::int8_t part = -1;
+    std::int32_t before = 0;
+    double bytes = 0;
+  };
+  std::vector<FirstStepBlock> first_step;
+  // The tensors made before the first step, as the recorded model registers them (bytes): the
+  // embedding's parameters, one layer's, the rest (final norm, LM head), and blocks that are no
+  // parameter (no D, F or V in their size). Empty: the step's own parameter lists.
+  std::vector<double> init_embedding, init_layer, init_rest, init_other;
   [[nodiscard]] bool has_around() const {
     for (const auto& a : around)
       if (!a.events.empty())

@@ -222,6 +222,22 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
               layer_alloc_program(load_alloc_program(fw.allocation_program), model, plan, setup)) {
         st.layer_program = std::move(*lp);
         m.allocation_program = fw.allocation_program;
+        // The recorded model's own parameter tensors (bytes at fp32 under autocast), in the
+        // order it registers them, replace the op list's (fused QKV, gate+up).
+        const auto& pr = st.layer_program;
+        if (!pr.init_layer.empty()) {
+          auto params = [](const std::vector<double>& bytes) {
+            std::vector<double> out;
+            for (double x : bytes)
+              out.push_back(x / 4.0);
+            return out;
+          };
+          st.emb_params = params(pr.init_embedding);
+          st.layer_params = params(pr.init_layer);
+          st.head_params = params(pr.init_rest);
+          for (double x : pr.init_other)
+            st.persistent.push_back(x);
+        }
       }
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
