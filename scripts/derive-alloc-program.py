@@ -264,6 +264,65 @@ def init_blocks(trace):
     die("the parameters made before the first step do not repeat once per layer")
 
 
+def free_order(trace, cut):
+    """The order in which step 2 frees, after its backward, what its parts and layer windows
+    kept (the gradients, by zero_grad in parameter order; the loss), and the token batch made
+    for it before the step (freed last, then made again for the next step)."""
+    head, dims, events, markers = trace
+    layers = dims["L"]
+    fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
+    end = markers.get((3, "start"), len(events))
+    fstart, fp = cut["forward"]
+    bstart, bp = cut["backward"]
+    origin, counts = {}, {}
+    for i in range(fs, be):
+        kind, bid, _, _ = events[i]
+        if kind != "a":
+            continue
+        if i < fs + fstart:
+            where, inst = "embedding_forward", 0
+        elif i < fs + fstart + layers * fp:
+            where, inst = "forward", (i - fs - fstart) // fp
+        elif i < fe:
+            where, inst = "head_forward", 0
+        elif i < fe + bstart:
+            where, inst = "head_backward", 0
+        elif i < fe + bstart + layers * bp:
+            where, inst = "backward", (i - fe - bstart) // bp
+        else:
+            where, inst = "embedding_backward", 0
+        origin[bid] = (where, inst, counts.get((where, inst), 0))
+        counts[(where, inst)] = counts.get((where, inst), 0) + 1
+    made_before = {events[i][1]: events[i][2] for i in range(0, fs) if events[i][0] == "a"}
+    seq, batch = [], None
+    for i in range(be, end):
+        kind, bid, size, _ = events[i]
+        if kind != "f":
+            continue
+        if bid in origin:
+            seq.append(origin[bid])
+        elif bid in made_before and batch is None and i > be:
+            batch = made_before[bid]
+    groups = ["embedding_backward"] + [("backward", layers - 1 - l) for l in range(layers)] + \
+        ["head_backward", "head_forward"]
+    order = {}
+    pos = 0
+    for g in groups:
+        where, inst = (g, 0) if isinstance(g, str) else g
+        ks = []
+        while pos < len(seq) and seq[pos][:2] == (where, inst):
+            ks.append(seq[pos][2])
+            pos += 1
+        key = "window" if where == "backward" else where
+        if key in order and order[key] != ks:
+            die(f"the layers free their gradients in different orders: {order[key]} vs {ks}")
+        order[key] = ks
+    if pos != len(seq):
+        die(f"after the backward, step 2 frees {seq[pos:pos + 3]}... out of the order embedding, "
+            f"layers 0 to L-1, head")
+    return order, batch
+
+
 def first_step_blocks(trace, cut):
     """Blocks the first step makes that no later step does and that are never freed (cuBLAS
     takes a workspace from the caching allocator at the first GEMM of each thread: the forward's
@@ -400,6 +459,24 @@ def main():
         print(f"{name}: {len(events)} events, "
               f"{sum(1 for e in events if e[0] == 'a')} blocks")
     parts["backward"]["top_prev"] = [[k, j] for k, j in sorted(ta.items())]
+    (oa, ba), (ob, bb) = (free_order(t, cuts[path]) for t, path in zip(traces, (pa, pb)))
+    if oa != ob or (ba is None) != (bb is None):
+        die(f"the gradients are freed in different orders: {oa} vs {ob}")
+    # The token batch holds B sequences of S + 1 token ids (inputs and the shifted targets):
+    # c x B x (S + 1) bytes, written [c, "BS", c x B] as coefficient, product and a B term.
+    batch = None
+    if ba is not None:
+        c = ba / (da["B"] * (da["S"] + 1))
+        if c != int(c) or bb != c * db["B"] * (db["S"] + 1):
+            die(f"the token batch: {ba} and {bb} bytes are no multiple of B x (S + 1)")
+        batch = [int(c), "BS", int(c), "B"]
+    # The generated step frees what the step kept in the reverse order of its making, which is
+    # this order only if each group's list is its blocks in descending order and the groups
+    # come embedding, layers 0..L-1, head backward, head forward.
+    for key, ks in oa.items():
+        if ks != sorted(ks, reverse=True):
+            die(f"{key} frees its kept blocks in an order other than the reverse of making: {ks}")
+    print(f"after the backward: gradients freed in parameter order; batch {batch}")
     ia, ib = init_blocks(traces[0]), init_blocks(traces[1])
     if [len(x) for x in ia] != [len(x) for x in ib]:
         die(f"the parameters made before the first step differ: {ia} vs {ib}")
@@ -432,6 +509,8 @@ def main():
         **{name: parts[name] for name in PARTS},
         "first_step_blocks": first,
         "init_blocks": init,
+        "zero_grad_order": oa,
+        "batch_block": batch,
     }
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)

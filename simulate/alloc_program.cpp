@@ -240,6 +240,8 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
   const auto* bwd = r.take("backward");
   const auto* first = r.take("first_step_blocks");
   const auto* init = r.take("init_blocks");
+  (void)r.take("zero_grad_order"); // checked by the script: the reverse of making
+  const auto* batch = r.take("batch_block");
   std::array<const nlohmann::json*, LayerAllocProgram::num_parts> parts{};
   for (std::size_t k = 0; k < parts.size(); ++k)
     parts[k] = r.take(kPartNames[k]);
@@ -338,6 +340,19 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
         }
       }
       ir.finish();
+    }
+  }
+  if (batch != nullptr && !batch->is_null()) {
+    if (!batch->is_array() || batch->size() != 4 || !(*batch)[0].is_number() ||
+        !(*batch)[1].is_string() || !(*batch)[2].is_number() || !(*batch)[3].is_string() ||
+        (*batch)[1].get<std::string>() != "BS" || (*batch)[3].get<std::string>() != "B" ||
+        !((*batch)[0].get<double>() > 0 && (*batch)[0].get<double>() <= 64) ||
+        !((*batch)[2].get<double>() >= 0 && (*batch)[2].get<double>() <= 64)) {
+      p.add("batch_block: [bytes per token id in (0, 64], \"BS\", the same per sequence, \"B\"]");
+    } else {
+      prog.batch = {(*batch)[0].get<double>(), "BS"};
+      prog.batch_b = {(*batch)[2].get<double>(), "B"};
+      prog.has_batch = true;
     }
   }
   if (first != nullptr) {
@@ -513,6 +528,8 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
     init_list(program.init_embedding, out.init_embedding);
     init_list(program.init_layer, out.init_layer);
     init_list(program.init_rest, out.init_rest);
+    if (program.has_batch)
+      out.batch_bytes = program.batch.coefficient * b * s + program.batch_b.coefficient * b;
     for (const auto& fs : program.first_step)
       out.first_step.push_back(
           {fs.part, fs.before,

@@ -59,6 +59,8 @@ struct AllocProgram {
   };
   // Blocks made before the first step (LayerAllocProgram::init_*).
   std::vector<Size> init_embedding, init_layer, init_rest;
+  Size batch, batch_b; // the token batch: coefficient x product + coefficient x B
+  bool has_batch = false;
 };
 
 /// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError

@@ -193,6 +193,9 @@ struct LayerAllocProgram {
   // embedding's parameters, one layer's, the rest (final norm, LM head), and blocks that are no
   // parameter (no D, F or V in their size). Empty: the step's own parameter lists.
   std::vector<double> init_embedding, init_layer, init_rest, init_other;
+  // The token batch (B x (S + 1) ids): made after the parameters, freed after zero_grad and
+  // made again for the next step. 0: none.
+  double batch_bytes = 0;
   [[nodiscard]] bool has_around() const {
     for (const auto& a : around)
       if (!a.events.empty())

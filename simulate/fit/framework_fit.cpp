@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <tuple>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -201,7 +203,17 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   // The boundary re-measured one fresh process per probe (scripts/peer_oom_fresh_boundary.py)
   // takes precedence over the search's, with the peaks of its largest batch that ran.
   const std::int64_t fresh_max = int_or(m, "fresh_max_micro_batch", -1);
+  if (m.contains("uncapped") && m["uncapped"].is_object())
+    for (const auto& [key, value] : m["uncapped"].items()) {
+      (void)value;
+      char* end = nullptr;
+      const long long b = std::strtoll(key.c_str(), &end, 10);
+      if (end != key.c_str() && *end == '\0' && b > 0 && b <= 1 << 20 &&
+          (run.search_start_batch == 0 || b < run.search_start_batch))
+        run.search_start_batch = b;
+    }
   if (run.max_micro_batch >= 0 && fresh_max >= 0) {
+    run.fresh_boundary = true;
     run.searched_max_micro_batch = run.max_micro_batch;
     run.max_micro_batch = fresh_max;
     run.peak_allocated_bytes = number_or(m, "fresh_boundary_peak_allocated_bytes", 0);
@@ -563,6 +575,100 @@ FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& whe
   return parse_run(j, where, NameMap{});
 }
 
+// The largest micro-batch as the recorded runs find it (docs/frameworks.md, "Fit/test split",
+// session 18): scripts/peer_framework_runs.py's search over the caps 24, 40 and 80 GB in
+// increasing order (a linear guess from the uncapped reserved bytes at the start batch and twice
+// it, a walk and a bisection; a batch that fit under a lower cap taken to fit under a higher),
+// then scripts/peer_oom_fresh_boundary.py's walk up or down from that answer and bisection.
+std::int64_t emulated_oom_boundary(const FrameworkRun& run,
+                                   const std::function<bool(std::int64_t, double)>& fits,
+                                   const std::function<double(std::int64_t)>& uncapped) {
+  constexpr std::int64_t kMaxBatch = 512; // the search's --max-batch
+  const std::int64_t b0 = run.search_start_batch;
+  const double r1 = uncapped(b0), r2 = uncapped(2 * b0);
+  const double slope = std::max(r2 - r1, 1.0);
+  const double base = r1 - slope * static_cast<double>(b0);
+  std::int64_t known_ok = 0, answer = 0;
+  for (double cap : {24e9, 40e9, 80e9}) {
+    if (cap > run.memory_cap_bytes * (1 + 1e-9))
+      break;
+    const auto guess = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::floor((cap - base) / slope)), 1, kMaxBatch);
+    std::int64_t lo = known_ok, hi = -1;
+    std::int64_t b = std::max({guess, known_ok + 1, std::int64_t{1}});
+    if (fits(b, cap)) {
+      lo = b;
+      std::int64_t stride = 1;
+      while (hi < 0 && b < kMaxBatch) {
+        b = std::min(b + stride, kMaxBatch);
+        stride *= 2;
+        (fits(b, cap) ? lo : hi) = b;
+      }
+    } else {
+      hi = b;
+      std::int64_t stride = 1;
+      while (lo < hi - 1) {
+        b = std::max(hi - stride, lo + 1);
+        stride *= 2;
+        if (b <= known_ok || fits(b, cap)) {
+          lo = b;
+          break;
+        }
+        hi = b;
+      }
+    }
+    while (hi >= 0 && hi - lo > 1) {
+      const std::int64_t mid = (lo + hi) / 2;
+      (fits(mid, cap) ? lo : hi) = mid;
+    }
+    known_ok = std::max(known_ok, lo);
+    answer = lo;
+  }
+  if (!run.fresh_boundary)
+    return answer;
+  // Fresh processes from the search's answer, under the run's own cap.
+  const double cap = run.memory_cap_bytes;
+  std::map<std::int64_t, bool> probes;
+  auto probe = [&](std::int64_t k) { return probes.emplace(k, fits(k, cap)).first->second; };
+  auto bracket = [&]() {
+    std::int64_t lo = 0, hi = -1;
+    for (const auto& [k, ok] : probes)
+      if (ok)
+        lo = std::max(lo, k);
+    for (const auto& [k, ok] : probes)
+      if (!ok && k > lo && (hi < 0 || k < hi))
+        hi = k;
+    return std::make_pair(lo, hi);
+  };
+  const std::int64_t start = std::max<std::int64_t>(answer, 1);
+  probe(start);
+  auto [lo, hi] = bracket();
+  for (std::int64_t stride = 1; hi < 0 && lo + stride <= 4 * kMaxBatch; stride *= 2) {
+    probe(lo + stride);
+    std::tie(lo, hi) = bracket();
+  }
+  if (hi < 0)
+    return lo;
+  if (lo == 0) {
+    if (probes.count(1) && !probes[1])
+      return 0;
+    for (std::int64_t k = start, stride = 1;;) {
+      k = std::max<std::int64_t>(k - stride, 1);
+      if (probe(k) || k == 1)
+        break;
+      stride *= 2;
+    }
+    std::tie(lo, hi) = bracket();
+    if (lo == 0)
+      return 0;
+  }
+  while (hi - lo > 1) {
+    probe((lo + hi) / 2);
+    std::tie(lo, hi) = bracket();
+  }
+  return lo;
+}
+
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
@@ -604,16 +710,36 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     }
     model::ParallelPlan plan = run.plan;
     model::TrainingSetup s = run.setup;
-    std::int64_t best = 0;
-    for (std::int64_t b = 1; b <= 4096; ++b) {
+    std::map<std::pair<std::int64_t, double>, bool> fit_cache;
+    auto fits = [&](std::int64_t b, double cap) {
+      const auto key = std::make_pair(b, cap);
+      if (auto it = fit_cache.find(key); it != fit_cache.end())
+        return it->second;
+      MemoryOptions capped = mo;
+      capped.allocator_cap_bytes = cap;
       s.micro_batch_size = b;
       s.global_batch_size = b * plan.dp;
-      if (estimate_memory(run.model, plan, s, run.profile, mo).peak_reserved() >
-          run.memory_cap_bytes)
-        break;
-      best = b;
+      const bool ok = estimate_memory(run.model, plan, s, run.profile, capped).peak_reserved() <= cap;
+      fit_cache.emplace(key, ok);
+      return ok;
+    };
+    if (run.search_start_batch > 0) {
+      p.max_micro_batch = emulated_oom_boundary(run, fits, [&](std::int64_t b) {
+        MemoryOptions free_run = mo;
+        free_run.allocator_cap_bytes = 0;
+        s.micro_batch_size = b;
+        s.global_batch_size = b * plan.dp;
+        return estimate_memory(run.model, plan, s, run.profile, free_run).peak_reserved();
+      });
+    } else {
+      std::int64_t best = 0;
+      for (std::int64_t b = 1; b <= 4096; ++b) {
+        if (!fits(b, run.memory_cap_bytes))
+          break;
+        best = b;
+      }
+      p.max_micro_batch = best;
     }
-    p.max_micro_batch = best;
   }
   return p;
 }

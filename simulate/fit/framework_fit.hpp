@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ struct FrameworkRun {
   std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch that trained
   // The search's answer where a fresh-process boundary replaced it (-1: not replaced).
   std::int64_t searched_max_micro_batch = -1;
+  // The batch the recorded search started from (the smaller of its two uncapped probes,
+  // measured.uncapped; scripts/peer_framework_runs.py): with it the boundary is predicted by the
+  // same search (0: not recorded; the first micro-batch that does not fit, less one).
+  std::int64_t search_start_batch = 0;
+  bool fresh_boundary = false; // the measured boundary was confirmed in fresh processes
   [[nodiscard]] bool is_oom_search() const { return max_micro_batch >= 0; }
   // An OOM-search configuration, measured or not ("oom_search": true on a failed search):
   // it takes its configuration's fit/test side either way.
@@ -76,6 +82,20 @@ void merge_repeat_runs(std::vector<FrameworkRun>& runs,
 /// One run from a JSON object in that format (split: fit), e.g. the configuration a kernel
 /// profile records with its measured figures; `where` names it in errors.
 [[nodiscard]] FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& where);
+
+/// The largest micro-batch the recorded OOM search would find if `fits(batch, cap)` were the
+/// GPU (docs/frameworks.md, "Fit/test split", session 18): scripts/peer_framework_runs.py's
+/// search over the caps 24, 40 and 80 GB up to the run's own (a linear guess from
+/// `uncapped(batch)`, the step's reserved bytes without a cap, at run.search_start_batch and
+/// twice it; a walk and a bisection; a batch that fit under a lower cap taken to fit under a
+/// higher), then, where the run's boundary was confirmed in fresh processes,
+/// scripts/peer_oom_fresh_boundary.py's walk from that answer and bisection. Whether a batch fits
+/// under a cap is not monotone in the batch, so this is the boundary compared with the measured
+/// one; `trainsim memory` reports the first that does not fit, less one.
+[[nodiscard]] std::int64_t
+emulated_oom_boundary(const FrameworkRun& run,
+                      const std::function<bool(std::int64_t, double)>& fits,
+                      const std::function<double(std::int64_t)>& uncapped);
 
 /// Predicted figures of one run under a framework profile.
 struct RunPrediction {
