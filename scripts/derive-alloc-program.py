@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Derives a layer allocation program from two allocator traces of the same training loop.
+"""Derives an allocation program from two allocator traces of the same training loop.
 
 A PyTorch eager step makes and frees the same blocks, in the same order, for every transformer
 layer: the forward of each layer (under the activation checkpoint, with full recompute), and the
 backward of each layer (its re-made forward, then its backward). This script cuts step 2 of each
-trace (scripts/peer_allocator_trace.py) into those per-layer windows, checks that the two traces
-agree event for event, expresses every block size as a formula of the configuration (batch B,
-sequence S, hidden D, FFN width F, heads H: bytes = coefficient x one product of them) that fits
-both traces exactly, and writes the program trainsim's generated step plays for each layer
+trace (scripts/peer_allocator_trace.py) into those per-layer windows and the four parts around
+them (the embedding's forward, the head's and loss's forward, their backward, the embedding's
+backward), reads the tensors made before the first step (the parameters as the model registers
+them), the token batch made again after every step and the blocks only the first step makes
+(cuBLAS's workspaces), checks that the two traces agree event for event, expresses every block
+size as a formula of the configuration (batch B, sequence S, hidden D, FFN width F, heads H,
+vocabulary V: bytes = coefficient x one product of them; library workspaces affine in D or in
+B x S through both traces), and writes the program trainsim's generated step plays
 (simulate/alloc_program.hpp; docs/frameworks.md, "The caching allocator").
 
 Usage: scripts/derive-alloc-program.py TRACE_A TRACE_B OUT.json
-Each trace's header names its model (presets/models/<model>.json gives D, F, H, layers),
+Each trace's header names its model (presets/models/<model>.json gives D, F, H, V, layers),
 micro-batch and sequence length. Stdlib only; exits non-zero, naming what disagrees, when the two
 traces do not give one program.
 """

@@ -1,8 +1,9 @@
-// Layer allocation programs: the order in which a recorded PyTorch training step makes and
-// frees one transformer layer's blocks, forward and backward, with each block's size a formula
-// of the configuration. Recorded from two allocator traces of one training loop at different
-// sizes (scripts/derive-alloc-program.py, which refuses traces that disagree event for event);
-// presets/alloc-programs/*.json; played by the generated step (allocator.hpp,
+// Recorded allocation programs: the order in which a recorded PyTorch training step makes and
+// frees its blocks (each transformer layer's, forward and backward; the embedding's and head's
+// around them; the parameters, the token batch, the first step's own workspaces), with each
+// block's size a formula of the configuration. Recorded from two allocator traces of one training
+// loop at different sizes (scripts/derive-alloc-program.py, which refuses traces that disagree
+// event for event); presets/alloc-programs/*.json; played by the generated step (allocator.hpp,
 // LayerAllocProgram) where the configuration is the one the program was recorded for.
 #pragma once
 

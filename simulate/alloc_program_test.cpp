@@ -1,4 +1,4 @@
-// Layer allocation programs (alloc_program.hpp): the recorded preset loads and applies to the
+// Recorded allocation programs (alloc_program.hpp): the recorded preset loads and applies to the
 // configurations it was recorded for; malformed programs are refused by name; mutated
 // programs load or throw ConfigError, never crash.
 #include <doctest/doctest.h>
@@ -65,6 +65,18 @@ TEST_CASE("the recorded program applies where it was recorded, nowhere else") {
     largest8 = std::max(largest8, e.bytes);
   CHECK(largest8 == doctest::Approx(2 * largest));
   CHECK(layer_alloc_program(prog, model::load_model("cs336-xl"), plan, naive_full(2, 1024)));
+  // The parts around the layers, the model's own parameter tensors and the token batch come
+  // with it at the recorded vocabulary only (every recorded model had 10000 tokens).
+  CHECK(lp->has_around());
+  CHECK(lp->init_layer.size() == 9); // norm, Q, K, V, O, norm, W1, W2, W3
+  CHECK(lp->batch_bytes == doctest::Approx(8.0 * 4 * 1025));
+  CHECK(lp->first_step.size() == 2);
+  auto other_vocab = medium;
+  other_vocab.vocab_size = 32000;
+  const auto layers_only = layer_alloc_program(prog, other_vocab, plan, naive_full(4, 1024));
+  REQUIRE(layers_only.has_value());
+  CHECK_FALSE(layers_only->has_around());
+  CHECK(layers_only->init_layer.empty());
   // Not the recorded configuration: flash attention, no recompute, fp32, tensor parallel,
   // a model whose layer has other op roles (grouped keys and values) or FFN ratio.
   auto flash = naive_full(4, 1024);
@@ -122,6 +134,24 @@ TEST_CASE("malformed programs are refused by name") {
   j = preset_json();
   j["forward"]["events"][0] = json::array({"a", 1e13, "BSD"});
   refused(j, "huge", "coefficient");
+  j = preset_json();
+  j["head_forward"]["events"].push_back(json::array({"f_part", "embedding_backward", 0}));
+  refused(j, "later-part", "not a part played before");
+  j = preset_json();
+  j["embedding_backward"]["events"].push_back(json::array({"f_last", 5000}));
+  refused(j, "f-last", "f_last of block 5000");
+  j = preset_json();
+  j.erase("head_backward");
+  refused(j, "three-parts", "all four or not at all");
+  j = preset_json();
+  j["batch_block"] = json::array({8, "BD", 8, "B"});
+  refused(j, "batch", "batch_block");
+  j = preset_json();
+  j["init_blocks"]["layer"].push_back(json::array({4, "DQ"}));
+  refused(j, "init", "init_blocks.layer");
+  j = preset_json();
+  j["first_step_blocks"].push_back(json::array({"nowhere", 0, 1024, "1"}));
+  refused(j, "first-step", "first_step_blocks");
 }
 
 TEST_CASE("mutated programs load or are refused, and what loads plays") {
@@ -133,7 +163,10 @@ TEST_CASE("mutated programs load or are refused, and what loads plays") {
   int loaded = 0, refused = 0;
   for (int i = 0; i < 150; ++i) {
     json j = base;
-    const char* pass = rng() % 2 ? "forward" : "backward";
+    static constexpr const char* kPasses[] = {"forward",           "backward",
+                                              "embedding_forward", "head_forward",
+                                              "head_backward",     "embedding_backward"};
+    const char* pass = kPasses[rng() % 6];
     auto& events = j[pass]["events"];
     const auto at = static_cast<std::size_t>(rng() % events.size());
     switch (rng() % 5) {

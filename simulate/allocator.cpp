@@ -347,8 +347,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
   alloc_all(t.head_params, t.weight_bytes_per_param, keep);
   alloc_all(t.persistent, 1.0, keep);
   // The token batch of a recorded program: made after the parameters, again after each step.
-  Id token_batch =
-      t.layer_program.batch_bytes > 0 ? alloc(t.layer_program.batch_bytes) : Id{-1};
+  Id token_batch = t.layer_program.batch_bytes > 0 ? alloc(t.layer_program.batch_bytes) : Id{-1};
   bool states = false;
   const auto layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
   const bool fsdp2 = t.fsdp2;
@@ -657,7 +656,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         temps.push_back(alloc(p * t.transient_bytes_per_param));
     });
     release_all(temps);
-    release_all(grads); // zero_grad(set_to_none=True)
+    release_all(grads);     // zero_grad(set_to_none=True)
     if (token_batch >= 0) { // the next step's batch
       a.release(token_batch);
       token_batch = alloc(t.layer_program.batch_bytes);

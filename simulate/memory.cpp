@@ -284,7 +284,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // needed (beyond the cap), however the timeline's allocated bytes compare.
   // A step played from a whole recorded program (the layers and the parts around them)
   // reproduces PyTorch's own requests: its reserved bytes are the prediction, whatever the
-  // timeline's allocated bytes (docs/frameworks.md, "Layer allocation programs").
+  // timeline's allocated bytes (docs/frameworks.md, "Recorded allocation programs").
   const bool whole_program = step_tensors && step_tensors->layer_program.has_around();
   if (fw.caching_allocator && simulated.reserved_bytes > 0)
     m.allocator = std::max(simulated.reserved_bytes - simulated.allocated_bytes,
@@ -329,16 +329,40 @@ MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::Para
                                 setup, profile, options);
 }
 
+namespace {
+// Whether micro-batch b fits in memory_bytes (the allocator capped at it, less the overhead,
+// unless the options cap it themselves).
+bool micro_batch_fits(const model::ModelSpec& model, const model::ParallelPlan& plan,
+                      model::TrainingSetup setup, const hw::HardwareProfile& profile,
+                      double memory_bytes, const MemoryOptions& options, std::int64_t b) {
+  MemoryOptions o = options;
+  if (o.allocator_cap_bytes <= 0)
+    o.device_bytes = memory_bytes;
+  setup.micro_batch_size = b;
+  setup.global_batch_size = 0; // the batch constraint is the caller's business
+  return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
+}
+} // namespace
+
+std::int64_t fits_again_above(const model::ModelSpec& model, const model::ParallelPlan& plan,
+                              const model::TrainingSetup& setup, const hw::HardwareProfile& profile,
+                              double memory_bytes, const MemoryOptions& options,
+                              std::int64_t max_micro_batch, std::int64_t window) {
+  std::int64_t found = 0;
+  if (!options.framework || !options.framework->caching_allocator || max_micro_batch <= 0)
+    return 0;
+  for (std::int64_t b = max_micro_batch + 2; b <= max_micro_batch + window; ++b)
+    if (micro_batch_fits(model, plan, setup, profile, memory_bytes, options, b))
+      found = b;
+  return found;
+}
+
 std::int64_t max_micro_batch(const model::ModelSpec& model, const model::ParallelPlan& plan,
                              model::TrainingSetup setup, const hw::HardwareProfile& profile,
                              double memory_bytes, const MemoryOptions& options) {
-  MemoryOptions o = options;
-  if (o.allocator_cap_bytes <= 0)
-    o.device_bytes = memory_bytes; // the allocator's cap is this memory (less the overhead)
+  const MemoryOptions& o = options;
   auto fits = [&](std::int64_t b) {
-    setup.micro_batch_size = b;
-    setup.global_batch_size = 0; // the batch constraint is the caller's business
-    return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
+    return micro_batch_fits(model, plan, setup, profile, memory_bytes, options, b);
   };
   if (!fits(1))
     return 0;

@@ -123,16 +123,25 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
 /// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does). Where the
 /// framework simulates its caching allocator, fitting is not monotone in the micro-batch (the
 /// segments fall differently: 107 may fit, 108 not, 110 again): the answer is then the one
-/// below the first micro-batch that does not fit, scanned from 1 up to 1024 (the definition
-/// the recorded OOM boundaries are compared with, docs/frameworks.md; the largest recorded is
-/// 197), and searched by doubling and bisection above that, where one batch more is a
-/// fraction of a percent of the step and a scan would take seconds (a 16-token sequence fits
-/// thousands).
+/// below the first micro-batch that does not fit, scanned from 1 up to 1024 (the safe answer;
+/// recorded OOM boundaries are compared with the boundary their own search finds,
+/// fitting::emulated_oom_boundary; the largest recorded is 197), and searched by doubling and
+/// bisection above that, where one batch more is a fraction of a percent of the step and a
+/// scan would take seconds (a 16-token sequence fits thousands).
 [[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,
                                            const model::ParallelPlan& plan,
                                            model::TrainingSetup setup,
                                            const hw::HardwareProfile& profile, double memory_bytes,
                                            const MemoryOptions& options = {});
+/// Where the allocator is simulated: the largest micro-batch in (max_micro_batch + 1,
+/// max_micro_batch + window] that fits again, or 0 (the verdict above the safe answer is not
+/// monotone; `trainsim memory` says so).
+[[nodiscard]] std::int64_t fits_again_above(const model::ModelSpec& model,
+                                            const model::ParallelPlan& plan,
+                                            const model::TrainingSetup& setup,
+                                            const hw::HardwareProfile& profile, double memory_bytes,
+                                            const MemoryOptions& options,
+                                            std::int64_t max_micro_batch, std::int64_t window = 16);
 
 /// Largest parameter count whose model states fit on `num_gpus` GPUs of `memory_bytes` each
 /// (data parallel over all of them with the given ZeRO stage; activations not counted).

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <tuple>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
@@ -719,7 +719,8 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       capped.allocator_cap_bytes = cap;
       s.micro_batch_size = b;
       s.global_batch_size = b * plan.dp;
-      const bool ok = estimate_memory(run.model, plan, s, run.profile, capped).peak_reserved() <= cap;
+      const bool ok =
+          estimate_memory(run.model, plan, s, run.profile, capped).peak_reserved() <= cap;
       fit_cache.emplace(key, ok);
       return ok;
     };

@@ -666,3 +666,36 @@ TEST_CASE("multi-GPU residuals: the fit rows on more than one GPU, in sample") {
   runs[1].split = runs[2].split = Split::test; // the test half never sets a band
   CHECK(multi_gpu_residuals(fw, runs, 1, "").time_runs == 0);
 }
+
+TEST_CASE("the OOM boundary found as the recorded search finds it, under a non-monotone verdict") {
+  // A step that needs 2 GB per sequence and fails, alone, at micro-batch 7 (where segments
+  // fall): the first failure is 7, but the recorded search starts from a linear guess near the
+  // cap and never probes 7.
+  trainsim::fitting::FrameworkRun run;
+  run.search_start_batch = 2;
+  run.memory_cap_bytes = 40e9;
+  run.fresh_boundary = true;
+  auto fits = [](std::int64_t b, double cap) {
+    return 2e9 * static_cast<double>(b) <= cap && b != 7;
+  };
+  auto uncapped = [](std::int64_t b) { return 2e9 * static_cast<double>(b); };
+  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 20);
+  // The search's guess takes the difference between its two probes (b0 and 2 b0) as the bytes
+  // of one sequence, so with b0 = 2 it guesses half the boundary: at 24 GB it lands on 7, the
+  // isolated failure, and walks down to 6, which fresh processes confirm (7 fails).
+  run.memory_cap_bytes = 24e9;
+  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 6);
+  run.fresh_boundary = false; // the search's answer alone
+  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 6);
+  // Fresh processes walk up from the search's answer while batches fit: an answer below a run of
+  // batches that fit moves to its top.
+  run.fresh_boundary = true;
+  run.memory_cap_bytes = 40e9;
+  auto early = [](std::int64_t b, double cap) {
+    return (b <= 18 || (b >= 20 && b <= 23)) && 2e9 * static_cast<double>(b) <= cap + 8e9;
+  };
+  CHECK(trainsim::fitting::emulated_oom_boundary(run, early, uncapped) == 23);
+  // Nothing fits.
+  auto none = [](std::int64_t, double) { return false; };
+  CHECK(trainsim::fitting::emulated_oom_boundary(run, none, uncapped) == 0);
+}
