@@ -225,6 +225,10 @@ int run_memory(const MemoryOptions& o) {
                         multi_gpu ? "multi-GPU " : "", mo.framework->name)
           : fmt::format("none (the {} profile has no memory residuals)", mo.framework->name);
   const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
+  const std::int64_t again =
+      max_mb > 0 && max_mb < 1024
+          ? sim::fits_again_above(m, p, s, mc.profile, mc.gpu.memory_bytes, mo, max_mb)
+          : 0;
   const double params = model::count_params(m).total;
   Sink sink(o.out);
   const nlohmann::json j{{"model", m.name},
@@ -248,7 +252,8 @@ int run_memory(const MemoryOptions& o) {
                          {"band_source", band},
                          {"verdict", said},
                          {"fits", fits},
-                         {"max_micro_batch", max_mb}};
+                         {"max_micro_batch", max_mb},
+                         {"fits_again_up_to", again}};
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -284,8 +289,13 @@ int run_memory(const MemoryOptions& o) {
           gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
+    if (sink.format() == Format::table && again > 0)
+      sink.write(fmt::format(
+          "above it the verdict is not monotone: micro-batch {} fits again (the caching "
+          "allocator's segments fall differently at each size); {} is the safe answer\n",
+          again, max_mb));
     if (sink.format() == Format::table && !b.allocation_program.empty())
-      sink.write(fmt::format("allocator: each layer's blocks in the order recorded from PyTorch "
+      sink.write(fmt::format("allocator: the step's blocks in the order recorded from PyTorch "
                              "(presets/alloc-programs/{}.json)\n",
                              b.allocation_program));
     if (sink.format() == Format::table && b.host_activation_bytes > 0)
