@@ -589,9 +589,14 @@ std::int64_t emulated_oom_boundary(const FrameworkRun& run,
   const double slope = std::max(r2 - r1, 1.0);
   const double base = r1 - slope * static_cast<double>(b0);
   std::int64_t known_ok = 0, answer = 0;
-  for (double cap : {24e9, 40e9, 80e9}) {
-    if (cap > run.memory_cap_bytes * (1 + 1e-9))
-      break;
+  // The recorded searches visit 24, 40 and 80 GB; a run under another cap is searched after
+  // the standard caps below it.
+  std::vector<double> caps;
+  for (double cap : {24e9, 40e9, 80e9})
+    if (cap < run.memory_cap_bytes * (1 - 1e-9))
+      caps.push_back(cap);
+  caps.push_back(run.memory_cap_bytes);
+  for (double cap : caps) {
     const auto guess = std::clamp<std::int64_t>(
         static_cast<std::int64_t>(std::floor((cap - base) / slope)), 1, kMaxBatch);
     std::int64_t lo = known_ok, hi = -1;

@@ -85,7 +85,7 @@ void merge_repeat_runs(std::vector<FrameworkRun>& runs,
 
 /// The largest micro-batch the recorded OOM search would find if `fits(batch, cap)` were the
 /// GPU (docs/frameworks.md, "Fit/test split", session 18): scripts/peer_framework_runs.py's
-/// search over the caps 24, 40 and 80 GB up to the run's own (a linear guess from
+/// search over its caps (24, 40 and 80 GB) below the run's own, then the run's (a linear guess from
 /// `uncapped(batch)`, the step's reserved bytes without a cap, at run.search_start_batch and
 /// twice it; a walk and a bisection; a batch that fit under a lower cap taken to fit under a
 /// higher), then, where the run's boundary was confirmed in fresh processes,

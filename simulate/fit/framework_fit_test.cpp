@@ -695,6 +695,9 @@ TEST_CASE("the OOM boundary found as the recorded search finds it, under a non-m
     return (b <= 18 || (b >= 20 && b <= 23)) && 2e9 * static_cast<double>(b) <= cap + 8e9;
   };
   CHECK(trainsim::fitting::emulated_oom_boundary(run, early, uncapped) == 23);
+  // A cap the recorded searches do not visit is searched after the standard ones below it.
+  run.memory_cap_bytes = 30e9;
+  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 15);
   // Nothing fits.
   auto none = [](std::int64_t, double) { return false; };
   CHECK(trainsim::fitting::emulated_oom_boundary(run, none, uncapped) == 0);
