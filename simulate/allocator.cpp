@@ -406,62 +406,37 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         if (f.part == where && f.before == i)
           keep.push_back(alloc(std::max(f.bytes, 1.0)));
     };
-    auto play = [&](const std::vector<LayerAllocProgram::Event>& events, std::int32_t blocks,
-                    std::vector<Id>& prev, Id input, bool first_window = false) {
-      std::vector<Id> b(static_cast<std::size_t>(blocks), -1);
-      std::int32_t next = 0;
-      std::int32_t at = 0;
-      for (const auto& e : events) {
-        if (first_window)
-          first_step_blocks(-1, at);
-        ++at;
-        switch (e.kind) {
-        case LayerAllocProgram::Kind::alloc:
-          b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
-          break;
-        case LayerAllocProgram::Kind::free: a.release(b[static_cast<std::size_t>(e.block)]); break;
-        case LayerAllocProgram::Kind::free_prev:
-          if (static_cast<std::size_t>(e.block) < prev.size() &&
-              prev[static_cast<std::size_t>(e.block)] >= 0) {
-            a.release(prev[static_cast<std::size_t>(e.block)]);
-            prev[static_cast<std::size_t>(e.block)] = -1;
-          }
-          break;
-        case LayerAllocProgram::Kind::free_input:
-          if (input >= 0)
-            a.release(input);
-          break;
-        default: // the parts' own kinds (play_part)
-          break;
-        }
-      }
-      return b;
-    };
     // The parts around the layers (LayerAllocProgram::around): their blocks by part, alive
     // across the step.
     const bool around = program && lp.has_around();
     std::array<std::vector<Id>, LayerAllocProgram::num_parts> part_ids;
     std::vector<Id> last_window; // layer 0's backward blocks that outlived it
-    auto play_part = [&](LayerAllocProgram::Part which) {
-      const auto& part = lp.around[static_cast<std::size_t>(which)];
-      auto& ids = part_ids[static_cast<std::size_t>(which)];
-      ids.assign(static_cast<std::size_t>(part.blocks), -1);
+    auto drop = [&](std::vector<Id>& v, std::int32_t k) { // block k of v, if still held
+      if (k >= 0 && static_cast<std::size_t>(k) < v.size() && v[static_cast<std::size_t>(k)] >= 0) {
+        a.release(v[static_cast<std::size_t>(k)]);
+        v[static_cast<std::size_t>(k)] = -1;
+      }
+    };
+    // Plays one layer window or part and returns its blocks (those it freed as -1). `where`
+    // places the first step's own blocks (-1: the first layer's forward; -2: none), `prev` holds
+    // the blocks of the window played before, `input` is the layer's checkpointed input.
+    auto play = [&](const std::vector<LayerAllocProgram::Event>& events, std::int32_t blocks,
+                    std::int8_t where, std::vector<Id>& prev, Id input) {
+      std::vector<Id> b(static_cast<std::size_t>(blocks), -1);
       std::int32_t next = 0;
       std::int32_t at = 0;
-      auto drop = [&](std::vector<Id>& v, std::int32_t k) {
-        if (k >= 0 && static_cast<std::size_t>(k) < v.size() &&
-            v[static_cast<std::size_t>(k)] >= 0) {
-          a.release(v[static_cast<std::size_t>(k)]);
-          v[static_cast<std::size_t>(k)] = -1;
-        }
-      };
-      for (const auto& e : part.events) {
-        first_step_blocks(static_cast<std::int8_t>(which), at++);
+      for (const auto& e : events) {
+        first_step_blocks(where, at++);
         switch (e.kind) {
         case LayerAllocProgram::Kind::alloc:
-          ids[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
+          b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
           break;
-        case LayerAllocProgram::Kind::free: drop(ids, e.block); break;
+        case LayerAllocProgram::Kind::free: drop(b, e.block); break;
+        case LayerAllocProgram::Kind::free_prev: drop(prev, e.block); break;
+        case LayerAllocProgram::Kind::free_input:
+          if (input >= 0)
+            a.release(input);
+          break;
         case LayerAllocProgram::Kind::free_part:
           if (e.part >= 0 && e.part < LayerAllocProgram::num_parts)
             drop(part_ids[static_cast<std::size_t>(e.part)], e.block);
@@ -472,9 +447,15 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
           casts.clear();
           break;
         case LayerAllocProgram::Kind::free_last: drop(last_window, e.block); break;
-        default: break;
         }
       }
+      return b;
+    };
+    auto play_part = [&](LayerAllocProgram::Part which) {
+      const auto& part = lp.around[static_cast<std::size_t>(which)];
+      std::vector<Id> none;
+      auto& ids = part_ids[static_cast<std::size_t>(which)];
+      ids = play(part.events, part.blocks, static_cast<std::int8_t>(which), none, -1);
       for (const auto& k : part.kept) // freed by zero_grad with the gradients
         if (ids[static_cast<std::size_t>(k.block)] >= 0) {
           grads.push_back(ids[static_cast<std::size_t>(k.block)]);
@@ -489,7 +470,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       if (program) {
         std::vector<Id> none;
         for (std::size_t l = 0; l < layers; ++l) {
-          const auto b = play(lp.forward, lp.forward_blocks, none, -1, l == 0);
+          const auto b = play(lp.forward, lp.forward_blocks, l == 0 ? -1 : -2, none, -1);
           for (const auto& k : lp.forward_kept) {
             const Id id = b[static_cast<std::size_t>(k.block)];
             if (k.until == LayerAllocProgram::Until::layer_input)
@@ -553,7 +534,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
       for (std::size_t l = layers; l-- > 0;) {
         // The recorded forward windows each begin where the previous layer's output is made,
         // so the block window l keeps is layer l's input, which layer l's backward frees.
-        const auto b = play(lp.backward, lp.backward_blocks, prev, layer_out[l]);
+        const auto b = play(lp.backward, lp.backward_blocks, -2, prev, layer_out[l]);
         for (Id id : prev) // anything of the layer above its backward did not free
           if (id >= 0)
             a.release(id);
