@@ -21,6 +21,13 @@ using Until = LayerAllocProgram::Until;
 constexpr std::array<const char*, LayerAllocProgram::num_parts> kPartNames{
     "embedding_forward", "head_forward", "head_backward", "embedding_backward"};
 
+// A size's product: "1", or letters of B (micro-batch), S, D, F, H, V.
+bool valid_product(const std::string& product) {
+  return !product.empty() && product.size() <= 8 &&
+         product.find_first_not_of(product == "1" ? "1" : "BSDFHV") == std::string::npos;
+}
+constexpr const char* kProductRule = "must be \"1\" or letters of B, S, D, F, H, V";
+
 // `part` >= 0: one of the parts around the layers, whose events may also be f_part, f_casts,
 // f_last, and allocations affine in a product (["a", c, product, offset]).
 AllocProgram::Pass
@@ -80,10 +87,8 @@ read_pass(const nlohmann::json* j, const std::string& what, Problems& p, int par
       ev.coefficient = e[1].get<double>();
       ev.product = e[2].get<std::string>();
       ev.offset = affine ? e[3].get<double>() : 0.0;
-      if (ev.product.empty() || ev.product.size() > 8 ||
-          ev.product.find_first_not_of(ev.product == "1" ? "1" : "BSDFHV") != std::string::npos)
-        p.add(fmt::format("{}: product \"{}\" must be \"1\" or letters of B, S, D, F, H, V", at,
-                          ev.product));
+      if (!valid_product(ev.product))
+        p.add(fmt::format("{}: product \"{}\" {}", at, ev.product, kProductRule));
       ev.block = static_cast<std::int32_t>(alive.size());
       alive.push_back(1);
     } else if (op == "f" || (op == "f_prev" && part < 0)) {
@@ -328,12 +333,10 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
         for (const auto& x : *list) {
           if (!x.is_array() || x.size() != 2 || !x[0].is_number() || !x[1].is_string() ||
               !(x[0].get<double>() > 0 && x[0].get<double>() <= 1e12) ||
-              x[1].get<std::string>().empty() || x[1].get<std::string>().size() > 8 ||
-              x[1].get<std::string>().find_first_not_of(
-                  x[1].get<std::string>() == "1" ? "1" : "BSDFHV") != std::string::npos) {
-            p.add(fmt::format("init_blocks.{}: each entry is [coefficient in (0, 1e12], product "
-                              "of B, S, D, F, H, V or \"1\"]",
-                              key));
+              !valid_product(x[1].get<std::string>())) {
+            p.add(fmt::format("init_blocks.{}: each entry is [coefficient in (0, 1e12], product], "
+                              "the product {}",
+                              key, kProductRule));
             continue;
           }
           into->push_back({x[0].get<double>(), x[1].get<std::string>()});
@@ -350,9 +353,8 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
         !((*batch)[2].get<double>() >= 0 && (*batch)[2].get<double>() <= 64)) {
       p.add("batch_block: [bytes per token id in (0, 64], \"BS\", the same per sequence, \"B\"]");
     } else {
-      prog.batch = {(*batch)[0].get<double>(), "BS"};
-      prog.batch_b = {(*batch)[2].get<double>(), "B"};
-      prog.has_batch = true;
+      prog.batch_bytes_per_token = (*batch)[0].get<double>();
+      prog.batch_bytes_per_sequence = (*batch)[2].get<double>();
     }
   }
   if (first != nullptr) {
@@ -388,10 +390,8 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
         b.before = static_cast<std::int32_t>(f[1].get<std::int64_t>());
         b.coefficient = f[2].get<double>();
         b.product = f[3].get<std::string>();
-        if (b.product.empty() || b.product.size() > 8 ||
-            b.product.find_first_not_of(b.product == "1" ? "1" : "BSDFHV") != std::string::npos)
-          p.add(fmt::format("{}: product \"{}\" must be \"1\" or letters of B, S, D, F, H, V", at,
-                            b.product));
+        if (!valid_product(b.product))
+          p.add(fmt::format("{}: product \"{}\" {}", at, b.product, kProductRule));
         prog.first_step.push_back(std::move(b));
       }
     }
@@ -430,32 +430,8 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   // The layer's op roles, kinds and dtypes must be the recorded model's (one layer kind), and
   // so must what changes a layer's blocks without changing its ops: keys and values at every
   // query head's width, biases, the head width, RoPE over whole heads.
-  static std::mutex mu;
-  static std::map<std::string, model::ModelSpec, std::less<>> recorded_models;
-  model::ModelSpec like;
-  {
-    std::lock_guard lock(mu);
-    auto it = recorded_models.find(program.layer_like_model);
-    if (it == recorded_models.end())
-      it = recorded_models
-               .emplace(program.layer_like_model, model::load_model(program.layer_like_model))
-               .first;
-    like = it->second;
-  }
-  auto kv_width = [](const model::ModelSpec& m) {
-    return m.num_kv_heads > 0
-               ? static_cast<double>(m.num_kv_heads) / static_cast<double>(m.num_heads)
-               : 1.0;
-  };
-  if (kv_width(model) != kv_width(like) || model.qkv_bias != like.qkv_bias ||
-      model.out_bias != like.out_bias || model.mlp_bias != like.mlp_bias ||
-      model.rotary_fraction != like.rotary_fraction || model.is_moe() ||
-      model.sliding_window != 0 || (model.head_dim > 0 && model.head_dim != program.head_dim))
-    return std::nullopt;
-  static std::map<std::string, std::vector<std::array<int, 3>>, std::less<>> recorded_roles;
   auto roles_of = [&](const model::ModelSpec& m) {
-    model::OpContext ctx = model::make_op_context(plan, setup);
-    const auto ops = model::build_ops(m, ctx);
+    const auto ops = model::build_ops(m, model::make_op_context(plan, setup));
     std::vector<std::array<int, 3>> r;
     if (ops.layers.size() != 1)
       return r;
@@ -464,14 +440,36 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
           {static_cast<int>(op.role), static_cast<int>(op.kind), static_cast<int>(op.dtype)});
     return r;
   };
-  std::vector<std::array<int, 3>> want;
+  // The recorded model and its layer's roles, once per process (std::map entries stay put).
+  struct Recorded {
+    model::ModelSpec spec;
+    std::vector<std::array<int, 3>> roles;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Recorded, std::less<>> recorded;
+  const Recorded* like = nullptr;
   {
     std::lock_guard lock(mu);
-    auto it = recorded_roles.find(program.layer_like_model);
-    if (it == recorded_roles.end())
-      it = recorded_roles.emplace(program.layer_like_model, roles_of(like)).first;
-    want = it->second;
+    auto it = recorded.find(program.layer_like_model);
+    if (it == recorded.end()) {
+      Recorded r{model::load_model(program.layer_like_model), {}};
+      r.roles = roles_of(r.spec);
+      it = recorded.emplace(program.layer_like_model, std::move(r)).first;
+    }
+    like = &it->second;
   }
+  auto kv_width = [](const model::ModelSpec& m) {
+    return m.num_kv_heads > 0
+               ? static_cast<double>(m.num_kv_heads) / static_cast<double>(m.num_heads)
+               : 1.0;
+  };
+  const model::ModelSpec& l = like->spec;
+  if (kv_width(model) != kv_width(l) || model.qkv_bias != l.qkv_bias ||
+      model.out_bias != l.out_bias || model.mlp_bias != l.mlp_bias ||
+      model.rotary_fraction != l.rotary_fraction || model.is_moe() || model.sliding_window != 0 ||
+      (model.head_dim > 0 && model.head_dim != program.head_dim))
+    return std::nullopt;
+  const auto& want = like->roles;
   const auto have = roles_of(model);
   if (have.empty() || have != want)
     return std::nullopt;
@@ -480,14 +478,14 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   const double d = static_cast<double>(model.hidden_size);
   const double f = static_cast<double>(model.ffn_hidden_size);
   const double h = static_cast<double>(model.num_heads);
-  // A block beyond what the allocator model takes (a configuration far outside any GPU): the
-  // coarse step handles it.
   const double v = static_cast<double>(model.vocab_size);
   const bool around = program.vocab_size > 0 && model.vocab_size == program.vocab_size &&
                       !program.around[0].events.empty();
   auto bytes = [&](const AllocProgram::Event& e) {
     return e.coefficient * product_value(e.product, b, s, d, f, h, v) + e.offset;
   };
+  // A block beyond what the allocator model takes (a configuration far outside any GPU): the
+  // coarse step handles it.
   for (const auto* pass : {&program.forward, &program.backward})
     for (const auto& e : pass->events)
       if (e.kind == Kind::alloc && !(bytes(e) < kMaxTraceBlockBytes))
@@ -528,8 +526,7 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
     init_list(program.init_embedding, out.init_embedding);
     init_list(program.init_layer, out.init_layer);
     init_list(program.init_rest, out.init_rest);
-    if (program.has_batch)
-      out.batch_bytes = program.batch.coefficient * b * s + program.batch_b.coefficient * b;
+    out.batch_bytes = program.batch_bytes_per_token * b * s + program.batch_bytes_per_sequence * b;
     for (const auto& fs : program.first_step)
       out.first_step.push_back(
           {fs.part, fs.before,

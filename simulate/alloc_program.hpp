@@ -60,8 +60,8 @@ struct AllocProgram {
   };
   // Blocks made before the first step (LayerAllocProgram::init_*).
   std::vector<Size> init_embedding, init_layer, init_rest;
-  Size batch, batch_b; // the token batch: coefficient x product + coefficient x B
-  bool has_batch = false;
+  // The token batch: bytes per token and per sequence (B x (S + 1) ids); 0: none recorded.
+  double batch_bytes_per_token = 0, batch_bytes_per_sequence = 0;
 };
 
 /// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError
