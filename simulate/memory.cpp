@@ -360,14 +360,13 @@ std::int64_t fits_again_above(const model::ModelSpec& model, const model::Parall
 std::int64_t max_micro_batch(const model::ModelSpec& model, const model::ParallelPlan& plan,
                              model::TrainingSetup setup, const hw::HardwareProfile& profile,
                              double memory_bytes, const MemoryOptions& options) {
-  const MemoryOptions& o = options;
   auto fits = [&](std::int64_t b) {
     return micro_batch_fits(model, plan, setup, profile, memory_bytes, options, b);
   };
   if (!fits(1))
     return 0;
   std::int64_t lo = 1, hi = 2;
-  if (o.framework && o.framework->caching_allocator) {
+  if (options.framework && options.framework->caching_allocator) {
     constexpr std::int64_t kScanUpTo = 1024; // memory.hpp: the recorded boundaries are below
     for (std::int64_t b = 2; b <= kScanUpTo; ++b)
       if (!fits(b))

@@ -715,28 +715,24 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     }
     model::ParallelPlan plan = run.plan;
     model::TrainingSetup s = run.setup;
-    std::map<std::pair<std::int64_t, double>, bool> fit_cache;
+    // Peak reserved bytes at micro-batch b, the allocator capped at `cap` (0: no cap).
+    auto reserved = [&](std::int64_t b, double cap) {
+      MemoryOptions o = mo;
+      o.allocator_cap_bytes = cap;
+      s.micro_batch_size = b;
+      s.global_batch_size = b * plan.dp;
+      return estimate_memory(run.model, plan, s, run.profile, o).peak_reserved();
+    };
+    std::map<std::pair<std::int64_t, double>, bool> fit_cache; // the search asks again
     auto fits = [&](std::int64_t b, double cap) {
       const auto key = std::make_pair(b, cap);
       if (auto it = fit_cache.find(key); it != fit_cache.end())
         return it->second;
-      MemoryOptions capped = mo;
-      capped.allocator_cap_bytes = cap;
-      s.micro_batch_size = b;
-      s.global_batch_size = b * plan.dp;
-      const bool ok =
-          estimate_memory(run.model, plan, s, run.profile, capped).peak_reserved() <= cap;
-      fit_cache.emplace(key, ok);
-      return ok;
+      return fit_cache.emplace(key, reserved(b, cap) <= cap).first->second;
     };
     if (run.search_start_batch > 0) {
-      p.max_micro_batch = emulated_oom_boundary(run, fits, [&](std::int64_t b) {
-        MemoryOptions free_run = mo;
-        free_run.allocator_cap_bytes = 0;
-        s.micro_batch_size = b;
-        s.global_batch_size = b * plan.dp;
-        return estimate_memory(run.model, plan, s, run.profile, free_run).peak_reserved();
-      });
+      p.max_micro_batch =
+          emulated_oom_boundary(run, fits, [&](std::int64_t b) { return reserved(b, 0); });
     } else {
       std::int64_t best = 0;
       for (std::int64_t b = 1; b <= 4096; ++b) {
