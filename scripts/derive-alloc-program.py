@@ -159,6 +159,36 @@ def formula(sa, sb, da, db, where, affine=False, affine_d=False):
 PARTS = ["embedding_forward", "head_forward", "head_backward", "embedding_backward"]
 
 
+def step_origins(trace, cut):
+    """Where each block step 2 makes comes from: (part or "forward"/"backward" window, window
+    index, its number among that part's or window's blocks)."""
+    head, dims, events, markers = trace
+    layers = dims["L"]
+    fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
+    fstart, fp = cut["forward"]
+    bstart, bp = cut["backward"]
+    origin, counts = {}, {}
+    for i in range(fs, be):
+        kind, bid, _, _ = events[i]
+        if kind != "a":
+            continue
+        if i < fs + fstart:
+            where, inst = "embedding_forward", 0
+        elif i < fs + fstart + layers * fp:
+            where, inst = "forward", (i - fs - fstart) // fp
+        elif i < fe:
+            where, inst = "head_forward", 0
+        elif i < fe + bstart:
+            where, inst = "head_backward", 0
+        elif i < fe + bstart + layers * bp:
+            where, inst = "backward", (i - fe - bstart) // bp
+        else:
+            where, inst = "embedding_backward", 0
+        origin[bid] = (where, inst, counts.get((where, inst), 0))
+        counts[(where, inst)] = counts.get((where, inst), 0) + 1
+    return origin
+
+
 def around_parts(trace, cut, layer_parts):
     """The parts of step 2 around the layer windows: the forward's before and after the layers
     (the embedding; the head and the loss), the backward's before and after (the loss's and the
@@ -176,30 +206,7 @@ def around_parts(trace, cut, layer_parts):
              "head_forward": (fs + fstart + layers * fp, fe),
              "head_backward": (fe, fe + bstart),
              "embedding_backward": (fe + bstart + layers * bp, be)}
-    origin = {}  # block id -> (where, instance, k)
-    counts = {}
-
-    def made(where, inst, bid):
-        key = (where, inst)
-        origin[bid] = (where, inst, counts.get(key, 0))
-        counts[key] = counts.get(key, 0) + 1
-
-    for i in range(fs, be):
-        kind, bid, _, _ = events[i]
-        if kind != "a":
-            continue
-        if i < fs + fstart:
-            made("embedding_forward", 0, bid)
-        elif i < fs + fstart + layers * fp:
-            made("forward", (i - fs - fstart) // fp, bid)
-        elif i < fe:
-            made("head_forward", 0, bid)
-        elif i < fe + bstart:
-            made("head_backward", 0, bid)
-        elif i < fe + bstart + layers * bp:
-            made("backward", (i - fe - bstart) // bp, bid)
-        else:
-            made("embedding_backward", 0, bid)
+    origin = step_origins(trace, cut)
     casts = {k["block"] for k in layer_parts["forward"]["kept"] if k["until"] == "forward_end"}
     freed = {events[i][1] for i in range(fs, be) if events[i][0] == "f"}
     out, top = {}, {}
@@ -231,15 +238,9 @@ def around_parts(trace, cut, layer_parts):
         out[name] = {"events": ev, "kept": [{"block": k, "until": "step_end"} for k in kept]}
     # The top layer's backward frees, where a lower layer frees the gradient handed down, the
     # head's: which of the head's backward blocks.
-    lo = fe + bstart
-    win = [i for i in range(lo, lo + bp)]
-    local = 0
-    for pos, i in enumerate(win):
-        kind, bid, _, _ = events[i]
-        if kind == "a":
-            local += 1
-            continue
-        if bid in origin and origin[bid][0] == "head_backward":
+    for pos in range(bp):
+        kind, bid, _, _ = events[fe + bstart + pos]
+        if kind == "f" and bid in origin and origin[bid][0] == "head_backward":
             top[pos] = origin[bid][2]
     # map event positions to the window program's f_prev block numbers
     prog = layer_parts["backward"]["events"]
@@ -276,27 +277,7 @@ def free_order(trace, cut):
     layers = dims["L"]
     fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
     end = markers.get((3, "start"), len(events))
-    fstart, fp = cut["forward"]
-    bstart, bp = cut["backward"]
-    origin, counts = {}, {}
-    for i in range(fs, be):
-        kind, bid, _, _ = events[i]
-        if kind != "a":
-            continue
-        if i < fs + fstart:
-            where, inst = "embedding_forward", 0
-        elif i < fs + fstart + layers * fp:
-            where, inst = "forward", (i - fs - fstart) // fp
-        elif i < fe:
-            where, inst = "head_forward", 0
-        elif i < fe + bstart:
-            where, inst = "head_backward", 0
-        elif i < fe + bstart + layers * bp:
-            where, inst = "backward", (i - fe - bstart) // bp
-        else:
-            where, inst = "embedding_backward", 0
-        origin[bid] = (where, inst, counts.get((where, inst), 0))
-        counts[(where, inst)] = counts.get((where, inst), 0) + 1
+    origin = step_origins(trace, cut)
     made_before = {events[i][1]: events[i][2] for i in range(0, fs) if events[i][0] == "a"}
     seq, batch = [], None
     for i in range(be, end):
