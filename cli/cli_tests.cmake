@@ -141,6 +141,10 @@ trainsim_cli_error(estimate_batch "must be a multiple of micro_batch_size x dp"
   estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --global-batch 12)
 trainsim_cli_error(cluster_gpus "must be a multiple of the cluster's gpus_per_node"
   estimate --model llama3-8b --cluster dgx-h100 --num-gpus 12)
+trainsim_cli_test(estimate_caveat_cp "caveat \\(fsdp\\): context parallelism as torchtitan ran it"
+  estimate --model llama3.1-8b --cluster grand-teton-h100 --num-gpus 8 --cp 2 --zero 3 --seq-len 65536 --precision fp8 --recompute full --framework fsdp)
+trainsim_cli_test(estimate_caveat_moe_json "\"caveats\": \\[[^\"]*\"MoE layers"
+  estimate --model qwen3-30b-a3b --cluster dgx-b200 --num-gpus 8 --ep 8 --seq-len 4096 --precision mxfp8 --format json)
 trainsim_cli_error(collective_op "--op = all-sum" collective --op all-sum --gpu h200)
 
 # Plan search.

@@ -194,6 +194,7 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"step_time_s_low", e.step_time_s * (1 - e.band_sigma_fraction)},
                    {"step_time_s_high", e.step_time_s * (1 + e.band_sigma_fraction)},
                    {"band_source", band_text(e)},
+                   {"caveats", e.caveats},
                    {"breakdown_s", breakdown_json(e.breakdown_s)},
                    {"offload_bytes_per_micro_batch", e.offload_bytes_per_micro_batch},
                    {"offload_transfer_s", e.offload_transfer_s},
@@ -282,6 +283,8 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                          "tokens/s  |  {:.1f} TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,
                          peak_dtype, e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
+  for (const auto& c : e.caveats)
+    sink.write(fmt::format("caveat ({}): {}\n", e.framework, c));
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));

@@ -311,6 +311,28 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   if (r.get("context_gb", gb))
     f.context_bytes = gb * 1e9;
   r.get("notes", f.notes); // free text: derivations of the values (documentation only)
+  if (const auto* cav = r.take("caveats")) {
+    if (!cav->is_array()) {
+      p.add("caveats: expected an array of {\"when\", \"text\"} objects");
+    } else {
+      for (std::size_t i = 0; i < cav->size(); ++i) {
+        const auto& c = (*cav)[i];
+        const std::string at = fmt::format("caveats[{}]", i);
+        if (!c.is_object() || !c.contains("when") || !c.contains("text") ||
+            !c["when"].is_string() || !c["text"].is_string() || c.size() != 2) {
+          p.add(fmt::format("{}: expected {{\"when\": string, \"text\": string}}", at));
+          continue;
+        }
+        FrameworkProfile::Caveat one{c["when"].get<std::string>(), c["text"].get<std::string>()};
+        if (one.when != "context_parallel" && one.when != "moe")
+          p.add(fmt::format("{}.when = \"{}\": must be context_parallel or moe", at, one.when));
+        else if (one.text.empty())
+          p.add(fmt::format("{}.text: must not be empty", at));
+        else
+          f.caveats.push_back(std::move(one));
+      }
+    }
+  }
   if (const auto* roles = r.take("roles")) {
     if (!roles->is_object()) {
       p.add("roles: expected an object keyed by op role");
@@ -392,6 +414,13 @@ nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFacto
         {"fwd_64", s.fwd_64}, {"bwd_64", s.bwd_64}, {"fwd_128", s.fwd_128}, {"bwd_128", s.bwd_128}};
   return j;
 }
+nlohmann::json caveats_json(const std::vector<FrameworkProfile::Caveat>& caveats) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& c : caveats)
+    j.push_back({{"when", c.when}, {"text", c.text}});
+  return j;
+}
+
 } // namespace
 
 nlohmann::json framework_to_json(const FrameworkProfile& f) {
@@ -400,6 +429,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"source", f.source},
       {"version", f.version},
       {"notes", f.notes},
+      {"caveats", caveats_json(f.caveats)},
       {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
       {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
       {"host_bwd_kernel_factor", f.host_bwd_kernel_factor},

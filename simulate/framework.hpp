@@ -97,6 +97,13 @@ struct FrameworkProfile {
   std::string source;  // what the profile describes and where its values come from
   std::string version; // framework version the values were derived or fitted for
   std::string notes;   // how the derived values were derived (documentation, kept by fits)
+  // What the profile is known to predict badly, from its recorded comparisons, said beside
+  // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
+  // model with routed experts), `text` what was measured and where it is written up.
+  struct Caveat {
+    std::string when, text;
+  };
+  std::vector<Caveat> caveats;
 
   std::array<RoleCost, static_cast<std::size_t>(model::OpRole::count_)> roles{};
 

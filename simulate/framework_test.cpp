@@ -145,6 +145,46 @@ TEST_CASE("bad framework profiles name the field and the rule") {
   CHECK_THROWS_WITH_AS(framework_from_json(with("colour", "red"), "f.json"),
                        doctest::Contains("colour"), ConfigError);
   CHECK_THROWS_AS((void)load_framework("megatorn"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("caveats", "slow"), "f.json"),
+                       doctest::Contains("caveats: expected an array"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("caveats", {{{"when", "always"}, {"text", "t"}}}), "f.json"),
+      doctest::Contains("caveats[0].when = \"always\": must be context_parallel or moe"),
+      ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(with("caveats", {{{"when", "moe"}, {"text", ""}}}), "f.json"),
+      doctest::Contains("caveats[0].text: must not be empty"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("caveats", {{{"when", "moe"}}}), "f.json"),
+                       doctest::Contains("caveats[0]: expected {\"when\": string"), ConfigError);
+}
+
+TEST_CASE("a profile's caveats are said where they apply, and kept by a round trip") {
+  auto fw = load_framework("trainsim");
+  fw.caveats = {{"context_parallel", "ring attention: slower than predicted"},
+                {"moe", "MoE layers: least certain"}};
+  const FrameworkProfile back = framework_from_json(framework_to_json(fw), "round trip");
+  REQUIRE(back.caveats.size() == 2);
+  CHECK(back.caveats[0].when == "context_parallel");
+  CHECK(back.caveats[1].text == "MoE layers: least certain");
+  Setup dense; // cp 1, no experts: none applies
+  CHECK(dense.run(&fw).caveats.empty());
+  Setup ring;
+  ring.m = model::load_model("cs336-small");
+  ring.gpu = hw::load_gpu("h200");
+  ring.cluster = hw::single_node_cluster(ring.gpu, 2);
+  ring.plan.cp = 2;
+  ring.s.seq_len = 1024;
+  const auto r = ring.run(&fw);
+  REQUIRE(r.caveats.size() == 1);
+  CHECK(r.caveats[0] == "ring attention: slower than predicted");
+  Setup moe;
+  moe.m = model::load_model("deepseek-v3");
+  moe.m.num_layers = 4; // 3 dense + 1 MoE keeps the test fast
+  moe.s.micro_batch_size = 1;
+  moe.s.global_batch_size = 1;
+  const auto e = moe.run(&fw);
+  REQUIRE(e.caveats.size() == 1);
+  CHECK(e.caveats[0] == "MoE layers: least certain");
 }
 
 TEST_CASE("MoE dispatch: a fixed cost per MoE layer and micro-batch, none for dense layers") {
