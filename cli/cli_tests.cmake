@@ -145,6 +145,8 @@ trainsim_cli_test(estimate_caveat_cp "caveat \\(fsdp\\): context parallelism as 
   estimate --model llama3.1-8b --cluster grand-teton-h100 --num-gpus 8 --cp 2 --zero 3 --seq-len 65536 --precision fp8 --recompute full --framework fsdp)
 trainsim_cli_test(estimate_caveat_moe_json "\"caveats\": \\[[^\"]*\"MoE layers"
   estimate --model qwen3-30b-a3b --cluster dgx-b200 --num-gpus 8 --ep 8 --seq-len 4096 --precision mxfp8 --format json)
+trainsim_cli_test(compare_runs_breakdown_json "\"breakdown_s\": {[^}]*\"cp_comm\""
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/torchtitan-benchmarks.jsonl --format json)
 trainsim_cli_error(collective_op "--op = all-sum" collective --op all-sum --gpu h200)
 
 # Plan search.

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <map>
 
+#include "cli/estimate_print.hpp"
 #include "cli/plot.hpp"
+#include "cli/resolve.hpp"
 #include "common/errors.hpp"
 #include "simulate/fit/framework_fit.hpp"
 
@@ -196,6 +198,14 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     row["quantity"] = by_step ? "step_time_s" : "tokens_per_s_per_gpu";
     row["error_pct"] = 100 * e;
     row["band_pct"] = 100 * sigma;
+    // How the prediction was made, to read a miss from: the layout the row ran with and the
+    // predicted step's parts (as `trainsim estimate --format json` gives them).
+    row["plan"] = plan_json(r.plan);
+    row["setup"] = setup_json(r.setup);
+    row["cluster"] = r.cluster.name;
+    row["predicted_step_time_s"] = p.step_time_s;
+    row["breakdown_s"] = breakdown_json(p.step.breakdown_s);
+    row["caveats"] = p.step.caveats;
     if (std::isfinite(me)) {
       row["memory_error_pct"] = 100 * me;
       row["peak_reserved_bytes_predicted"] = p.peak_reserved_bytes;
