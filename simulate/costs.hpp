@@ -57,6 +57,7 @@ struct MicroBatchTimes {
   double layer_tp_fwd = 0, layer_tp_bwd = 0;              // tensor-parallel collectives
   double layer_recompute[model::kRecomputePolicies] = {}; // by model::Recompute
   double layer_cp = 0, layer_ep = 0;                      // exposed context/expert-parallel traffic
+  double layer_cp_recompute = 0; // what a re-run forward exposes again (full recompute)
   // Of layer_ep, the expert-parallel all-to-alls of the forward (dispatch, combine) and of the
   // backward, which Megatron-Core's combined 1F1B can hide (StepOptions::ep_overlap).
   double layer_ep_a2a_fwd = 0, layer_ep_a2a_bwd = 0;

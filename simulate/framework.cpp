@@ -78,8 +78,9 @@ bool FrameworkProfile::is_identity() const {
         logits_peak_bytes_per_elem_loss_parallel == 0 && score_bwd_transient_bytes == 0 &&
         score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
         !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies && !expand_kv_heads &&
-        allocator_overhead_fraction == 0 && allocator_round_bytes == 0 && context_bytes == 0 &&
-        !caching_allocator && !pp_unsharded_stage && !megatron_main_grads && !fp8_param_gather))
+        cp_ring == CpRing::p2p && allocator_overhead_fraction == 0 && allocator_round_bytes == 0 &&
+        context_bytes == 0 && !caching_allocator && !pp_unsharded_stage && !megatron_main_grads &&
+        !fp8_param_gather))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -283,6 +284,15 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("logits_peak_bytes_per_elem_fp32", f.logits_peak_bytes_per_elem_fp32);
   r.get("logits_peak_bytes_per_elem_loss_parallel", f.logits_peak_bytes_per_elem_loss_parallel);
   r.get("expand_kv_heads", f.expand_kv_heads);
+  std::string ring;
+  if (r.get("cp_ring", ring)) {
+    if (ring == "p2p")
+      f.cp_ring = FrameworkProfile::CpRing::p2p;
+    else if (ring == "torch_allgather")
+      f.cp_ring = FrameworkProfile::CpRing::torch_allgather;
+    else
+      p.add(fmt::format("cp_ring = \"{}\": must be p2p or torch_allgather", ring));
+  }
   r.get("score_bwd_transient_bytes", f.score_bwd_transient_bytes);
   r.get("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32);
   r.get("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors);
@@ -467,6 +477,7 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"megatron_main_grads", f.megatron_main_grads},
       {"fp8_param_gather", f.fp8_param_gather},
       {"expand_kv_heads", f.expand_kv_heads},
+      {"cp_ring", f.cp_ring == FrameworkProfile::CpRing::p2p ? "p2p" : "torch_allgather"},
       {"caching_allocator", f.caching_allocator},
       {"allocator_overhead_fraction", f.allocator_overhead_fraction},
       {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},

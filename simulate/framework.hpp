@@ -190,6 +190,14 @@ struct FrameworkProfile {
   // Keys and values saved at every query head's width (the reference code's repeat_kv before
   // attention), not at their grouped width (model::SavedTensor::kv_group).
   bool expand_kv_heads = false;
+  // How context parallelism's ring runs (cp > 1). "p2p": each step's K/V send beside the
+  // previous step's attention (Transformer Engine's ring; trainsim's own). "torch_allgather":
+  // PyTorch's experimental ring attention (torch/distributed/tensor/experimental/_attention.py,
+  // rotate_method ALL_GATHER, convert_to_f32): K/V all-gathered once per pass and waited for
+  // after the first step, dK/dV passed in fp32 after every backward step, the last waited for
+  // at once (docs/frameworks.md, session 19).
+  enum class CpRing { p2p, torch_allgather };
+  CpRing cp_ring = CpRing::p2p;
   double logits_peak_bytes_per_elem = 0; // transient bytes per logit element alive at the loss
   // The same in fp32 training (0 = as in mixed precision): torch.compile keeps one logits
   // tensor in the compute dtype and writes its gradient in place (2 B in bf16, 4 B in fp32).

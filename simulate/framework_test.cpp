@@ -622,3 +622,59 @@ TEST_CASE("a prediction on several GPUs takes the band of the profile's multi-GP
   CHECK_THROWS_WITH_AS((void)framework_from_json(bad, "bad"),
                        doctest::Contains("fit_multi_gpu: expected an object"), ConfigError);
 }
+
+TEST_CASE("PyTorch's ring attention: one K/V all-gather per pass, dK/dV in fp32 step by step") {
+  // Two nodes of one GPU each, so the ring crosses the slow link and its traffic shows.
+  Setup a;
+  a.m = model::load_model("cs336-small");
+  a.gpu = hw::load_gpu("h100-sxm");
+  a.prof = hw::default_profile("h100-sxm");
+  a.cluster = hw::load_cluster("dgx-h100");
+  a.cluster.gpus_per_node = 1;
+  a.cluster.num_nodes = 2;
+  a.plan.cp = 2;
+  a.plan.recompute = model::Recompute::full;
+  a.s.micro_batch_size = 1;
+  a.s.global_batch_size = 1;
+  a.s.seq_len = 4096;
+  auto fw = load_framework("trainsim");
+  fw.cp_ring = FrameworkProfile::CpRing::torch_allgather;
+  const StepEstimate e = a.run(&fw);
+  // By hand: the op list's K and V (saved over the whole sequence; a rank holds half), one
+  // layer's attention time per pass, the gather of both halves and one fp32 dK/dV send.
+  const model::OpList ops = model::build_ops(a.m, model::make_op_context(a.plan, a.s));
+  REQUIRE(ops.layers.size() == 1);
+  double kv = 0, f = 0, b = 0;
+  for (const auto& op : ops.layers[0].ops) {
+    for (const auto& sv : op.saved)
+      if (sv.role == model::TensorRole::attention_k || sv.role == model::TensorRole::attention_v)
+        kv += sv.bytes;
+    if (op.role == model::OpRole::attention_core) {
+      f += framework_op_time(op, Pass::forward, a.gpu, a.prof, fw).gpu_s;
+      b += framework_op_time(op, Pass::backward, a.gpu, a.prof, fw).gpu_s;
+    }
+  }
+  REQUIRE(kv > 0);
+  const Group ring{2, 1};
+  const double gather = collective_cost(Collective::all_gather, kv, ring, a.cluster, a.prof).time_s;
+  const double dkv = collective_cost(Collective::send_recv, kv, ring, a.cluster, a.prof).time_s;
+  const double fwd = std::max(0.0, gather - f / 2);
+  const double bwd = std::max(0.0, gather - b / 2) + std::max(0.0, dkv - b / 2) + dkv;
+  // Full recompute: the re-run forward gathers again.
+  const double layers = static_cast<double>(a.m.num_layers);
+  CHECK(fwd > 0); // the case exposes traffic in forward too, so both terms are checked
+  CHECK(e.breakdown_s.cp_comm == doctest::Approx(layers * (2 * fwd + bwd)).epsilon(1e-9));
+  // Without recompute the forward's exposure counts once.
+  a.plan.recompute = model::Recompute::none;
+  CHECK(a.run(&fw).breakdown_s.cp_comm == doctest::Approx(layers * (fwd + bwd)).epsilon(1e-9));
+  // The p2p ring (Transformer Engine's) keeps its own rule: no more than this one here.
+  fw.cp_ring = FrameworkProfile::CpRing::p2p;
+  CHECK(a.run(&fw).breakdown_s.cp_comm < layers * (fwd + bwd));
+  // A profile names its ring; a wrong name is refused.
+  nlohmann::json j = framework_to_json(load_framework("fsdp"));
+  CHECK(j["cp_ring"] == "torch_allgather");
+  j["cp_ring"] = "ring";
+  CHECK_THROWS_WITH_AS(framework_from_json(j, "f.json"),
+                       doctest::Contains("cp_ring = \"ring\": must be p2p or torch_allgather"),
+                       ConfigError);
+}

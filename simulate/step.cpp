@@ -50,7 +50,9 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
     tp_layer -= std::min(fw.tp_overlap_hidden_fraction * tp_layer, t.layer_fwd + t.layer_bwd);
   StageCosts c;
   const int rc = static_cast<int>(plan.recompute);
-  c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, t.layer_cp, t.layer_ep};
+  const double cp_layer =
+      t.layer_cp + (plan.recompute == Recompute::full ? t.layer_cp_recompute : 0.0);
+  c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, cp_layer, t.layer_ep};
   // Combined 1F1B: in a merged pair the forward's dispatch and combine run beside the other
   // micro-batch's backward (with its recompute) and the backward's beside the forward
   // (Megatron-Core combined_1f1b.py: "EP A2A in forward step is hidden by the attention/mlp
