@@ -747,9 +747,11 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
           attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
                     op_cost(op, Pass::backward, gpu, profile).queued_s;
       }
+      // Each step sends a rank's own share: 1/cp of the whole-sequence K/V the op list saves.
+      const double c = static_cast<double>(plan.cp);
       const double comm =
-          3 * static_cast<double>(plan.cp - 1) *
-          collective_cost(Collective::send_recv, kv_bytes, pl.cp, cluster, profile).time_s;
+          3 * (c - 1) *
+          collective_cost(Collective::send_recv, kv_bytes / c, pl.cp, cluster, profile).time_s;
       t.layer_cp += w * std::max(0.0, comm - attn_s);
     }
     // Expert parallel: the op list's dispatch and combine all-to-alls, forward and backward,
