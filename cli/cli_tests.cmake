@@ -147,6 +147,10 @@ trainsim_cli_test(estimate_caveat_moe_json "\"caveats\": \\[[^\"]*\"MoE layers"
   estimate --model qwen3-30b-a3b --cluster dgx-b200 --num-gpus 8 --ep 8 --seq-len 4096 --precision mxfp8 --format json)
 trainsim_cli_test(compare_runs_breakdown_json "\"breakdown_s\": {[^}]*\"cp_comm\""
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/torchtitan-benchmarks.jsonl --format json)
+trainsim_cli_test(plan_names_framework_and_caveat "framework megatron; objective time.*caveat \\(megatron\\): MoE layers"
+  plan --model qwen3-30b-a3b --cluster dgx-b200 --num-gpus 8 --seq-len 4096 --global-batch 64 --top 3)
+trainsim_cli_test(sweep_names_framework "sweep of cp for llama3.1-8b \\(framework fsdp\\).*caveat \\(fsdp\\): context parallelism"
+  sweep --model llama3.1-8b --cluster grand-teton-h100 --framework fsdp --zero 3 --seq-len 65536 --vary cp --values 1,2)
 trainsim_cli_error(collective_op "--op = all-sum" collective --op all-sum --gpu h200)
 
 # Plan search.

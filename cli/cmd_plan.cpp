@@ -296,11 +296,24 @@ int run_plan(const PlanOptionsCli& o) {
     plans.push_back(pj);
   }
   check_finite(plans); // every printed figure below is one of these
+  // The profile's caveats for what the listed plans run: MoE, and context parallelism where a
+  // listed plan uses it.
+  bool listed_cp = false;
+  for (std::size_t i = 0; i < r.plans.size() && static_cast<std::int64_t>(i) < o.top; ++i)
+    listed_cp = listed_cp || r.plans[i].plan.cp > 1;
+  const auto moe_caveats = sim::applicable_caveats(so.step.fw(), m.is_moe(), false);
+  const auto cp_caveats =
+      listed_cp ? sim::applicable_caveats(so.step.fw(), false, true) : std::vector<std::string>{};
   if (sink.format() == Format::json) {
     nlohmann::json rej = nlohmann::json::object();
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
       rej[sim::to_string(static_cast<sim::Reject>(k))] = r.rejected[k];
+    nlohmann::json caveats = moe_caveats;
+    for (const auto& c : cp_caveats)
+      caveats.push_back("plans with cp > 1: " + c);
     sink.json({{"model", m.name},
+               {"framework", so.step.fw().name},
+               {"caveats", caveats},
                {"num_gpus", mc.num_gpus},
                {"gpu", mc.gpu.name},
                {"objective", o.objective},
@@ -312,12 +325,12 @@ int run_plan(const PlanOptionsCli& o) {
                {"search_time_s", elapsed},
                {"plans", plans}});
   } else {
-    sink.comment(
-        fmt::format("{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
-                    "{}, {} attention; objective {}",
-                    m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
-                    mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len,
-                    model::to_string(s.precision), model::to_string(s.attention), o.objective));
+    sink.comment(fmt::format(
+        "{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
+        "{}, {} attention, framework {}; objective {}",
+        m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
+        mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len, model::to_string(s.precision),
+        model::to_string(s.attention), so.step.fw().name, o.objective));
     sink.comment(
         fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated{}, {} "
                     "feasible",
@@ -364,6 +377,10 @@ int run_plan(const PlanOptionsCli& o) {
            fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
     }
     t.print(sink);
+    for (const auto& c : moe_caveats)
+      sink.write(fmt::format("caveat ({}): {}\n", so.step.fw().name, c));
+    for (const auto& c : cp_caveats)
+      sink.write(fmt::format("caveat ({}, plans with cp > 1): {}\n", so.step.fw().name, c));
     if (o.explain) {
       if (*o.explain > static_cast<std::int64_t>(r.plans.size()))
         throw ConfigError(

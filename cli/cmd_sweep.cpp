@@ -1,5 +1,6 @@
 // `trainsim sweep`: vary one input of `estimate` over a list of values; CSV/JSON/table and
 // an optional plot (e.g. scaling efficiency against GPU count).
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <sstream>
@@ -94,6 +95,8 @@ int run_sweep(const SweepOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   Series series{o.metric, {}, "linespoints", {}};
   double first_per_gpu = 0;
+  std::string framework;            // every row's profile (the flags are shared)
+  std::vector<std::string> caveats; // the profile's caveats that apply to any row
   for (double v : values) {
     auto mo = o.machine;
     auto po = o.plan;
@@ -139,7 +142,12 @@ int run_sweep(const SweepOptions& o) {
                     {"scaling_efficiency", eff},
                     {"per_gpu_bytes_total", e.memory.total},
                     {"fits", fits},
-                    {"breakdown_s", breakdown_json(e.breakdown_s)}});
+                    {"breakdown_s", breakdown_json(e.breakdown_s)},
+                    {"caveats", e.caveats}});
+    framework = e.framework;
+    for (const auto& c : e.caveats)
+      if (std::find(caveats.begin(), caveats.end(), c) == caveats.end())
+        caveats.push_back(c);
     t.add_row({fmt::format("{:g}", v), fmt::format("{:.3f}", e.step_time_s),
                fmt::format("{:.1f}%", 100 * e.mfu), fmt::format("{:.4g}", e.tokens_per_s),
                fmt::format("{:.4g}", per_gpu), fmt::format("{:.3f}", eff),
@@ -157,12 +165,14 @@ int run_sweep(const SweepOptions& o) {
   }
   check_finite(rows); // every printed figure below is one of these
   if (sink.format() == Format::json)
-    sink.json({{"vary", o.vary}, {"model", m.name}, {"rows", rows}});
+    sink.json({{"vary", o.vary}, {"model", m.name}, {"framework", framework}, {"rows", rows}});
   else {
-    sink.comment(fmt::format("sweep of {} for {}; scaling efficiency = tokens/s per GPU relative "
-                             "to the first value",
-                             o.vary, m.name));
+    sink.comment(fmt::format("sweep of {} for {} (framework {}); scaling efficiency = tokens/s "
+                             "per GPU relative to the first value",
+                             o.vary, m.name, framework));
     t.print(sink);
+    for (const auto& c : caveats) // the rows each name theirs in JSON
+      sink.write(fmt::format("caveat ({}): {}\n", framework, c));
   }
   if (!o.plot.empty()) {
     PlotSpec spec = plot_spec(o.plot, fmt::format("{}: {} against {}", m.name, o.metric, o.vary),

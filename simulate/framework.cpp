@@ -433,6 +433,15 @@ nlohmann::json caveats_json(const std::vector<FrameworkProfile::Caveat>& caveats
 
 } // namespace
 
+std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe,
+                                            bool context_parallel) {
+  std::vector<std::string> out;
+  for (const auto& c : fw.caveats)
+    if ((c.when == "moe" && moe) || (c.when == "context_parallel" && context_parallel))
+      out.push_back(c.text);
+  return out;
+}
+
 nlohmann::json framework_to_json(const FrameworkProfile& f) {
   nlohmann::json j{
       {"name", f.name},

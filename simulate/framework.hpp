@@ -299,6 +299,11 @@ struct FrameworkProfile {
 /// Loads presets/frameworks/<name>.json (or a path); strict keys, every problem reported.
 [[nodiscard]] FrameworkProfile load_framework(const std::string& name_or_path);
 
+/// The texts of `fw`'s caveats that apply to a run of a model with routed experts (`moe`) or
+/// with context parallelism (`context_parallel`), in the profile's order.
+[[nodiscard]] std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe,
+                                                          bool context_parallel);
+
 /// torch.compile over an eager PyTorch profile the way torchtitan applies it: `blocks`
 /// compiles each transformer block (the per-op checkpointing policy is traced into the graph:
 /// no dispatch cost per kernel; the kernels keep the eager profile's costs, as the published

@@ -411,9 +411,7 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
                model::flops_per_token(m, setup.seq_len).total, est);
   est.framework = options.fw().name;
   est.torch_compile = options.fw().torch_compile;
-  for (const auto& c : options.fw().caveats)
-    if ((c.when == "context_parallel" && plan.cp > 1) || (c.when == "moe" && m.is_moe()))
-      est.caveats.push_back(c.text);
+  est.caveats = applicable_caveats(options.fw(), m.is_moe(), plan.cp > 1);
   for (const auto& kind : ops.layers) // one layer of each kind
     for (const auto& op : kind.ops) {
       if (model::is_communication(op.kind))
