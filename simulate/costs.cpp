@@ -702,57 +702,64 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
         t.layer_recompute_host[static_cast<int>(Recompute::selective)] += w * f.host_s;
       }
     }
-    // Context parallel, PyTorch's ring attention (FrameworkProfile::cp_ring): per pass the
-    // K/V of all ranks are all-gathered once and waited for after the first of cp equal steps
-    // (the load-balanced split); backward also sends dK/dV in fp32 to the next rank after each
-    // step, waited for after the next step, the last at once. K and V travel as SDPA gets them
-    // (at every query head's width where the code repeats them, expand_kv_heads).
-    if (plan.cp > 1 && fw.cp_ring == FrameworkProfile::CpRing::torch_allgather) {
-      double kv_bytes = 0, attn_fwd = 0, attn_bwd = 0;
-      for (const auto& op : kind.ops) {
+    // Context parallel (ring attention). The op list saves K and V over the whole sequence
+    // (what attention reads across the ring); a rank holds and sends its 1/cp share.
+    if (plan.cp > 1) {
+      double kv_bytes = 0, kv_sent = 0;
+      for (const auto& op : kind.ops)
         for (const auto& sv : op.saved)
           if (sv.role == model::TensorRole::attention_k ||
-              sv.role == model::TensorRole::attention_v)
-            kv_bytes += sv.bytes * (fw.expand_kv_heads ? sv.kv_group : 1.0);
-        if (op.role == model::OpRole::attention_core ||
-            op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv) {
-          attn_fwd += framework_op_time(op, Pass::forward, gpu, profile, fw).gpu_s;
-          attn_bwd += framework_op_time(op, Pass::backward, gpu, profile, fw).gpu_s;
-        }
-      }
-      // The op list saves K and V over the whole sequence (what attention reads across the
-      // ring); a rank holds and sends its 1/cp share.
+              sv.role == model::TensorRole::attention_v) {
+            kv_bytes += sv.bytes;
+            // As SDPA gets them: at every query head's width where the code repeats them.
+            kv_sent += sv.bytes * (fw.expand_kv_heads ? sv.kv_group : 1.0);
+          }
       const double c = static_cast<double>(plan.cp);
-      const double local_kv = kv_bytes / c;
-      const double gather =
-          collective_cost(Collective::all_gather, c * local_kv, pl.cp, cluster, profile).time_s;
-      const double dkv = // fp32 gradients of the 16-bit K and V
-          collective_cost(Collective::send_recv, 2 * local_kv, pl.cp, cluster, profile).time_s;
-      const double step_fwd = attn_fwd / c, step_bwd = attn_bwd / c;
-      const double fwd = std::max(0.0, gather - step_fwd);
-      const double bwd =
-          std::max(0.0, gather - step_bwd) + (c - 1) * std::max(0.0, dkv - step_bwd) + dkv;
-      t.layer_cp += w * (fwd + bwd);
-      t.layer_cp_recompute += w * fwd; // the re-run forward rotates K/V again
-    } else if (plan.cp > 1) {
-      // Context parallel (ring attention): K and V chunks go around the ring c-1 times in
-      // forward, K, V, dK, dV in backward; overlapped with the attention core.
-      double kv_bytes = 0, attn_s = 0;
-      for (const auto& op : kind.ops) {
-        for (const auto& s : op.saved)
-          if (s.role == model::TensorRole::attention_k || s.role == model::TensorRole::attention_v)
-            kv_bytes += s.bytes;
-        if (op.role == model::OpRole::attention_core ||
-            op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
-          attn_s += op_cost(op, Pass::forward, gpu, profile).queued_s +
-                    op_cost(op, Pass::backward, gpu, profile).queued_s;
+      auto attention = [&](auto&& time) {
+        double sum = 0;
+        for (const auto& op : kind.ops)
+          if (op.role == model::OpRole::attention_core ||
+              op.role == model::OpRole::attention_scores || op.role == model::OpRole::attention_pv)
+            sum += time(op);
+        return sum;
+      };
+      if (fw.cp_ring == FrameworkProfile::CpRing::torch_allgather) {
+        // PyTorch's ring attention (FrameworkProfile::cp_ring): per pass the K/V of all ranks
+        // are all-gathered once and waited for after the first of cp equal steps (the
+        // load-balanced split); backward also sends dK/dV in fp32 to the next rank after each
+        // step, waited for after the next step, the last at once.
+        const double step_fwd =
+            attention([&](const model::Op& op) {
+              return framework_op_time(op, Pass::forward, gpu, profile, fw).gpu_s;
+            }) /
+            c;
+        const double step_bwd =
+            attention([&](const model::Op& op) {
+              return framework_op_time(op, Pass::backward, gpu, profile, fw).gpu_s;
+            }) /
+            c;
+        const double local_kv = kv_sent / c;
+        const double gather =
+            collective_cost(Collective::all_gather, c * local_kv, pl.cp, cluster, profile).time_s;
+        const double dkv = // fp32 gradients of the 16-bit K and V
+            collective_cost(Collective::send_recv, 2 * local_kv, pl.cp, cluster, profile).time_s;
+        const double fwd = std::max(0.0, gather - step_fwd);
+        const double bwd =
+            std::max(0.0, gather - step_bwd) + (c - 1) * std::max(0.0, dkv - step_bwd) + dkv;
+        t.layer_cp += w * (fwd + bwd);
+        t.layer_cp_recompute += w * fwd; // the re-run forward rotates K/V again
+      } else {
+        // p2p (Transformer Engine's ring): K and V chunks go around the ring c-1 times in
+        // forward, K, V, dK, dV in backward; overlapped with the attention core.
+        const double attn_s = attention([&](const model::Op& op) {
+          return op_cost(op, Pass::forward, gpu, profile).queued_s +
+                 op_cost(op, Pass::backward, gpu, profile).queued_s;
+        });
+        const double comm =
+            3 * (c - 1) *
+            collective_cost(Collective::send_recv, kv_bytes / c, pl.cp, cluster, profile).time_s;
+        t.layer_cp += w * std::max(0.0, comm - attn_s);
       }
-      // Each step sends a rank's own share: 1/cp of the whole-sequence K/V the op list saves.
-      const double c = static_cast<double>(plan.cp);
-      const double comm =
-          3 * (c - 1) *
-          collective_cost(Collective::send_recv, kv_bytes / c, pl.cp, cluster, profile).time_s;
-      t.layer_cp += w * std::max(0.0, comm - attn_s);
     }
     // Expert parallel: the op list's dispatch and combine all-to-alls, forward and backward,
     // sized by the busiest rank's routed tokens (capacity or imbalance factor); exposed.

@@ -333,9 +333,12 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
           p.add(fmt::format("{}: expected {{\"when\": string, \"text\": string}}", at));
           continue;
         }
-        FrameworkProfile::Caveat one{c["when"].get<std::string>(), c["text"].get<std::string>()};
-        if (one.when != "context_parallel" && one.when != "moe")
-          p.add(fmt::format("{}.when = \"{}\": must be context_parallel or moe", at, one.when));
+        using When = FrameworkProfile::Caveat::When;
+        const std::string when = c["when"].get<std::string>();
+        FrameworkProfile::Caveat one{when == "moe" ? When::moe : When::context_parallel,
+                                     c["text"].get<std::string>()};
+        if (when != "context_parallel" && when != "moe")
+          p.add(fmt::format("{}.when = \"{}\": must be context_parallel or moe", at, when));
         else if (one.text.empty())
           p.add(fmt::format("{}.text: must not be empty", at));
         else
@@ -427,7 +430,9 @@ nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFacto
 nlohmann::json caveats_json(const std::vector<FrameworkProfile::Caveat>& caveats) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& c : caveats)
-    j.push_back({{"when", c.when}, {"text", c.text}});
+    j.push_back(
+        {{"when", c.when == FrameworkProfile::Caveat::When::moe ? "moe" : "context_parallel"},
+         {"text", c.text}});
   return j;
 }
 
@@ -437,7 +442,7 @@ std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe
                                             bool context_parallel) {
   std::vector<std::string> out;
   for (const auto& c : fw.caveats)
-    if ((c.when == "moe" && moe) || (c.when == "context_parallel" && context_parallel))
+    if (c.when == FrameworkProfile::Caveat::When::moe ? moe : context_parallel)
       out.push_back(c.text);
   return out;
 }

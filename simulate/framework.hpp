@@ -101,7 +101,9 @@ struct FrameworkProfile {
   // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
   // model with routed experts), `text` what was measured and where it is written up.
   struct Caveat {
-    std::string when, text;
+    enum class When { context_parallel, moe };
+    When when = When::context_parallel;
+    std::string text;
   };
   std::vector<Caveat> caveats;
 

@@ -160,11 +160,13 @@ TEST_CASE("bad framework profiles name the field and the rule") {
 
 TEST_CASE("a profile's caveats are said where they apply, and kept by a round trip") {
   auto fw = load_framework("trainsim");
-  fw.caveats = {{"context_parallel", "ring attention: slower than predicted"},
-                {"moe", "MoE layers: least certain"}};
+  using When = FrameworkProfile::Caveat::When;
+  fw.caveats = {{When::context_parallel, "ring attention: slower than predicted"},
+                {When::moe, "MoE layers: least certain"}};
   const FrameworkProfile back = framework_from_json(framework_to_json(fw), "round trip");
   REQUIRE(back.caveats.size() == 2);
-  CHECK(back.caveats[0].when == "context_parallel");
+  CHECK(back.caveats[0].when == When::context_parallel);
+  CHECK(back.caveats[1].when == When::moe);
   CHECK(back.caveats[1].text == "MoE layers: least certain");
   Setup dense; // cp 1, no experts: none applies
   CHECK(dense.run(&fw).caveats.empty());
