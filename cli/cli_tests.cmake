@@ -19,10 +19,14 @@ trainsim_cli_test(model_gpt2 "\"total\": 124439808"
   model --model gpt2 --format json)
 trainsim_cli_test(memory_zero1 "\"total\": 31406250000"
   memory --params 7.5e9 --num-gpus 64 --zero 1 --format json)
+# The lecture's premise is 80 GB per GPU (80e9 bytes); the h100-sxm preset's own capacity is
+# the device's 79.11 GiB (84.94 GB).
 trainsim_cli_test(memory_max_params "\"zero3\": 40000000000"
-  memory --gpu h100-sxm --num-gpus 8 --max-params --format json)
+  memory --gpu h100-sxm --gpu-memory-gb 80 --num-gpus 8 --max-params --format json)
 trainsim_cli_test(memory_max_params_12 "\"zero3\": 53333333333"
-  memory --gpu h100-sxm --num-gpus 8 --max-params --precision bf16 --format json)
+  memory --gpu h100-sxm --gpu-memory-gb 80 --num-gpus 8 --max-params --precision bf16 --format json)
+trainsim_cli_test(memory_max_params_device "\"zero3\": 42470000000"
+  memory --gpu h100-sxm --num-gpus 8 --max-params --format json)
 trainsim_cli_test(memory_fits "\"fits\": true"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 --seq-len 4096 --format json)
 # The verdict of the asked micro-batch is that of the allocator capped at the GPU's memory, as

@@ -285,7 +285,7 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                          peak_dtype, e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
   for (const auto& c : e.caveats)
     sink.write(fmt::format("caveat ({}): {}\n", e.framework, c));
-  sink.write(fmt::format("memory per GPU {:.2f} GB of {:.0f} GB: {}\n", e.memory.total / 1e9,
+  sink.write(fmt::format("memory per GPU {:.2f} GB of {:.4g} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
                          e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
   if (e.offload_bytes_per_micro_batch > 0)

@@ -14,7 +14,7 @@ struct GpuSpec {
   std::string name;                        // CLI handle, e.g. "h100-sxm"
   std::string source;                      // datasheet the figures come from
   PerDtype<double> peak_flops_per_s{};     // dense tensor-core peak per dtype (0 = unsupported)
-  double memory_bytes = 0;                 // HBM capacity (datasheet GB, 1e9 bytes)
+  double memory_bytes = 0;                 // device memory a process sees (total, bytes)
   double hbm_bandwidth_bytes_per_s = 0;    // datasheet HBM bandwidth
   double nvlink_bandwidth_bytes_per_s = 0; // per GPU, one direction (0 = PCIe only)
   double pcie_bandwidth_bytes_per_s = 0;   // per GPU, one direction

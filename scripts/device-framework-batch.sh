@@ -214,6 +214,10 @@ PY
     t --framework pytorch --model cs336-large --attention naive --recompute full --batch 4 --seq-len 2048 --memory-cap-gb 24
     t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 45 --seq-len 1024 --memory-cap-gb 24
     ;;
+  gpu-memory)
+    # What the GPU offers one process, against the datasheet's capacity (session 20).
+    box 120 python3 scripts/peer_gpu_memory.py --output "$w/gpu-memory.json"
+    ;;
   oom-c)
     box 570 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-c.json --output "$w/oom-c.jsonl" --limit-s 240 ${ONLY:+--only "$ONLY"}
     ;;
