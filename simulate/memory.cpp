@@ -338,8 +338,12 @@ bool micro_batch_fits(const model::ModelSpec& model, const model::ParallelPlan& 
   MemoryOptions o = options;
   if (o.allocator_cap_bytes <= 0)
     o.device_bytes = memory_bytes;
+  // As many micro-batches per step as the asked step has, so a pipeline stage holds as many
+  // in flight (1F1B: min(pp - stage, micro-batches)); the global batch scales with b.
+  const std::int64_t micro_batches =
+      std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
   setup.micro_batch_size = b;
-  setup.global_batch_size = 0; // the batch constraint is the caller's business
+  setup.global_batch_size = b * std::max<std::int64_t>(plan.dp, 1) * micro_batches;
   return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
 }
 } // namespace

@@ -120,7 +120,9 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
 [[nodiscard]] double chosen_grad_bytes(const model::TrainingSetup& setup,
                                        const FrameworkProfile& fw, double fallback);
 
-/// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does). Where the
+/// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does), at the
+/// number of micro-batches per step that `setup` has (its global batch over micro-batch x dp),
+/// so a pipeline stage holds as many in flight as in the asked step. Where the
 /// framework simulates its caching allocator, fitting is not monotone in the micro-batch (the
 /// segments fall differently: 107 may fit, 108 not, 110 again): the answer is then the one
 /// below the first micro-batch that does not fit, scanned from 1 up to 1024 (the safe answer;

@@ -107,6 +107,35 @@ TEST_CASE("max micro-batch is the boundary of fitting") {
   CHECK(estimate_memory(m, p, s, prof).total > mem);
 }
 
+TEST_CASE("max micro-batch of a pipeline keeps the step's micro-batches in flight") {
+  // pp 4 with 8 micro-batches per step: the first stage holds 4 in flight at any micro-batch
+  // size, so the boundary is where 4 of them no longer fit, not 1.
+  const auto m = model::load_model("llama3-8b");
+  const auto prof = hw::default_profile("h100-sxm");
+  model::TrainingSetup s;
+  s.seq_len = 4096;
+  model::ParallelPlan p;
+  p.pp = 4;
+  p.dp = 2;
+  p.zero_stage = 1;
+  const double mem = 80e9;
+  s.micro_batch_size = 1;
+  s.global_batch_size = 1 * 2 * 8;
+  const auto b = max_micro_batch(m, p, s, prof, mem);
+  REQUIRE(b >= 1);
+  for (const std::int64_t mb : {b, b + 1}) {
+    s.micro_batch_size = mb;
+    s.global_batch_size = mb * 2 * 8;
+    const auto e = estimate_memory(m, p, s, prof);
+    CHECK(e.in_flight_micro_batches == doctest::Approx(4));
+    CHECK((e.total <= mem) == (mb == b));
+  }
+  // With one micro-batch per step (no global batch given) the stage holds one.
+  s.micro_batch_size = 1;
+  s.global_batch_size = 0;
+  CHECK(max_micro_batch(m, p, s, prof, mem) > b);
+}
+
 TEST_CASE("a framework that simulates its allocator: its max micro-batch fits under the same cap") {
   // The step at max_micro_batch runs on a GPU of that memory when the allocator is capped at it
   // (it returns its cache there, as PyTorch's does): `trainsim memory` gives the verdict of the
