@@ -51,6 +51,11 @@
 #           the judge of the next trial of GPU-side constants (docs/frameworks.md)
 #   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
+#   gpu-memory: (session 20) the memory one process gets on the lent GPU
+#           (scripts/peer_gpu_memory.py; the GPU presets' capacities)
+#   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
+#           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
+#           of the torchtitan context-parallel rows, to be run where several GPUs are lent
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -213,6 +218,18 @@ PY
     t --framework pytorch --model cs336-large --attention naive --recompute full --batch 13 --seq-len 2048 --memory-cap-gb 40
     t --framework pytorch --model cs336-large --attention naive --recompute full --batch 4 --seq-len 2048 --memory-cap-gb 24
     t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 45 --seq-len 1024 --memory-cap-gb 24
+    ;;
+  ring-dist)
+    # PyTorch's ring attention with its communication at cp = 2, 4, 8 up to the GPUs lent
+    # (Llama 3.1 8B attention, 32768 tokens per rank; the torchtitan CP rows' mechanism).
+    n=$(nvidia-smi -L | wc -l)
+    for cp in 1 2 4 8; do
+      [ "$cp" -le "$n" ] || continue
+      for rot in allgather alltoall; do
+        box 200 torchrun --nproc-per-node "$cp" scripts/peer_ring_attention_dist.py \
+          --output "$w/ring-dist.jsonl" --local-seq 32768 --rotate "$rot"
+      done
+    done
     ;;
   gpu-memory)
     # What the GPU offers one process, against the datasheet's capacity (session 20).
