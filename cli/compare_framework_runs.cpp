@@ -124,6 +124,7 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       test_pts{"test half", {}, "points pt 5 ps 1.1", {}};
   std::int64_t skipped = 0;
   std::map<std::string, std::int64_t> skip_reasons;
+  std::vector<std::string> row_notes; // rows that contradict themselves (FrameworkRun::notes)
   for (const auto& r : runs) {
     const std::string fw_name = o.framework.empty() ? r.framework : o.framework;
     nlohmann::json row{
@@ -206,6 +207,9 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     row["predicted_step_time_s"] = p.step_time_s;
     row["breakdown_s"] = breakdown_json(p.step.breakdown_s);
     row["caveats"] = p.step.caveats;
+    row["notes"] = r.notes;
+    for (const auto& n : r.notes)
+      row_notes.push_back(fmt::format("# note: {}: {}", r.id, n));
     if (std::isfinite(me)) {
       row["memory_error_pct"] = 100 * me;
       row["peak_reserved_bytes_predicted"] = p.peak_reserved_bytes;
@@ -249,6 +253,8 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     return;
   for (const auto& [why, n] : skip_reasons)
     sink.write(fmt::format("# skipped {}: {}\n", n, why));
+  for (const auto& n : row_notes)
+    sink.write(n + "\n");
   for (const auto& [key, k] : tally) {
     std::string line = fmt::format("{}: ", key);
     if (k.n > 0)

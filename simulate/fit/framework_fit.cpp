@@ -368,6 +368,22 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   if (run.setup.global_batch_size <= 0)
     run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
+  // NVIDIA's tables print the gradient-accumulation steps (other.ga): a row whose count does not
+  // follow from its own global batch, micro-batch and layout is predicted from the layout, and
+  // says so.
+  if (j.contains("other") && j["other"].is_object() && j["other"].contains("ga")) {
+    const auto& ga = j["other"]["ga"];
+    if (!ga.is_number_integer() || ga.get<std::int64_t>() < 1)
+      throw ConfigError(fmt::format("{}: other.ga must be a whole number >= 1", where));
+    const std::int64_t per_step = run.setup.micro_batch_size * run.plan.dp;
+    if (ga.get<std::int64_t>() * per_step != run.setup.global_batch_size)
+      run.notes.push_back(fmt::format(
+          "its GA column ({}) disagrees with its layout: global batch {} / (dp {} x micro-batch "
+          "{}) = {:.4g} micro-batches per step; predicted from the layout",
+          ga.get<std::int64_t>(), run.setup.global_batch_size, run.plan.dp,
+          run.setup.micro_batch_size,
+          static_cast<double>(run.setup.global_batch_size) / static_cast<double>(per_step)));
+  }
   // NVIDIA's Megatron-Bridge performance scripts reduce gradients in bf16: every model's
   // set_*_common_configs sets mixed_precision.grad_reduce_in_fp32 = ddp.grad_reduce_in_fp32 =
   // False (scripts/performance/configs/{llama/llama3_llm_pretrain.py, qwen/qwen3_llm_pretrain.py,

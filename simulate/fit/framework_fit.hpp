@@ -59,6 +59,9 @@ struct FrameworkRun {
   // same search (0: not recorded; the first micro-batch that does not fit, less one).
   std::int64_t search_start_batch = 0;
   bool fresh_boundary = false; // the measured boundary was confirmed in fresh processes
+  // Where the row contradicts itself (its printed gradient-accumulation count against its
+  // layout): the run is predicted from its layout, and `compare` prints these beside it.
+  std::vector<std::string> notes;
   [[nodiscard]] bool is_oom_search() const { return max_micro_batch >= 0; }
   // An OOM-search configuration, measured or not ("oom_search": true on a failed search):
   // it takes its configuration's fit/test side either way.

@@ -498,6 +498,30 @@ TEST_CASE("framework runs: torchtitan's local batch with pipeline stages sets th
   CHECK(run.setup.global_batch_size == 64);
 }
 
+TEST_CASE("framework runs: a row whose GA column contradicts its layout says so") {
+  // 64 GPUs at pp 4: dp 16; global batch 512 at micro-batch 4 is 8 micro-batches per step.
+  auto row = [](const char* ga) {
+    return nlohmann::json::parse(
+        std::string(R"({"id": "ga", "framework": "megatron", "model": "llama3-8b",)"
+                    R"( "gpu": "h100-sxm", "num_gpus": 64, "precision": "bf16", "seq_len": 4096,)"
+                    R"( "global_batch": 512, "micro_batch": 4, "tp": 1, "pp": 4, "cp": 1,)"
+                    R"( "other": {"ga": )") +
+        ga + R"(}, "measured": {"tokens_per_s_per_gpu": 1000}})");
+  };
+  const auto on = parse_framework_run(row("8"), "r");
+  INFO(on.skip_reason);
+  CHECK(on.skip_reason.empty());
+  CHECK(on.notes.empty());
+  const auto off = parse_framework_run(row("2"), "r");
+  CHECK(off.skip_reason.empty());
+  REQUIRE(off.notes.size() == 1);
+  CHECK(off.notes[0].find("GA column (2)") != std::string::npos);
+  CHECK(off.notes[0].find("= 8 micro-batches per step") != std::string::npos);
+  CHECK(off.setup.global_batch_size == 512); // predicted from the layout
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(row("2.5"), "r"),
+                       doctest::Contains("other.ga must be a whole number >= 1"), ConfigError);
+}
+
 TEST_CASE("framework runs: a row's moe_a2a_overlap runs combined 1F1B, checked by its rules") {
   auto row = [](const char* overlap, const char* layout) {
     return nlohmann::json::parse(
