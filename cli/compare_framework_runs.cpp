@@ -139,7 +139,8 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const auto& fw = profiles.at(fw_name);
     const auto p = fitting::predict_run(r, fw);
     Tally& k = tally[fw_name + "/" + half(r.split)];
-    const auto& residuals = fw.time_residuals(r.plan.num_gpus()); // of this kind of run
+    const auto& residuals = // of this kind of run and model
+        fw.time_residuals(r.plan.num_gpus(), r.model.num_experts > 0);
     const double sigma = residuals.time_band_fraction(1), sigma2 = residuals.time_band_fraction(2);
     if (r.is_oom_search()) {
       ++k.oom_n;

@@ -73,7 +73,9 @@ std::string band_text(const sim::StepEstimate& e) {
                      e.band_dof > 0 ? fmt::format(", Student t with {} dof,", e.band_dof)
                                     : std::string(e.band_leave_one_out ? "," : ""),
                      e.band_runs,
-                     e.band_multi_gpu ? fmt::format("multi-GPU {}", e.framework) : e.framework);
+                     !e.band_kind.empty() ? fmt::format("{} {}", e.band_kind, e.framework)
+                     : e.band_multi_gpu   ? fmt::format("multi-GPU {}", e.framework)
+                                          : e.framework);
 }
 
 double parse_tokens(const std::string& text) {

@@ -185,6 +185,8 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("fit.time_sigma_pct", f.fit.time_sigma_fraction * 100, 1e4);
   non_negative("fit.memory_sigma_pct", f.fit.memory_sigma_fraction * 100, 1e4);
   non_negative("fit_multi_gpu.time_sigma_pct", f.fit_multi_gpu.time_sigma_fraction * 100, 1e4);
+  non_negative("fit_dense.time_sigma_pct", f.fit_dense.time_sigma_fraction * 100, 1e4);
+  non_negative("fit_moe.time_sigma_pct", f.fit_moe.time_sigma_fraction * 100, 1e4);
   p.throw_if_any();
 }
 
@@ -381,7 +383,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       }
     }
   }
-  for (auto [key, out] : {std::pair{"fit", &f.fit}, std::pair{"fit_multi_gpu", &f.fit_multi_gpu}}) {
+  for (auto [key, out] : {std::pair{"fit", &f.fit}, std::pair{"fit_multi_gpu", &f.fit_multi_gpu},
+                          std::pair{"fit_dense", &f.fit_dense}, std::pair{"fit_moe", &f.fit_moe}}) {
     const auto* fit = r.take(key);
     if (fit == nullptr)
       continue;
@@ -543,6 +546,10 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
   j["fit"] = fit_json(f.fit);
   if (f.fit_multi_gpu.time_runs > 0)
     j["fit_multi_gpu"] = fit_json(f.fit_multi_gpu);
+  if (f.fit_dense.time_runs > 0)
+    j["fit_dense"] = fit_json(f.fit_dense);
+  if (f.fit_moe.time_runs > 0)
+    j["fit_moe"] = fit_json(f.fit_moe);
   return j;
 }
 

@@ -277,7 +277,16 @@ struct FrameworkProfile {
   // multi-node rows; `trainsim calibrate --fit-only tp-overlap` writes them). A prediction on
   // more than one GPU takes its band from these when there are any (time_residuals).
   FitResiduals fit_multi_gpu;
-  [[nodiscard]] const FitResiduals& time_residuals(std::int64_t num_gpus) const {
+  // The fit rows' leave-one-out residuals by kind of model, where both kinds have at least
+  // kMinRowsPerKind fit rows (the megatron profile: its MoE rows miss several times more than
+  // its dense ones): a prediction for a model with routed experts takes its band from fit_moe,
+  // one without from fit_dense, ahead of the rules above.
+  FitResiduals fit_dense, fit_moe;
+  static constexpr std::int64_t kMinRowsPerKind = 5;
+  [[nodiscard]] const FitResiduals& time_residuals(std::int64_t num_gpus, bool moe = false) const {
+    const FitResiduals& kind = moe ? fit_moe : fit_dense;
+    if (kind.time_runs >= kMinRowsPerKind)
+      return kind;
     return num_gpus > 1 && fit_multi_gpu.time_runs > 0 ? fit_multi_gpu : fit;
   }
   /// The same for the memory band: the multi-GPU rows' when they measured memory.

@@ -625,6 +625,39 @@ TEST_CASE("a prediction on several GPUs takes the band of the profile's multi-GP
                        doctest::Contains("fit_multi_gpu: expected an object"), ConfigError);
 }
 
+TEST_CASE("an estimate takes the band of its model's kind where the profile has both kinds") {
+  const FrameworkProfile fw = load_framework("megatron"); // fitted on dense and MoE rows
+  REQUIRE(fw.fit_dense.time_runs >= FrameworkProfile::kMinRowsPerKind);
+  REQUIRE(fw.fit_moe.time_runs >= FrameworkProfile::kMinRowsPerKind);
+  CHECK(fw.fit_dense.time_runs + fw.fit_moe.time_runs == fw.fit.time_runs);
+  CHECK(&fw.time_residuals(64, false) == &fw.fit_dense);
+  CHECK(&fw.time_residuals(64, true) == &fw.fit_moe);
+  Setup dense;
+  dense.plan.ep = 1;
+  const auto d = dense.run(&fw);
+  CHECK(d.band_kind == "dense");
+  CHECK(d.band_sigma_fraction == doctest::Approx(fw.fit_dense.time_band_fraction(1)));
+  Setup moe;
+  moe.m = model::load_model("deepseek-v3");
+  moe.m.num_layers = 4;
+  const auto e = moe.run(&fw);
+  CHECK(e.band_kind == "MoE");
+  CHECK(e.band_sigma_fraction == doctest::Approx(fw.fit_moe.time_band_fraction(1)));
+  CHECK(e.band_runs == fw.fit_moe.time_runs);
+  // Too few rows of a kind: the pooled residuals, as before.
+  FrameworkProfile few = fw;
+  few.fit_moe.time_runs = FrameworkProfile::kMinRowsPerKind - 1;
+  CHECK(&few.time_residuals(64, true) == &few.fit);
+  CHECK(moe.run(&few).band_kind.empty());
+  // Written and read back; a profile without them (fsdp: no MoE rows) writes neither.
+  const FrameworkProfile back = framework_from_json(framework_to_json(fw), "round trip");
+  CHECK(back.fit_moe.time_runs == fw.fit_moe.time_runs);
+  CHECK(back.fit_moe.time_dof() == fw.fit_moe.time_dof());
+  CHECK(back.fit_dense.time_band_fraction(1) ==
+        doctest::Approx(fw.fit_dense.time_band_fraction(1)));
+  CHECK_FALSE(framework_to_json(load_framework("fsdp")).contains("fit_moe"));
+}
+
 TEST_CASE("PyTorch's ring attention: one K/V all-gather per pass, dK/dV in fp32 step by step") {
   // Two nodes of one GPU each, so the ring crosses the slow link and its traffic shows.
   Setup a;

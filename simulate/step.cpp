@@ -359,12 +359,16 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   }
   est.step_time_s = b.total();
   // The band from the residuals of runs of this kind (one GPU or several: FrameworkProfile).
-  const FitResiduals& residuals = options.fw().time_residuals(plan.num_gpus());
+  const bool moe = m.num_experts > 0;
+  const FitResiduals& residuals = options.fw().time_residuals(plan.num_gpus(), moe);
   est.band_sigma_fraction = residuals.time_band_fraction(1);
   est.band_dof = residuals.time_dof();
   est.band_runs = residuals.time_runs;
   est.band_leave_one_out = residuals.time_sigma_leave_one_out;
   est.band_multi_gpu = &residuals == &options.fw().fit_multi_gpu;
+  est.band_kind = &residuals == &options.fw().fit_moe     ? "MoE"
+                  : &residuals == &options.fw().fit_dense ? "dense"
+                                                          : "";
 
   // ---- rates ----
   const double n = static_cast<double>(plan.num_gpus());

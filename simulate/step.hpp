@@ -122,6 +122,7 @@ struct StepEstimate {
   std::vector<std::string> caveats;        // the profile's caveats that apply here (estimate_step)
   std::string torch_compile = "none";      // FrameworkProfile::torch_compile
   bool band_multi_gpu = false;             // the band is the profile's multi-GPU residuals
+  std::string band_kind;                   // "dense" / "MoE": the residuals of that kind of model
   std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
                                            // plan search's work per plan; guarded by a test)
   MemoryBreakdown memory;

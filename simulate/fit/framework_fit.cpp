@@ -968,6 +968,8 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     // on the other fit rows (leave-one-out). In-sample residuals understate the error on a run
     // the fit has not seen, the more so the fewer rows per fitted parameter.
     double loo2 = 0;
+    double kind2[2] = {0, 0}; // dense, MoE
+    std::int64_t kind_n[2] = {0, 0};
     for (std::size_t i = 0; i < time_rows.size(); ++i) {
       std::vector<const FrameworkRun*> others;
       for (std::size_t j = 0; j < time_rows.size(); ++j)
@@ -977,9 +979,26 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
       fit_time(held, others);
       const double e = time_error(*time_rows[i], predict_run(*time_rows[i], held));
       loo2 += e * e;
+      const int k = time_rows[i]->model.num_experts > 0 ? 1 : 0;
+      kind2[k] += e * e;
+      ++kind_n[k];
     }
     fw.fit.time_sigma_fraction = std::sqrt(loo2 / nt);
     fw.fit.time_sigma_leave_one_out = true;
+    // By kind of model (FrameworkProfile::fit_dense, fit_moe), where both kinds have enough
+    // rows; each kind gets its share of the degrees of freedom.
+    fw.fit_dense = fw.fit_moe = FitResiduals{};
+    if (std::min(kind_n[0], kind_n[1]) >= FrameworkProfile::kMinRowsPerKind)
+      for (int k : {0, 1}) {
+        FitResiduals& out = k == 1 ? fw.fit_moe : fw.fit_dense;
+        out.time_runs = kind_n[k];
+        out.time_sigma_fraction = std::sqrt(kind2[k] / static_cast<double>(kind_n[k]));
+        out.time_sigma_leave_one_out = true;
+        out.set_time_dof(std::lround(static_cast<double>(fw.fit.time_dof()) *
+                                     static_cast<double>(kind_n[k]) / nt));
+        out.fitted_on = fmt::format("{} (fit rows of models {} routed experts)", fitted_on,
+                                    k == 1 ? "with" : "without");
+      }
   }
   fw.fit.time_bias_fraction = nt > 0 ? tb / nt : 0;
   fw.fit.memory_runs = static_cast<std::int64_t>(memory_rows.size());
