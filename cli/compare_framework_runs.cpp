@@ -187,6 +187,10 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                                                                  : " bf16";
         tally[fw_name + "/" + half(r.split) + cls].time(e, sigma, sigma2);
       }
+      // Models with routed experts apart too, where the profile's fit had both kinds.
+      if (fw.fit_moe.time_runs > 0)
+        tally[fw_name + "/" + half(r.split) + (r.model.num_experts > 0 ? " moe" : " dense")].time(
+            e, sigma, sigma2);
     }
     if (std::isfinite(me))
       k.memory(me);
