@@ -428,6 +428,17 @@ TEST_CASE("fuzz: mutated run records are read, or refused naming the file and li
       if (!l.empty())
         lines.push_back(l);
   }
+  { // Megatron-Bridge rows carry the `other` fields the reader checks (ga, overlaps, offload)
+    std::ifstream in(dir + "published/data/nvidia-megatron-bridge.jsonl");
+    REQUIRE(in);
+    int taken = 0;
+    for (std::string l; taken < 12 && std::getline(in, l);)
+      if (l.find("\"ga\"") != std::string::npos && l.find("moe_routing") == std::string::npos) {
+        lines.push_back(l);
+        ++taken;
+      }
+    REQUIRE(taken == 12);
+  }
   REQUIRE(lines.size() >= 20);
   std::mt19937_64 rng(2026);
   const std::vector<nlohmann::json> values = {nullptr, "x",  -1,   0,  1,   2.5,
@@ -440,6 +451,8 @@ TEST_CASE("fuzz: mutated run records are read, or refused naming the file and li
       nlohmann::json* target = &j;
       if (j.contains("measured") && j["measured"].is_object() && rng() % 2 == 0)
         target = &j["measured"];
+      else if (j.contains("other") && j["other"].is_object() && rng() % 2 == 0)
+        target = &j["other"];
       std::vector<std::string> keys;
       for (const auto& [k, v] : target->items())
         keys.push_back(k);
