@@ -112,17 +112,19 @@ TEST_CASE("max micro-batch of a pipeline keeps the step's micro-batches in fligh
   // size, so the boundary is where 4 of them no longer fit, not 1.
   const auto m = model::load_model("llama3-8b");
   const auto prof = hw::default_profile("h100-sxm");
+  const model::ParallelPlan p = [] {
+    model::ParallelPlan q;
+    q.pp = 4;
+    q.dp = 2;
+    q.zero_stage = 1;
+    return q;
+  }();
   model::TrainingSetup s;
   s.seq_len = 4096;
-  model::ParallelPlan p;
-  p.pp = 4;
-  p.dp = 2;
-  p.zero_stage = 1;
-  const double mem = 80e9;
-  s.micro_batch_size = 1;
-  s.global_batch_size = 1 * 2 * 8;
-  const auto b = max_micro_batch(m, p, s, prof, mem);
+  s.global_batch_size = 1 * 2 * 8; // micro-batch 1
+  const auto b = max_micro_batch(m, p, s, prof, 80e9);
   REQUIRE(b >= 1);
+  const double mem = 80e9;
   for (const std::int64_t mb : {b, b + 1}) {
     s.micro_batch_size = mb;
     s.global_batch_size = mb * 2 * 8;

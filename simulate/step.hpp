@@ -119,10 +119,10 @@ struct StepEstimate {
   std::int64_t band_runs = 0;
   bool band_leave_one_out = false; // the sigma is out of sample (FitResiduals)
   std::string framework; // the framework profile's name (estimate_step; not the plan search)
-  std::vector<std::string> caveats;        // the profile's caveats that apply here (estimate_step)
-  std::string torch_compile = "none";      // FrameworkProfile::torch_compile
-  bool band_multi_gpu = false;             // the band is the profile's multi-GPU residuals
-  std::string band_kind;                   // "dense" / "MoE": the residuals of that kind of model
+  std::vector<std::string> caveats;   // the profile's caveats that apply here (estimate_step)
+  std::string torch_compile = "none"; // FrameworkProfile::torch_compile
+  bool band_multi_gpu = false;        // the band is the profile's multi-GPU residuals
+  std::string_view band_kind; // "dense" / "MoE" (literals): the residuals of that kind of model
   std::int64_t collective_evaluations = 0; // collective_cost() calls compose_step made (the
                                            // plan search's work per plan; guarded by a test)
   MemoryBreakdown memory;
