@@ -248,8 +248,9 @@ void add_bench_kernels(CLI::App& bench) {
       "kernels", "Measure GEMM, element-wise, softmax/norm and attention kernels on a local GPU "
                  "(checked against a float64 CPU reference first)");
   cmd->add_option("--suite", opts->suite,
-                  "Run a named case list instead of one case: calibration, held-out or perf")
-      ->check(CLI::IsMember({"calibration", "held-out", "perf"}));
+                  "Run a named case list instead of one case: calibration, held-out, perf, "
+                  "fp8-shapes or fp8-held-out (FP8 GEMMs at training shapes: docs/frameworks.md)")
+      ->check(CLI::IsMember({"calibration", "held-out", "perf", "fp8-shapes", "fp8-held-out"}));
   cmd->add_option("--op", opts->op,
                   "Kernel: gemm, relu, gelu, add, scale, softmax, layernorm, "
                   "rmsnorm, attention, copy, empty")

@@ -5,7 +5,10 @@
 # the PyTorch SDPA peer for attention and, when the training workload is built, the
 # training-step benchmark with its PyTorch peer. Everything lands in
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
-# Usage: scripts/device-run.sh [all|build|tests|kernels|train|dp|collectives]
+# Usage: scripts/device-run.sh [all|build|tests|kernels|train|dp|collectives|fp8]
+# fp8 (not in `all`; session 21): the fp8-shapes and fp8-held-out suites (FP8 GEMMs at training
+# shapes) and the calibration and held-out suites again in the same call, for the FP8
+# size-curve trials (docs/frameworks.md, "Fit/test split").
 # Order in `all`: build, tests, kernels (fits the H200 profile), train (single GPU: predicts
 # with that profile; also `train-step --trace`), dp (data parallel on all local GPUs, each DDP
 # variant and bucket size and ZeRO-1, parameters checked against one GPU), collectives. Split over calls on one warm machine, run
@@ -41,6 +44,14 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
   say "GPU tests"
   (cd "$BUILD" && step "${TESTS_LIMIT_S:-300}" ctest -L gpu --output-on-failure) >"$OUT/gpu-tests.log" 2>&1
   tail -15 "$OUT/gpu-tests.log" | tee -a "$log"
+fi
+
+if [ "$mode" = fp8 ]; then
+  say "fp8-shapes, calibration and held-out suites"
+  step 120 "$T" bench kernels --suite fp8-shapes --timeout-s 0.5 --format json -o "$OUT/h200-fp8-shapes.json" 2>>"$log"
+  step 120 "$T" bench kernels --suite fp8-held-out --timeout-s 0.5 --format json -o "$OUT/h200-fp8-held-out.json" 2>>"$log"
+  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
+  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
 fi
 
 if [ "$mode" = all ] || [ "$mode" = kernels ]; then

@@ -1,5 +1,6 @@
 // The named benchmark suites: op names round-trip, calibration and held-out share no case, every
-// suite has fp8 GEMMs at cuBLASLt's multiples of 16, an unknown suite is a ConfigError.
+// suite has fp8 GEMMs at cuBLASLt's multiples of 16, fp8-shapes and fp8-held-out share no case
+// with the others, an unknown suite is a ConfigError.
 #include <doctest/doctest.h>
 
 #include "common/errors.hpp"
@@ -23,7 +24,8 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
         ++shared;
   CHECK(shared == 0);
   // fp8 GEMMs in every suite (fitted, scored, perf), always at cuBLASLt's multiples of 16.
-  for (const auto& suite : {cal, held, suite_cases("perf")}) {
+  for (const auto& suite :
+       {cal, held, suite_cases("perf"), suite_cases("fp8-shapes"), suite_cases("fp8-held-out")}) {
     int fp8 = 0;
     for (const auto& c : suite)
       if (c.dtype == Dtype::fp8) {
@@ -34,5 +36,16 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
       }
     CHECK(fp8 >= 1);
   }
+  // fp8-shapes: FP8 GEMMs only, none of them a calibration or held-out case (its own split).
+  const auto fp8 = suite_cases("fp8-shapes"), fp8_held = suite_cases("fp8-held-out");
+  CHECK(fp8.size() == 20);
+  CHECK(fp8_held.size() == 12);
+  for (const auto* s : {&fp8, &fp8_held})
+    for (const auto& c : *s) {
+      CHECK(c.dtype == Dtype::fp8);
+      for (const auto* o : {&cal, &held, s == &fp8 ? &fp8_held : &fp8})
+        for (const auto& x : *o)
+          CHECK(case_name(c) != case_name(x));
+    }
   CHECK_THROWS_AS(static_cast<void>(suite_cases("fast")), ConfigError);
 }
