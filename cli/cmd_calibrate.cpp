@@ -27,7 +27,7 @@ namespace {
 
 struct CalibrateOptions {
   std::string out;
-  std::vector<std::string> from;
+  std::string from;
   std::string gpu;
   std::string base;
   std::string name;
@@ -158,9 +158,6 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!o.repeat_runs.empty() && o.framework_runs.empty())
     throw ConfigError("--repeat-runs: needs --framework-runs (the runs it repeats)");
   if (!o.framework_runs.empty()) {
-    if (o.fit_only == "gemm-fp8")
-      throw ConfigError("--fit-only = gemm-fp8: fits a hardware profile from kernel "
-                        "measurements (--from), not from --framework-runs");
     Sink sink(o.output);
     calibrate_framework(o.framework_runs, o.repeat_runs, o.framework, o.fit_only, o.out, sink);
     return 0;
@@ -173,22 +170,9 @@ int run_calibrate(const CalibrateOptions& o) {
   nlohmann::json metadata{{"date", today()}};
   hw::HardwareProfile profile;
   std::vector<std::string> lines;
-  if (o.fit_only == "tp-overlap")
-    throw ConfigError("--fit-only = tp-overlap: fits a framework profile (needs --framework-runs)");
-  const bool fp8_only = o.fit_only == "gemm-fp8";
-  if (fp8_only && (o.from.empty() || o.base.empty()))
-    throw ConfigError("--fit-only = gemm-fp8: needs --from (kernel measurements with fp8 GEMMs) "
-                      "and --base (the profile whose other fields are kept)");
-  if (o.from.size() > 1 && !fp8_only)
-    throw ConfigError("--from: one file, or several with --fit-only gemm-fp8");
   const bool kernels = o.collectives.empty() || !o.from.empty();
   if (kernels) {
-    fitting::MeasurementSet ms = measurements_from(o.from.empty() ? "" : o.from[0], o.suite);
-    for (std::size_t i = 1; i < o.from.size(); ++i) {
-      const auto more = fitting::load_measurements(o.from[i]);
-      ms.source += ", " + more.source;
-      ms.items.insert(ms.items.end(), more.items.begin(), more.items.end());
-    }
+    const auto ms = measurements_from(o.from, o.suite);
     if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
       gpu_name = gpu_preset_for_device(ms.device["gpu_name"].get<std::string>());
     if (gpu_name.empty())
@@ -196,11 +180,7 @@ int run_calibrate(const CalibrateOptions& o) {
     const auto gpu = hw::load_gpu(gpu_name);
     const auto base = o.base.empty() ? hw::default_profile(gpu.name) : hw::load_profile(o.base);
     fitting::FitReport report;
-    profile = fp8_only ? fitting::fit_gemm_fp8(ms, gpu, base, report)
-                       : fitting::fit_profile(ms, gpu, base, report);
-    if (fp8_only && report.lines.empty())
-      throw ConfigError(
-          fmt::format("--fit-only = gemm-fp8: {} has no cuBLASLt fp8 GEMM of >= 20 us", ms.source));
+    profile = fitting::fit_profile(ms, gpu, base, report);
     lines = report.lines;
     metadata["kernel_measurements"] = ms.source;
     metadata["device"] = ms.device;
@@ -292,25 +272,7 @@ int run_calibrate(const CalibrateOptions& o) {
     profile.gpu = gpu_name;
   profile.name =
       o.name.empty() ? (profile.gpu.empty() ? "calibrated" : profile.gpu + " calibrated") : o.name;
-  if (fp8_only) {
-    // The base keeps its name, source and metadata; the FP8 refit is added to them.
-    profile.name = o.name.empty() ? hw::load_profile(o.base).name : o.name;
-    profile.source =
-        fmt::format("{}; FP8 GEMMs refitted by trainsim calibrate --fit-only gemm-fp8 "
-                    "on {} ({}): {}",
-                    hw::load_profile(o.base).source, today(),
-                    metadata.value("kernel_measurements", std::string("")), lines.front());
-    const nlohmann::json base_doc = load_json_file(o.base);
-    nlohmann::json m =
-        base_doc.contains("metadata") ? base_doc["metadata"] : nlohmann::json::object();
-    m["fp8_refit"] = {{"date", today()},
-                      {"kernel_measurements", metadata["kernel_measurements"]},
-                      {"device", metadata["device"]},
-                      {"fit", lines}};
-    metadata = m;
-    lines.clear();
-    lines.push_back(m["fp8_refit"]["fit"][0].get<std::string>());
-  } else if (kernels)
+  if (kernels)
     profile.source =
         fmt::format("trainsim calibrate on {} ({}); fitted: {}", today(),
                     metadata.value("kernel_measurements", std::string("")),
@@ -359,20 +321,17 @@ void add_calibrate(CLI::App& app) {
                   "profile to --out");
   cmd->add_option("--framework", o->framework,
                   "With --framework-runs: the framework profile to start from and fit");
-  cmd->add_option(
-         "--fit-only", o->fit_only,
-         "With --framework-runs: fit this one constant and keep the rest of --framework "
-         "(its residuals too): tp-overlap (tp_overlap_hidden_fraction, on the fit rows "
-         "that overlap tensor-parallel communication without context parallelism); with "
-         "--from: gemm-fp8 (FP8 GEMMs' own tile, k_half and peak fraction, from the fp8 GEMM "
-         "cases of every --from file, the rest of --base kept)")
-      ->check(CLI::IsMember({"tp-overlap", "gemm-fp8"}));
+  cmd->add_option("--fit-only", o->fit_only,
+                  "With --framework-runs: fit this one constant and keep the rest of --framework "
+                  "(its residuals too): tp-overlap (tp_overlap_hidden_fraction, on the fit rows "
+                  "that overlap tensor-parallel communication without context parallelism)")
+      ->check(CLI::IsMember({"tp-overlap"}));
   cmd->add_option("--repeat-runs", o->repeat_runs,
                   "With --framework-runs: further passes of runs already given (same ids; "
                   "repeatable): each run's step time becomes the geometric mean of its passes");
   cmd->add_option("--from", o->from,
-                  "Kernel measurements (bench kernels --format json; repeatable with --fit-only "
-                  "gemm-fp8); default: run the calibration suite on GPU 0 now");
+                  "Kernel measurements (bench kernels --format json); default: "
+                  "run the calibration suite on GPU 0 now");
   cmd->add_option("--suite", o->suite, "Suite to run when measuring now")->capture_default_str();
   cmd->add_option("--gpu,-g", o->gpu, "GPU preset (default: from the measured device name)");
   cmd->add_option("--base", o->base,

@@ -214,9 +214,6 @@ void validate(const HardwareProfile& prof, const std::string& source) {
   check_range(p, "gemm_tile_m", prof.gemm_tile_m, Interval{1, 65536, ""});
   check_range(p, "gemm_tile_n", prof.gemm_tile_n, Interval{1, 65536, ""});
   check_range(p, "gemm_k_half", prof.gemm_k_half, Interval{0, 1e7, "elements"});
-  check_range(p, "gemm_k_half_fp8", prof.gemm_k_half_fp8, Interval{0, 1e7, "elements"});
-  check_range(p, "gemm_tile_m_fp8", prof.gemm_tile_m_fp8, Interval{0, 65536, ""});
-  check_range(p, "gemm_tile_n_fp8", prof.gemm_tile_n_fp8, Interval{0, 65536, ""});
   fraction("attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction);
   fraction("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction);
   fraction("elementwise_bw_fraction", prof.elementwise_bw_fraction);
@@ -305,9 +302,6 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   r.get("gemm_tile_m", prof.gemm_tile_m, true);
   r.get("gemm_tile_n", prof.gemm_tile_n, true);
   r.get("gemm_k_half", prof.gemm_k_half, true);
-  r.get("gemm_k_half_fp8", prof.gemm_k_half_fp8);
-  r.get("gemm_tile_m_fp8", prof.gemm_tile_m_fp8);
-  r.get("gemm_tile_n_fp8", prof.gemm_tile_n_fp8);
   r.get("attention_fwd_peak_fraction", prof.attention_fwd_peak_fraction, true);
   r.get("attention_bwd_peak_fraction", prof.attention_bwd_peak_fraction, true);
   r.get("elementwise_bw_fraction", prof.elementwise_bw_fraction, true);
@@ -455,12 +449,6 @@ nlohmann::json profile_to_json(const HardwareProfile& prof) {
                    {"intra_node_step_latency_us", prof.intra_node_step_latency_s * 1e6},
                    {"inter_node_step_latency_us", prof.inter_node_step_latency_s * 1e6},
                    {"collective_fits", fits}};
-  if (prof.gemm_k_half_fp8 > 0) // written where measured (profiles made before have none)
-    j["gemm_k_half_fp8"] = prof.gemm_k_half_fp8;
-  if (prof.gemm_tile_m_fp8 > 0 && prof.gemm_tile_n_fp8 > 0) {
-    j["gemm_tile_m_fp8"] = prof.gemm_tile_m_fp8;
-    j["gemm_tile_n_fp8"] = prof.gemm_tile_n_fp8;
-  }
   if (prof.host_link_bw_fraction != 1) // written where measured (profiles made before have none)
     j["host_link_bw_fraction"] = prof.host_link_bw_fraction;
   return j;

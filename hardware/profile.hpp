@@ -52,9 +52,7 @@ struct CollectiveFit {
 /// gemm_tile_m x gemm_tile_n; tiles run in waves of num_sms; efficiency =
 ///   peak_fraction[dtype] * (tiles / (waves * num_sms)) * k / (k + gemm_k_half * r),
 /// r = peak[dtype] / peak[bf16]: the per-tile fixed cost is a time, so the K that amortises it
-/// scales with the dtype's compute rate (gemm_k_half is stated at the bf16 rate). FP8 GEMMs
-/// may carry their own: gemm_k_half_fp8 (stated at the fp8 rate, r = 1) and output tile
-/// (gemm_tile_m_fp8 x gemm_tile_n_fp8) where measured.
+/// scales with the dtype's compute rate (gemm_k_half is stated at the bf16 rate).
 /// Wave quantization and fixed per-tile costs (prologue, epilogue) are what make small
 /// and skinny GEMMs slow; big square GEMMs approach peak_fraction.
 struct HardwareProfile {
@@ -65,11 +63,8 @@ struct HardwareProfile {
   PerDtype<double> gemm_peak_fraction{}; // achieved / datasheet peak for large GEMMs
   double gemm_tile_m = 128;              // output tile rows
   double gemm_tile_n = 128;              // output tile columns
-  double gemm_k_half = 128;   // K (elements, at the bf16 rate) at which per-tile overhead halves
-                              // efficiency
-  double gemm_k_half_fp8 = 0; // FP8 GEMMs' own, at the fp8 rate (0: gemm_k_half x fp8/bf16 rate)
-  double gemm_tile_m_fp8 = 0; // FP8 GEMMs' own output tile (0: gemm_tile_m, gemm_tile_n)
-  double gemm_tile_n_fp8 = 0;
+  double gemm_k_half = 128; // K (elements, at the bf16 rate) at which per-tile overhead halves
+                            // efficiency
 
   double attention_fwd_peak_fraction = 0; // FlashAttention forward, of the 16-bit peak
   double attention_bwd_peak_fraction = 0; // FlashAttention backward, of the 16-bit peak

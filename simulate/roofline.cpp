@@ -51,29 +51,21 @@ double gemm_efficiency(double m, double n, double k, double count, Dtype dtype,
   if (m <= 0 || n <= 0 || k <= 0)
     return peak_fraction;
   // Wave quantization: output tiles run in waves of num_sms; a partial last wave idles SMs.
-  // FP8 GEMMs run in their own tile where the profile measured one.
-  const bool fp8_tile =
-      dtype == Dtype::fp8 && profile.gemm_tile_m_fp8 > 0 && profile.gemm_tile_n_fp8 > 0;
-  const double tile_m = fp8_tile ? profile.gemm_tile_m_fp8 : profile.gemm_tile_m;
-  const double tile_n = fp8_tile ? profile.gemm_tile_n_fp8 : profile.gemm_tile_n;
-  const double tiles = std::ceil(m / tile_m) * std::ceil(n / tile_n) * std::max(count, 1.0);
+  const double tiles = std::ceil(m / profile.gemm_tile_m) * std::ceil(n / profile.gemm_tile_n) *
+                       std::max(count, 1.0);
   const double sms = static_cast<double>(std::max<std::int64_t>(gpu.num_sms, 1));
   const double waves = std::ceil(tiles / sms);
   const double wave_fraction = tiles / (waves * sms);
   // Partial tiles at the edges compute padding.
-  const double pad =
-      (m / (std::ceil(m / tile_m) * tile_m)) * (n / (std::ceil(n / tile_n) * tile_n));
+  const double pad = (m / (std::ceil(m / profile.gemm_tile_m) * profile.gemm_tile_m)) *
+                     (n / (std::ceil(n / profile.gemm_tile_n) * profile.gemm_tile_n));
   // Per-tile fixed costs (prologue, epilogue) amortised over the K loop. The fixed cost is a
   // time, so the K that amortises it scales with the dtype's compute rate: gemm_k_half is
   // stated at the 16-bit tensor-core rate (bf16); an fp32 GEMM, ~15x slower per K step on an
   // H100/H200, amortises the same prologue over a ~15x shorter K (and fp8 needs twice the K).
-  // FP8 GEMMs carry their own where measured (gemm_k_half_fp8, at the fp8 rate).
   const double ref_peak = effective_peak_flops_per_s(gpu, Dtype::bf16);
   const double rate = ref_peak > 0 ? effective_peak_flops_per_s(gpu, dtype) / ref_peak : 1.0;
-  const double k_half = dtype == Dtype::fp8 && profile.gemm_k_half_fp8 > 0
-                            ? profile.gemm_k_half_fp8
-                            : profile.gemm_k_half * rate;
-  const double k_fraction = k / (k + k_half);
+  const double k_fraction = k / (k + profile.gemm_k_half * rate);
   return peak_fraction * wave_fraction * pad * k_fraction;
 }
 

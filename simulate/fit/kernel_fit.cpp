@@ -258,15 +258,14 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
     set_fraction("attention_bwd_peak_fraction", p.attention_bwd_peak_fraction, best_bwd);
   }
 
-  // GEMMs: grid search of the tile and k_half shared by the 16- and 32-bit dtypes and, for
-  // each, the peak fraction per dtype, minimising the squared log error of predicted vs
-  // measured time. FP8 GEMMs get their own k_half and fraction afterwards (fit_gemm_fp8).
+  // GEMMs: grid search of the tile and k_half shared by all dtypes and, for each, the peak
+  // fraction per dtype, minimising the squared log error of predicted vs measured time.
   std::vector<const KernelMeasurement*> gemms;
   // GEMMs shorter than kMinGemmSeconds are launch- and tail-bound: the tile model does not
   // describe them (cuBLAS switches to small tiles and split-K there).
   for (const auto& m : ms.items)
     if (m.shape.op == BenchOp::gemm && m.shape.gemm_impl == GemmImpl::cublaslt &&
-        m.shape.dtype != Dtype::fp8 && m.median_s >= kMinGemmSeconds)
+        m.median_s >= kMinGemmSeconds)
       gemms.push_back(&m);
   if (!gemms.empty()) {
     double best_err = 1e300;
@@ -318,58 +317,6 @@ hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu
                      "{} cuBLASLt cases of >= 20 us)",
                      p.gemm_tile_m, p.gemm_tile_n, p.gemm_k_half, per_dtype, gemms.size()));
   }
-  FitReport fp8;
-  p = fit_gemm_fp8(ms, gpu, p, fp8);
-  report.lines.insert(report.lines.end(), fp8.lines.begin(), fp8.lines.end());
-  return p;
-}
-
-hw::HardwareProfile fit_gemm_fp8(const MeasurementSet& ms, const hw::GpuSpec& gpu,
-                                 const hw::HardwareProfile& base, FitReport& report) {
-  hw::HardwareProfile p = base;
-  std::vector<const KernelMeasurement*> gemms;
-  for (const auto& m : ms.items)
-    if (m.shape.op == BenchOp::gemm && m.shape.gemm_impl == GemmImpl::cublaslt &&
-        m.shape.dtype == Dtype::fp8 && m.median_s >= kMinGemmSeconds)
-      gemms.push_back(&m);
-  if (gemms.empty())
-    return p;
-  // Grid search of the FP8 output tile and k_half (at the fp8 rate) and, for each, the FP8
-  // peak fraction.
-  double best_err = 1e300, best_kh = 0, best_f = 0, best_tm = 0, best_tn = 0;
-  const double tiles[] = {64, 128, 256};
-  for (double tm : tiles)
-    for (double tn : tiles)
-      for (double kh = 16; kh <= 4096; kh += 16) {
-        hw::HardwareProfile trial = p;
-        trial.gemm_tile_m_fp8 = tm;
-        trial.gemm_tile_n_fp8 = tn;
-        trial.gemm_k_half_fp8 = kh;
-        for (double f = 0.2; f <= 1.0; f += 0.005) {
-          trial.gemm_peak_fraction[Dtype::fp8] = f;
-          double err = 0;
-          for (const auto* m : gemms) {
-            const double r = std::log(predict_kernel_s(m->shape, gpu, trial) / m->median_s);
-            err += r * r;
-          }
-          if (err < best_err) {
-            best_err = err;
-            best_kh = kh;
-            best_f = f;
-            best_tm = tm;
-            best_tn = tn;
-          }
-        }
-      }
-  p.gemm_tile_m_fp8 = best_tm;
-  p.gemm_tile_n_fp8 = best_tn;
-  p.gemm_k_half_fp8 = best_kh;
-  p.gemm_peak_fraction[Dtype::fp8] = best_f;
-  report.lines.push_back(fmt::format(
-      "gemm fp8: tile {}x{}, k_half_fp8 {} (at the fp8 rate), peak fraction {:.3f} (least "
-      "squares on log time over {} cuBLASLt fp8 cases of >= 20 us)",
-      p.gemm_tile_m_fp8, p.gemm_tile_n_fp8, p.gemm_k_half_fp8, p.gemm_peak_fraction[Dtype::fp8],
-      gemms.size()));
   return p;
 }
 

@@ -52,13 +52,6 @@ struct FitReport {
 [[nodiscard]] hw::HardwareProfile fit_profile(const MeasurementSet& ms, const hw::GpuSpec& gpu,
                                               const hw::HardwareProfile& base, FitReport& report);
 
-/// FP8 GEMMs' own curve: gemm_tile_m_fp8, gemm_tile_n_fp8, gemm_k_half_fp8 and the fp8 peak
-/// fraction, least squares on log time over the cuBLASLt fp8 GEMM cases of >= 20 us in `ms`,
-/// every other field as in `base`. Returns `base` unchanged when there are none. fit_profile ends
-/// with it.
-[[nodiscard]] hw::HardwareProfile fit_gemm_fp8(const MeasurementSet& ms, const hw::GpuSpec& gpu,
-                                               const hw::HardwareProfile& base, FitReport& report);
-
 /// Host cost of a queued launch from kernels/dev/launch_probe's JSON ("ops": name, host_us):
 /// host_launch_s = median host_us of our kernels (every op not named "gemm.*"),
 /// host_gemm_launch_s = median host_us of the "gemm.cublas.*" ops (cublasGemmEx: what
