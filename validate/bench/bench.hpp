@@ -73,7 +73,8 @@ using ProgressFn =
                                                              const ProgressFn& progress);
 
 /// Named case lists: "calibration", "held-out" (different shapes, for reporting calibration
-/// error), "perf" (the performance targets). Throws ConfigError on an unknown name.
+/// error), "perf" (the performance targets), "fp8-shapes" and "fp8-held-out" (FP8 GEMMs at
+/// training shapes). Throws ConfigError on an unknown name.
 [[nodiscard]] std::vector<KernelShape> suite_cases(std::string_view suite);
 
 } // namespace trainsim::val

@@ -1,6 +1,7 @@
 // The named case lists behind --suite (bench.hpp). calibration and held-out use different
 // shapes so a profile fitted on one can be scored on the other; perf holds the targets of
-// issue "validate I" (sizes large enough to be several times the 60 MB L2 of an H200).
+// issue "validate I" (sizes large enough to be several times the 60 MB L2 of an H200);
+// fp8-shapes and fp8-held-out time FP8 GEMMs at the shapes FP8 training runs (docs/kernels.md).
 #include <fmt/format.h>
 
 #include <array>
