@@ -249,8 +249,8 @@ void add_bench_kernels(CLI::App& bench) {
                  "(checked against a float64 CPU reference first)");
   cmd->add_option("--suite", opts->suite,
                   "Run a named case list instead of one case: calibration, held-out, perf, "
-                  "fp8-shapes or fp8-held-out (FP8 GEMMs at training shapes: docs/frameworks.md)")
-      ->check(CLI::IsMember({"calibration", "held-out", "perf", "fp8-shapes", "fp8-held-out"}));
+                  "fp8-shapes or fp8-held-out (FP8 GEMMs at training shapes: docs/kernels.md)")
+      ->check(CLI::IsMember(val::suite_names()));
   cmd->add_option("--op", opts->op,
                   "Kernel: gemm, relu, gelu, add, scale, softmax, layernorm, "
                   "rmsnorm, attention, copy, empty")

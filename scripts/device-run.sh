@@ -46,18 +46,23 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
   tail -15 "$OUT/gpu-tests.log" | tee -a "$log"
 fi
 
-if [ "$mode" = fp8 ]; then
-  say "fp8-shapes, calibration and held-out suites"
-  step 120 "$T" bench kernels --suite fp8-shapes --timeout-s 0.5 --format json -o "$OUT/h200-fp8-shapes.json" 2>>"$log"
-  step 120 "$T" bench kernels --suite fp8-held-out --timeout-s 0.5 --format json -o "$OUT/h200-fp8-held-out.json" 2>>"$log"
+# The calibration and held-out suites, as JSON under $OUT (kernels and fp8 modes).
+fit_suites() {
   step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
   step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
+}
+
+if [ "$mode" = fp8 ]; then
+  say "fp8-shapes, fp8-held-out, calibration and held-out suites"
+  for s in fp8-shapes fp8-held-out; do
+    step 120 "$T" bench kernels --suite "$s" --timeout-s 0.5 --format json -o "$OUT/h200-$s.json" 2>>"$log"
+  done
+  fit_suites
 fi
 
 if [ "$mode" = all ] || [ "$mode" = kernels ]; then
   say "kernel suites"
-  step 120 "$T" bench kernels --suite calibration --timeout-s 0.5 --format json -o "$OUT/h200-calibration.json" 2>>"$log"
-  step 90 "$T" bench kernels --suite held-out --timeout-s 0.5 --format json -o "$OUT/h200-held-out.json" 2>>"$log"
+  fit_suites
   if [ "${PERF:-1}" = 1 ]; then
     step 120 "$T" bench kernels --suite perf --timeout-s 2 >"$OUT/h200-perf.txt" 2>>"$log"; cat "$OUT/h200-perf.txt" >> "$log"
     # The measuring peer for attention (PyTorch exists only on the device; not a dependency).

@@ -76,5 +76,7 @@ using ProgressFn =
 /// error), "perf" (the performance targets), "fp8-shapes" and "fp8-held-out" (FP8 GEMMs at
 /// training shapes). Throws ConfigError on an unknown name.
 [[nodiscard]] std::vector<KernelShape> suite_cases(std::string_view suite);
+/// The names suite_cases accepts, in the order help texts list them.
+[[nodiscard]] const std::vector<std::string>& suite_names();
 
 } // namespace trainsim::val

@@ -3,6 +3,7 @@
 // issue "validate I" (sizes large enough to be several times the 60 MB L2 of an H200);
 // fp8-shapes and fp8-held-out time FP8 GEMMs at the shapes FP8 training runs (docs/kernels.md).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 
@@ -215,8 +216,14 @@ std::vector<KernelShape> suite_cases(std::string_view suite) {
       v.push_back(gemm(Dtype::fp8, m, n, k));
     return v;
   }
-  throw ConfigError(fmt::format(
-      "--suite {}: unknown suite (calibration, held-out, perf, fp8-shapes, fp8-held-out)", suite));
+  throw ConfigError(
+      fmt::format("--suite {}: unknown suite ({})", suite, fmt::join(suite_names(), ", ")));
+}
+
+const std::vector<std::string>& suite_names() {
+  static const std::vector<std::string> names{"calibration", "held-out", "perf", "fp8-shapes",
+                                              "fp8-held-out"};
+  return names;
 }
 
 } // namespace trainsim::val

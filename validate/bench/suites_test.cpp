@@ -36,7 +36,7 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
       }
     CHECK(fp8 >= 1);
   }
-  // fp8-shapes: FP8 GEMMs only, none of them a calibration or held-out case (its own split).
+  // fp8-shapes and fp8-held-out: FP8 GEMMs only, none of them a case of another suite.
   const auto fp8 = suite_cases("fp8-shapes"), fp8_held = suite_cases("fp8-held-out");
   CHECK(fp8.size() == 20);
   CHECK(fp8_held.size() == 12);
@@ -47,5 +47,7 @@ TEST_CASE("op names round-trip; suites differ; unknown suite is a ConfigError") 
         for (const auto& x : *o)
           CHECK(case_name(c) != case_name(x));
     }
+  for (const auto& name : suite_names())
+    CHECK_FALSE(suite_cases(name).empty());
   CHECK_THROWS_AS(static_cast<void>(suite_cases("fast")), ConfigError);
 }
