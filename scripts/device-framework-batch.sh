@@ -53,6 +53,12 @@
 #           part of the plan (the sides stay those of the plan's order)
 #   gpu-memory: (session 20) the memory one process gets on the lent GPU
 #           (scripts/peer_gpu_memory.py; the GPU presets' capacities)
+#   runs-j: (session 22) scripts/framework-runs-j.json -> runs-j.jsonl (full recompute of the
+#           first N layers only, --recompute-layers, eager, FSDP2 and torch.compile, with a
+#           no-recompute and an every-layer reference; all compared, none fitted)
+#   runs-k: (session 22) scripts/framework-runs-k.json -> runs-k.jsonl (trial 2 of full
+#           recompute of some layers: twelve new configurations trainsim predicts GPU-bound;
+#           all compared, none fitted)
 #   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
 #           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
 #           of the torchtitan context-parallel rows, to be run where several GPUs are lent
@@ -96,6 +102,12 @@ case "$part" in
     ;;
   runs-g)
     box 500 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-g.json --output "$w/runs-g.jsonl" --limit-s 90
+    ;;
+  runs-j)
+    box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-j.json --output "$w/runs-j.jsonl" --limit-s 120
+    ;;
+  runs-k)
+    box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-k.json --output "$w/runs-k.jsonl" --limit-s 120
     ;;
   runs-h)
     box 480 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-h.json --output "$w/runs-h.jsonl" --limit-s 90
