@@ -125,6 +125,17 @@ trainsim_cli_test(memory_offload_activations "activation offload \\(40 layers\\)
   memory --model llama3-70b --cluster gb200-nvl72 --num-gpus 64 --zero 3 --micro-batch 2 --global-batch 256 --seq-len 8192 --precision fp8 --offload-activation-layers 40)
 trainsim_cli_test(estimate_offload_activations "activation offload: [0-9.]+ GB per micro-batch to host memory and back"
   estimate --model llama3-70b --cluster gb200-nvl72 --num-gpus 64 --zero 3 --micro-batch 2 --global-batch 256 --seq-len 8192 --precision fp8 --offload-activation-layers 40)
+trainsim_cli_test(estimate_recompute_layers "recompute full \\(16 layers per chunk\\)"
+  estimate --model llama3-8b --cluster dgx-a100 --num-gpus 64 --framework fsdp --zero 3 --global-batch 64
+  --seq-len 8192 --recompute full --recompute-layers 16)
+trainsim_cli_test(estimate_recompute_layers_json "\"recompute_layers\": 16"
+  estimate --model llama3-8b --cluster dgx-a100 --num-gpus 64 --framework fsdp --zero 3 --global-batch 64
+  --seq-len 8192 --recompute full --recompute-layers 16 --format json)
+trainsim_cli_error(recompute_layers_not_full "recompute_layers = 4: needs recompute = full"
+  memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --recompute selective --recompute-layers 4)
+trainsim_cli_error(plan_recompute_layers_fix "--recompute-layers 4: needs full recompute"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 8 --global-batch 64 --recompute-layers 4
+  --fix recompute=none)
 trainsim_cli_error(offload_not_megatron "--offload-activation-layers 4: Megatron-Core's activation CPU offload"
   estimate --model llama3-8b --gpu h100-sxm --num-gpus 8 --framework fsdp --offload-activation-layers 4)
 trainsim_cli_error(offload_pipeline "offload_activation_layers = 4: needs pp = 1"

@@ -269,10 +269,9 @@ int run_memory(const MemoryOptions& o) {
     sink.comment(fmt::format("tp {} pp {}{} dp {} cp {}{}{}, ZeRO-{}, recompute {}, micro-batch "
                              "{}, seq_len {}, {} {}, {} attention",
                              p.tp, p.pp, stage_split_note(p), p.dp, p.cp, expert_note(p),
-                             p.sequence_parallel ? " +SP" : "", p.zero_stage,
-                             model::to_string(p.recompute), s.micro_batch_size, s.seq_len,
-                             model::to_string(s.precision), model::to_string(s.optimizer),
-                             model::to_string(s.attention)));
+                             p.sequence_parallel ? " +SP" : "", p.zero_stage, recompute_label(p, s),
+                             s.micro_batch_size, s.seq_len, model::to_string(s.precision),
+                             model::to_string(s.optimizer), model::to_string(s.attention)));
     sink.comment(fmt::format(
         "fullest pipeline stage {}{} holds {} params and {:g} micro-batches "
         "of activations",
@@ -332,7 +331,7 @@ int run_memory(const MemoryOptions& o) {
                   fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
                               "recompute {})",
                               m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
-                              model::to_string(p.recompute)),
+                              recompute_label(p, s)),
                   "", "GB per GPU");
     spec.hmarkers.push_back({mc.gpu.memory_bytes / 1e9,
                              fmt::format("GPU memory {:.0f} GB", mc.gpu.memory_bytes / 1e9)});

@@ -184,6 +184,15 @@ int run_plan(const PlanOptionsCli& o) {
     apply_fix(f, so, fixed);
   if (so.fix_recompute >= 0)
     require_recompute_supported(static_cast<model::Recompute>(so.fix_recompute), so.step.fw());
+  if (s.recompute_layers > 0 && so.fix_recompute >= 0 &&
+      so.fix_recompute != static_cast<std::int64_t>(model::Recompute::full))
+    throw ConfigError(fmt::format(
+        "--recompute-layers {}: needs full recompute (the layers it names are fully recomputed), "
+        "not --fix recompute={}",
+        s.recompute_layers, model::to_string(static_cast<model::Recompute>(so.fix_recompute))));
+  if (s.recompute_layers > m.num_layers)
+    throw ConfigError(fmt::format("--recompute-layers {}: must not exceed num_layers = {}",
+                                  s.recompute_layers, m.num_layers));
   require_setup_supported(s, so.step.fw());
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
@@ -327,10 +336,14 @@ int run_plan(const PlanOptionsCli& o) {
   } else {
     sink.comment(fmt::format(
         "{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
-        "{}, {} attention, framework {}; objective {}",
+        "{}, {} attention, framework {}{}; objective {}",
         m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
         mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len, model::to_string(s.precision),
-        model::to_string(s.attention), so.step.fw().name, o.objective));
+        model::to_string(s.attention), so.step.fw().name,
+        s.recompute_layers > 0
+            ? fmt::format("; full recompute of {} layers per chunk only", s.recompute_layers)
+            : "",
+        o.objective));
     sink.comment(
         fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated{}, {} "
                     "feasible",

@@ -253,7 +253,7 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
       p.tp, p.pp, stage_split_note(p), p.dp, p.cp, expert_note(p),
       p.sequence_parallel ? " +SP" : "",
       p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "", p.zero_stage,
-      model::to_string(p.recompute), model::to_string(s.attention), model::to_string(s.precision),
+      recompute_label(p, s), model::to_string(s.attention), model::to_string(s.precision),
       s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size, s.seq_len));
   const auto& b = e.breakdown_s;
   Table t({"part", "time (ms)", "share"}, {"part", "time_s", "fraction"});

@@ -193,6 +193,13 @@ void add_framework_setup_options(CLI::App& cmd, SetupOptions& o) {
                  "the compute (0 = none; pp = 1 and fewer than the model's layers; --framework "
                  "megatron)")
       ->capture_default_str();
+  cmd.add_option("--recompute-layers", o.recompute_layers,
+                 "With --recompute full: fully recompute only this many layers of each pipeline "
+                 "stage's model chunk, the others keeping all their activations (Megatron-Core's "
+                 "--recompute-method block --recompute-num-layers N; torchtitan's checkpointing "
+                 "of every k-th layer is num_layers / k of them); 0 = every layer; plan: searches "
+                 "only full recompute then")
+      ->capture_default_str();
 }
 
 std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag, const model::ModelSpec& m) {
@@ -214,6 +221,7 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
   s.moe_capacity_factor = o.moe_capacity_factor;
   s.moe_imbalance_factor = o.moe_imbalance_factor;
   s.offload_activation_layers = o.offload_activation_layers;
+  s.recompute_layers = o.recompute_layers;
   if (o.grad_reduce_dtype == "fp32")
     s.grad_reduce_bytes = 4;
   else if (o.grad_reduce_dtype == "bf16")
@@ -458,7 +466,15 @@ nlohmann::json setup_json(const model::TrainingSetup& s) {
           {"moe_capacity_factor", s.moe_capacity_factor},
           {"moe_imbalance_factor", s.moe_imbalance_factor},
           {"grad_reduce_bytes_per_param", s.grad_reduce_bytes},
-          {"offload_activation_layers", s.offload_activation_layers}};
+          {"offload_activation_layers", s.offload_activation_layers},
+          {"recompute_layers", s.recompute_layers}};
+}
+
+std::string recompute_label(const model::ParallelPlan& p, const model::TrainingSetup& s) {
+  if (p.recompute == model::Recompute::full && s.recompute_layers > 0)
+    return fmt::format("full ({} layer{} per chunk)", s.recompute_layers,
+                       s.recompute_layers == 1 ? "" : "s");
+  return std::string(model::to_string(p.recompute));
 }
 
 nlohmann::json plan_json(const model::ParallelPlan& p) {

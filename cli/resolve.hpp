@@ -39,6 +39,7 @@ struct SetupOptions {
   double moe_imbalance_factor = 1;             // 1 = balanced
   std::string grad_reduce_dtype = "framework"; // --grad-reduce-dtype (commands with a framework)
   std::int64_t offload_activation_layers = 0;  // --offload-activation-layers
+  std::int64_t recompute_layers = 0;           // --recompute-layers
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
 /// --grad-reduce-dtype framework|fp32|bf16 and --offload-activation-layers N (estimate, memory,
@@ -117,6 +118,10 @@ struct Machine {
 [[nodiscard]] model::AttentionImpl parse_attention(const std::string& s);
 
 [[nodiscard]] nlohmann::json setup_json(const model::TrainingSetup& s);
+/// The plan's recompute policy as printed: "full (4 layers per chunk)" under full recompute of
+/// some layers only (TrainingSetup::recompute_layers), else its name.
+[[nodiscard]] std::string recompute_label(const model::ParallelPlan& p,
+                                          const model::TrainingSetup& s);
 [[nodiscard]] nlohmann::json plan_json(const model::ParallelPlan& p);
 
 } // namespace trainsim::cli

@@ -356,6 +356,45 @@ TEST_CASE("activation offload: pp 1, fewer layers than the model's, not negative
                        ConfigError);
 }
 
+TEST_CASE("full recompute of some layers: needs full, at most the model's layers, per chunk") {
+  const auto m = load_model("llama3-8b"); // 32 layers
+  TrainingSetup s;
+  ParallelPlan p;
+  p.dp = 8;
+  p.recompute = Recompute::full;
+  s.recompute_layers = 32;
+  CHECK(check_plan(p, m, s, 8).ok());
+  CHECK(layers_recomputed(p, s, 32) == 32);
+  s.recompute_layers = 12;
+  CHECK(layers_recomputed(p, s, 32) == 12);
+  s.recompute_layers = 0; // every layer
+  CHECK(layers_recomputed(p, s, 32) == 32);
+  // Megatron-Core counts per model chunk: an 8-layer stage of 2 chunks re-runs 2 x 3.
+  p.dp = 2;
+  p.pp = 4;
+  p.interleave = 2;
+  s.recompute_layers = 3;
+  CHECK(layers_recomputed(p, s, 8) == 6);
+  s.recompute_layers = 5;
+  CHECK(layers_recomputed(p, s, 8) == 8);
+  // Other policies run on every layer whatever the field says.
+  p.recompute = Recompute::selective;
+  CHECK(layers_recomputed(p, s, 8) == 8);
+  CHECK(check_plan(p, m, s, 8).has(PlanRule::recompute_layers));
+  CHECK_THROWS_WITH_AS(validate(p, m, s, 8, "flags"),
+                       doctest::Contains("recompute_layers = 5: needs recompute = full"),
+                       ConfigError);
+  p.recompute = Recompute::full;
+  s.recompute_layers = 33;
+  CHECK_THROWS_WITH_AS(validate(p, m, s, 8, "flags"),
+                       doctest::Contains("recompute_layers = 33: must not exceed num_layers = 32"),
+                       ConfigError);
+  s.recompute_layers = -2;
+  CHECK_THROWS_WITH_AS(validate(s, "flags"),
+                       doctest::Contains("recompute_layers = -2: must be in [0, num_layers]"),
+                       ConfigError);
+}
+
 TEST_CASE("a Hugging Face config without model_type gets one message") {
   const auto j = parse_json_text(R"({"hidden_size": 4096, "num_hidden_layers": 32,
     "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008})",

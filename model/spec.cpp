@@ -430,6 +430,9 @@ void validate(const TrainingSetup& s, const std::string& source) {
   if (!(s.moe_imbalance_factor >= 1 && s.moe_imbalance_factor <= 1024))
     p.add(fmt::format("moe_imbalance_factor = {}: must be in [1, 1024] (1 = balanced)",
                       s.moe_imbalance_factor));
+  if (s.recompute_layers < 0 || s.recompute_layers > (1 << 20))
+    p.add(fmt::format("recompute_layers = {}: must be in [0, num_layers] (0 = every layer)",
+                      s.recompute_layers));
   if (s.offload_activation_layers < 0 || s.offload_activation_layers > (1 << 20))
     p.add(fmt::format("offload_activation_layers = {}: must be in [0, num_layers)",
                       s.offload_activation_layers));
@@ -495,6 +498,8 @@ PlanCheck check_plan(const ParallelPlan& plan, const ModelSpec& m, const Trainin
     fail(PlanRule::offload_layers,
          s.offload_activation_layers > 0 &&
              (plan.pp > 1 || s.offload_activation_layers >= m.num_layers));
+    fail(PlanRule::recompute_layers, s.recompute_layers > 0 && (plan.recompute != Recompute::full ||
+                                                                s.recompute_layers > m.num_layers));
   }
   if ((groups & kBatchRules) && s.global_batch_size > 0) {
     const std::int64_t per_step = s.micro_batch_size * plan.dp;
@@ -567,6 +572,13 @@ void validate(const ParallelPlan& plan, const ModelSpec& m, const TrainingSetup&
               : fmt::format("offload_activation_layers = {}: must be below num_layers = {} (one "
                             "layer at least stays on the GPU)",
                             s.offload_activation_layers, m.num_layers));
+  if (c.has(PlanRule::recompute_layers))
+    p.add(plan.recompute != Recompute::full
+              ? fmt::format("recompute_layers = {}: needs recompute = full (the layers it names "
+                            "are fully recomputed, the others not at all; recompute = {})",
+                            s.recompute_layers, to_string(plan.recompute))
+              : fmt::format("recompute_layers = {}: must not exceed num_layers = {}",
+                            s.recompute_layers, m.num_layers));
   if (c.has(PlanRule::cp_seq))
     p.add(fmt::format("cp = {}: must divide seq_len = {}", plan.cp, s.seq_len));
   if (c.has(PlanRule::sp_seq))

@@ -222,7 +222,24 @@ struct TrainingSetup {
   // brought back in backward (Megatron-Core's cpu_offloading_num_layers, through Transformer
   // Engine's CPU offload: transformer_engine/pytorch/cpu_offload.py). 0: none.
   std::int64_t offload_activation_layers = 0;
+  // Full recompute of only this many transformer layers per pipeline stage's model chunk, the
+  // others keeping all their activations (Megatron-Core's --recompute-method block
+  // --recompute-num-layers N; torchtitan's every-k-th-layer checkpointing is the same cost with
+  // num_layers / k of them). Needs recompute = full. 0: every layer.
+  std::int64_t recompute_layers = 0;
 };
+
+/// Transformer layers of a pipeline stage holding `stage_layers` of them that run the plan's
+/// recompute policy: all of them, except under full recompute limited to
+/// TrainingSetup::recompute_layers per model chunk (min(stage_layers, n x interleave)); the
+/// rest run without recompute.
+[[nodiscard]] inline std::int64_t
+layers_recomputed(const ParallelPlan& plan, const TrainingSetup& setup, std::int64_t stage_layers) {
+  if (plan.recompute != Recompute::full || setup.recompute_layers <= 0)
+    return stage_layers;
+  return std::min(stage_layers,
+                  setup.recompute_layers * std::max<std::int64_t>(plan.interleave, 1));
+}
 
 /// The sequence length every command uses when none is given: 2048, or the model's
 /// max_seq_len when that is smaller (GPT-2: 1024), so a default never exceeds what the model
@@ -278,6 +295,7 @@ enum class PlanRule : std::uint8_t {
                         // to num_layers
   interleave_needs_pp,  // interleave > 1 needs pp > 1
   offload_layers,       // activation offload: pp == 1 and fewer layers than the model's
+  recompute_layers,     // recompute_layers > 0: recompute = full, at most num_layers
   batch_multiple,       // global batch a multiple of micro-batch x dp
   interleave_batch,     // interleaved: micro-batches per step a multiple of pp
   num_gpus,             // tp x pp x dp x cp == num_gpus (when num_gpus > 0)

@@ -268,8 +268,9 @@ std::uint64_t fingerprint(const StepTensors& t) {
     for (double x : v)
       mix(x);
   };
-  for (const auto* v : {&t.emb_params, &t.head_params, &t.layer_params, &t.emb_saved,
-                        &t.layer_saved, &t.head_saved, &t.layer_recomputed, &t.persistent})
+  for (const auto* v :
+       {&t.emb_params, &t.head_params, &t.layer_params, &t.emb_saved, &t.layer_saved, &t.head_saved,
+        &t.layer_recomputed, &t.persistent, &t.layer_saved_plain})
     mix_list(*v);
   for (double x :
        {static_cast<double>(t.num_layers), t.weight_bytes_per_param, t.grad_bytes_per_param,
@@ -277,7 +278,8 @@ std::uint64_t fingerprint(const StepTensors& t) {
         t.activation_grad_bytes, static_cast<double>(t.micro_batches_in_flight),
         static_cast<double>(t.steps), t.cap_bytes, t.layer_bwd_transient,
         t.layer_bwd_transient_block, static_cast<double>(t.fsdp2), t.unsharded_bytes_per_param,
-        t.reduce_bytes_per_param, static_cast<double>(t.cast_on_gather)})
+        t.reduce_bytes_per_param, static_cast<double>(t.cast_on_gather),
+        static_cast<double>(t.recomputed_layers)})
     mix(x);
   const auto& lp = t.layer_program;
   for (const auto* events : {&lp.forward, &lp.backward}) {
@@ -350,6 +352,10 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
   Id token_batch = t.layer_program.batch_bytes > 0 ? alloc(t.layer_program.batch_bytes) : Id{-1};
   bool states = false;
   const auto layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
+  // Whether layer l runs the policy's saved and re-made tensors (else layer_saved_plain).
+  auto policy = [&](std::size_t l) {
+    return t.recomputed_layers < 0 || l < static_cast<std::size_t>(t.recomputed_layers);
+  };
   const bool fsdp2 = t.fsdp2;
   const double w = t.unsharded_bytes_per_param;
   auto sum = [](const std::vector<double>& v) {
@@ -487,7 +493,8 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         std::vector<Id> unsharded;
         if (fsdp2)
           gather(t.layer_params, unsharded);
-        alloc_all(t.layer_saved, 1.0, saved[static_cast<std::size_t>(mb) * layers + l]);
+        alloc_all(policy(l) ? t.layer_saved : t.layer_saved_plain, 1.0,
+                  saved[static_cast<std::size_t>(mb) * layers + l]);
         release_all(unsharded);
       }
     }
@@ -572,7 +579,8 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
         if (fsdp2)
           gather(t.layer_params, unsharded);
         std::vector<Id> remade;
-        alloc_all(t.layer_recomputed, 1.0, remade);
+        if (policy(l))
+          alloc_all(t.layer_recomputed, 1.0, remade);
         if (fsdp2)
           alloc_all(t.layer_params, w, unsharded_grads);
         else if (mb == in_flight - 1)

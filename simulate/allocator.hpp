@@ -220,6 +220,11 @@ struct StepTensors {
   double transient_bytes_per_param = 0;
   std::vector<double> emb_saved, layer_saved, head_saved; // kept from forward to backward
   std::vector<double> layer_recomputed; // full recompute: re-made before the layer's backward
+  // Full recompute of the first `recomputed_layers` layers only (TrainingSetup::
+  // recompute_layers; < 0: every layer runs the policy): the others keep `layer_saved_plain`
+  // and re-make nothing.
+  std::int64_t recomputed_layers = -1;
+  std::vector<double> layer_saved_plain;
   double activation_grad_bytes = 0;     // the gradient flowing from layer to layer
   double layer_bwd_transient = 0;       // alive only inside one layer's backward
   double layer_bwd_transient_block = 0; // ... made of blocks of this size (0: one block)

@@ -136,9 +136,18 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   const std::int64_t offloaded =
       std::min<std::int64_t>(setup.offload_activation_layers, num_layers);
   const double kept_layers = layers - static_cast<double>(std::max<std::int64_t>(offloaded - 1, 0));
-  m.host_activation_bytes =
-      in_flight * static_cast<double>(offloaded) * a.layer_act[static_cast<int>(plan.recompute)];
-  double act = in_flight * kept_layers * a.layer_act[static_cast<int>(plan.recompute)];
+  // Saved bytes of a layer, the stage's mean: under full recompute of some layers only, the
+  // recomputed ones keep their input and the others what no recompute keeps.
+  const auto recomputed = model::layers_recomputed(plan, setup, num_layers);
+  const double layer_act =
+      num_layers > 0
+          ? (static_cast<double>(recomputed) * a.layer_act[static_cast<int>(plan.recompute)] +
+             static_cast<double>(num_layers - recomputed) *
+                 a.layer_act[static_cast<int>(Recompute::none)]) /
+                layers
+          : a.layer_act[static_cast<int>(plan.recompute)];
+  m.host_activation_bytes = in_flight * static_cast<double>(offloaded) * layer_act;
+  double act = in_flight * kept_layers * layer_act;
   if (first)
     act += in_flight * a.emb_act;
   // Full recompute re-materialises one layer at a time, during that layer's backward, where
@@ -213,11 +222,16 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.layer_saved = t.layer_saved[static_cast<int>(plan.recompute)];
     if (plan.recompute == Recompute::full || plan.recompute == Recompute::selective_op)
       st.layer_recomputed = t.layer_saved_all;
+    if (recomputed < num_layers) { // full recompute of the first `recomputed` layers only
+      st.recomputed_layers = recomputed;
+      st.layer_saved_plain = t.layer_saved[static_cast<int>(Recompute::none)];
+    }
     st.layer_bwd_transient = a.layer_bwd_transient;
     st.layer_bwd_transient_block = a.layer_bwd_transient_block;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
-    if (!fw.allocation_program.empty() && st.micro_batches_in_flight == 1 && !fw.fsdp2_copies)
+    if (!fw.allocation_program.empty() && st.micro_batches_in_flight == 1 && !fw.fsdp2_copies &&
+        st.recomputed_layers < 0)
       if (auto lp =
               layer_alloc_program(load_alloc_program(fw.allocation_program), model, plan, setup)) {
         st.layer_program = std::move(*lp);

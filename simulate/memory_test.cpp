@@ -258,15 +258,25 @@ TEST_CASE("interleaved pipeline: the first stage holds 1 + (p-1)/(pv) times 1F1B
   CHECK(few.in_flight_micro_batches == doctest::Approx(4));
 }
 
-TEST_CASE("activation offload: n layers to host, one layer's worth double-buffered on the GPU") {
-  const auto m = model::load_model("llama3-8b"); // 32 layers
-  const auto prof = hw::default_profile("h100-sxm");
+namespace {
+// Llama 3 8B (32 layers) on 8 H100 by data parallelism, 4096 tokens, Megatron-Core.
+struct MegatronLlama8b {
+  model::ModelSpec m = model::load_model("llama3-8b");
+  hw::HardwareProfile prof = hw::default_profile("h100-sxm");
   model::ParallelPlan p;
-  p.dp = 8;
   model::TrainingSetup s;
-  s.seq_len = 4096;
   MemoryOptions o;
-  o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  MegatronLlama8b() {
+    p.dp = 8;
+    s.seq_len = 4096;
+    o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  }
+};
+} // namespace
+
+TEST_CASE("activation offload: n layers to host, one layer's worth double-buffered on the GPU") {
+  MegatronLlama8b x;
+  auto& [m, prof, p, s, o] = x;
   const auto none = estimate_memory(m, p, s, prof, o);
   s.offload_activation_layers = 10;
   const auto ten = estimate_memory(m, p, s, prof, o);
@@ -280,6 +290,43 @@ TEST_CASE("activation offload: n layers to host, one layer's worth double-buffer
   CHECK(one.host_activation_bytes == doctest::Approx(per_layer).epsilon(1e-12));
   CHECK(ten.weights == none.weights);
   CHECK(ten.total < none.total);
+}
+
+TEST_CASE("full recompute of some layers: saved bytes mix the two kinds of layer") {
+  MegatronLlama8b x;
+  auto& [m, prof, p, s, o] = x;
+  p.recompute = model::Recompute::none;
+  const auto none = estimate_memory(m, p, s, prof, o);
+  p.recompute = model::Recompute::full;
+  const auto full = estimate_memory(m, p, s, prof, o);
+  s.recompute_layers = 24;
+  const auto most = estimate_memory(m, p, s, prof, o);
+  s.recompute_layers = 16;
+  const auto half = estimate_memory(m, p, s, prof, o);
+  // Each plain layer keeps what no recompute keeps instead of its input: 16 of them add twice
+  // what 8 add (the re-made layer in backward is full recompute's in both).
+  CHECK(half.activations - full.activations ==
+        doctest::Approx(2 * (most.activations - full.activations)).epsilon(1e-9));
+  CHECK(most.activations > full.activations);
+  CHECK(most.activations < none.activations);
+  CHECK(most.weights == full.weights);
+  // PyTorch's caching allocator: the simulated peak moves the same way (a model whose peak is
+  // the activations', not the optimizer step's).
+  const auto small = model::load_model("llama3.2-1b");
+  o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  p.dp = 1;
+  s.micro_batch_size = 8;
+  s.recompute_layers = 0;
+  const auto eager_full = estimate_memory(small, p, s, prof, o);
+  s.recompute_layers = 8;
+  const auto eager_half = estimate_memory(small, p, s, prof, o);
+  p.recompute = model::Recompute::none;
+  s.recompute_layers = 0;
+  const auto eager_none = estimate_memory(small, p, s, prof, o);
+  CHECK(eager_half.peak_allocated() > eager_full.peak_allocated());
+  CHECK(eager_half.peak_allocated() < eager_none.peak_allocated());
+  CHECK(eager_half.peak_reserved() > eager_full.peak_reserved());
+  CHECK(eager_half.peak_reserved() < eager_none.peak_reserved());
 }
 
 TEST_CASE("Megatron-Core: FP8 primary weights and the gradient buffers' dtype") {

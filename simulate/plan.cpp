@@ -38,6 +38,16 @@ const char* to_string(Reject r) {
   return "?";
 }
 
+// What one more layer adds to a stage, for balancing: under full recompute of some layers only
+// every stage re-runs the same number (when it holds that many), so a further layer is a plain
+// one.
+static double balance_layer_cost(const StageCosts& k, const model::ParallelPlan& plan,
+                                 const model::TrainingSetup& setup) {
+  return plan.recompute == model::Recompute::full && setup.recompute_layers > 0
+             ? k.layer_plain.total()
+             : k.layer.total();
+}
+
 std::vector<std::int64_t>
 searched_stage_layers(const model::ModelSpec& m, const hw::ClusterSpec& cluster,
                       const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
@@ -55,8 +65,9 @@ searched_stage_layers(const model::ModelSpec& m, const hw::ClusterSpec& cluster,
   const MicroBatchTimes t =
       time_micro_batch(m, ops, even, one, gpu, profile, cluster, options.fw());
   const StageCosts k = stage_costs(t, even, options);
-  if (!model::balanced_stage_layers(layers, plan.pp, plan.interleave, k.layer.total(),
-                                    k.first_extra.total(), k.last_extra.total(), out))
+  if (!model::balanced_stage_layers(layers, plan.pp, plan.interleave,
+                                    balance_layer_cost(k, even, setup), k.first_extra.total(),
+                                    k.last_extra.total(), out))
     out.clear();
   return out;
 }
@@ -153,6 +164,7 @@ Reject reject_reason(const model::PlanCheck& bad) {
       {PlanRule::pp_interleave_layers, Reject::pp_indivisible},
       {PlanRule::stage_layers, Reject::pp_indivisible},
       {PlanRule::interleave_needs_pp, Reject::pp_indivisible},
+      {PlanRule::recompute_layers, Reject::pp_indivisible},
       {PlanRule::batch_multiple, Reject::batch_mismatch},
       {PlanRule::interleave_batch, Reject::interleave_batch},
       {PlanRule::num_gpus, Reject::out_of_range}};
@@ -203,11 +215,12 @@ Split stage_split(const Context& c, std::int64_t pp, std::int64_t v,
 }
 
 void balance(const model::ModelSpec& m, const MicroBatchTimes& t, const model::ParallelPlan& plan,
-             const StepOptions& options, std::vector<std::int64_t>& out) {
+             const model::TrainingSetup& setup, const StepOptions& options,
+             std::vector<std::int64_t>& out) {
   const StageCosts k = stage_costs(t, plan, options);
-  const bool ok =
-      model::balanced_stage_layers(m.num_layers, plan.pp, plan.interleave, k.layer.total(),
-                                   k.first_extra.total(), k.last_extra.total(), out);
+  const bool ok = model::balanced_stage_layers(m.num_layers, plan.pp, plan.interleave,
+                                               balance_layer_cost(k, plan, setup),
+                                               k.first_extra.total(), k.last_extra.total(), out);
   if (!ok)
     throw std::logic_error("balanced_stage_layers: no split where stage_split() found one");
 }
@@ -317,7 +330,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
             build(c, plans[static_cast<std::size_t>(c.rcs.front())], 1, ref, r);
             for (std::int64_t rc : c.rcs) {
               model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
-              balance(m, ref.times, plan, c.o.step, plan.stage_layers);
+              balance(m, ref.times, plan, c.setup, c.o.step, plan.stage_layers);
             }
           }
           // Memory never falls as the micro-batch grows with the rest of the plan fixed: the
@@ -368,9 +381,9 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
             for (std::int64_t rc : c.rcs) {
               const model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
               const StageCosts k = stage_costs(p1.times, plan, c.o.step);
+              const std::int64_t n0 = model::layers_on_stage(plan, m.num_layers, 0);
               const double first =
-                  static_cast<double>(model::layers_on_stage(plan, m.num_layers, 0)) *
-                      k.layer.least() +
+                  k.layers(n0, model::layers_recomputed(plan, c.setup, n0)).least() +
                   k.first_extra.total() + (pp == 1 ? k.last_extra.total() : 0.0);
               least_step_s[static_cast<std::size_t>(rc)] =
                   (static_cast<double>(micro_batches) +
@@ -476,7 +489,12 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     const bool same_as_none = rc == 1 && setup.attention == model::AttentionImpl::flash;
     const bool only_if_asked =
         same_as_none || rc == static_cast<std::int64_t>(model::Recompute::selective_op);
-    if (o.fix_recompute == rc || (o.fix_recompute < 0 && !only_if_asked))
+    // Full recompute of some layers only (TrainingSetup::recompute_layers) is a full-recompute
+    // plan: the only policy searched then.
+    const bool partial_full = setup.recompute_layers > 0;
+    if (partial_full ? rc == static_cast<std::int64_t>(model::Recompute::full) &&
+                           (o.fix_recompute < 0 || o.fix_recompute == rc)
+                     : o.fix_recompute == rc || (o.fix_recompute < 0 && !only_if_asked))
       c.rcs.push_back(rc);
   }
   for (std::int64_t v = 1; v <= std::max<std::int64_t>(o.max_interleave, 1); ++v)

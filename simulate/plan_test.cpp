@@ -127,6 +127,32 @@ TEST_CASE("fixed dimensions are respected; memory objective minimises memory") {
     CHECK(r.plans[i - 1].per_gpu_bytes_total <= r.plans[i].per_gpu_bytes_total);
 }
 
+TEST_CASE("full recompute of some layers: only full plans, each as estimate_step times it") {
+  Search a;
+  a.s.recompute_layers = 2; // per model chunk: interleaved stages re-run 2 x v
+  a.o.max_interleave = 2;
+  const auto r = a.run();
+  REQUIRE(!r.plans.empty());
+  for (const auto& c : r.plans) {
+    CHECK(c.plan.recompute == model::Recompute::full);
+    model::TrainingSetup s = a.s;
+    s.micro_batch_size = c.micro_batch_size;
+    const auto e = estimate_step(a.m, a.cluster, a.gpu, a.prof, c.plan, s, a.o.step);
+    CHECK(e.step_time_s == doctest::Approx(c.step_time_s).epsilon(1e-12));
+    CHECK(e.memory.total == doctest::Approx(c.per_gpu_bytes_total).epsilon(1e-12));
+    // The same plan re-running every layer is slower and holds less.
+    s.recompute_layers = 0;
+    const auto every = estimate_step(a.m, a.cluster, a.gpu, a.prof, c.plan, s, a.o.step);
+    CHECK(every.step_time_s > c.step_time_s);
+    CHECK(every.memory.total < c.per_gpu_bytes_total);
+  }
+  // --fix recompute=full searches the same space.
+  Search b;
+  b.o.max_interleave = 2;
+  b.o.fix_recompute = 2;
+  CHECK(b.run().space_size == r.space_size);
+}
+
 TEST_CASE("no feasible plan: everything rejected with reasons") {
   Search a;
   a.m = model::load_model("llama3-405b");

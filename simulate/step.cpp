@@ -60,6 +60,17 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   if (options.ep_overlap && ep_overlap_rule(plan).empty())
     c.layer.ep_hidden = std::min(t.layer_ep_a2a_fwd, t.layer_bwd + t.layer_recompute[rc]) +
                         std::min(t.layer_ep_a2a_bwd, t.layer_fwd);
+  // A layer that does not recompute (full recompute of some layers only): its forward's
+  // collectives run once, its ring once per pass, no checkpoint wrapper, nothing re-run.
+  c.layer_plain = c.layer;
+  if (plan.recompute == Recompute::full) {
+    double tp_plain = t.layer_tp_fwd + t.layer_tp_bwd;
+    if (options.tp_overlap)
+      tp_plain -= std::min(fw.tp_overlap_hidden_fraction * tp_plain, t.layer_fwd + t.layer_bwd);
+    c.layer_plain.rc = 0;
+    c.layer_plain.tp = tp_plain;
+    c.layer_plain.cp = t.layer_cp;
+  }
   c.first_extra = {t.emb_fwd, t.emb_bwd, 0, t.emb_tp, 0, 0};
   c.last_extra = {t.head_fwd, t.head_bwd, 0, t.head_tp, 0, 0};
   // Host issue time (queue-model frameworks): the ops', plus per-layer hooks split over the
@@ -70,11 +81,30 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   const double sac = plan.recompute == Recompute::selective_op ? t.layer_sac_dispatch_host : 0;
   c.layer.host_fwd = t.layer_fwd_host + hooks + sac;
   c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt + sac;
+  c.layer_plain.host_fwd = c.layer.host_fwd;
+  c.layer_plain.host_bwd =
+      plan.recompute == Recompute::full ? t.layer_bwd_host + hooks : c.layer.host_bwd;
   c.first_extra.host_fwd = t.emb_fwd_host;
   c.first_extra.host_bwd = t.emb_bwd_host;
   c.last_extra.host_fwd = t.head_fwd_host;
   c.last_extra.host_bwd = t.head_bwd_host;
   return c;
+}
+
+StageTime StageCosts::layers(std::int64_t n, std::int64_t recomputed) const {
+  const double k = static_cast<double>(std::clamp<std::int64_t>(recomputed, 0, n));
+  const double r = static_cast<double>(n) - k;
+  StageTime s;
+  s.fwd = k * layer.fwd + r * layer_plain.fwd;
+  s.bwd = k * layer.bwd + r * layer_plain.bwd;
+  s.rc = k * layer.rc + r * layer_plain.rc;
+  s.tp = k * layer.tp + r * layer_plain.tp;
+  s.cp = k * layer.cp + r * layer_plain.cp;
+  s.ep = k * layer.ep + r * layer_plain.ep;
+  s.ep_hidden = k * layer.ep_hidden + r * layer_plain.ep_hidden;
+  s.host_fwd = k * layer.host_fwd + r * layer_plain.host_fwd;
+  s.host_bwd = k * layer.host_bwd + r * layer_plain.host_bwd;
+  return s;
 }
 
 void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
@@ -94,20 +124,14 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   // middle stage with the most layers (the first of them).
   const StageCosts costs = stage_costs(t, plan, options);
   auto make_stage = [&](std::int64_t num_layers, bool first, bool last) {
-    const double n = static_cast<double>(num_layers);
-    const StageTime& l = costs.layer;
     const StageTime& f = costs.first_extra;
     const StageTime& h = costs.last_extra;
-    StageTime s;
-    s.fwd = n * l.fwd + (first ? f.fwd : 0) + (last ? h.fwd : 0);
-    s.bwd = n * l.bwd + (first ? f.bwd : 0) + (last ? h.bwd : 0);
-    s.rc = n * l.rc;
-    s.tp = n * l.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
-    s.cp = n * l.cp;
-    s.ep = n * l.ep;
-    s.ep_hidden = n * l.ep_hidden;
-    s.host_fwd = n * l.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
-    s.host_bwd = n * l.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
+    StageTime s = costs.layers(num_layers, model::layers_recomputed(plan, setup, num_layers));
+    s.fwd = s.fwd + (first ? f.fwd : 0) + (last ? h.fwd : 0);
+    s.bwd = s.bwd + (first ? f.bwd : 0) + (last ? h.bwd : 0);
+    s.tp = s.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
+    s.host_fwd = s.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
+    s.host_bwd = s.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
     return s;
   };
   est.slowest_stage = 0;
@@ -375,9 +399,15 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
   est.tokens_per_step = static_cast<double>(est.global_batch_size * setup.seq_len);
   est.tokens_per_s = est.tokens_per_step / est.step_time_s;
   est.model_flops_per_step = model_flops_per_token * est.tokens_per_step;
-  // Re-run FLOPs: per GPU per micro-batch per layer, over every layer, micro-batch and GPU.
+  // Re-run FLOPs: per GPU per micro-batch per layer, over every layer that re-runs (the
+  // stages' average), micro-batch and GPU.
+  const double rerun_layers =
+      plan.recompute == Recompute::full && setup.recompute_layers > 0
+          ? std::min(layers,
+                     static_cast<double>(model::layers_recomputed(plan, setup, m.num_layers)))
+          : layers;
   est.hardware_flops_per_step =
-      est.model_flops_per_step + a.layer_recompute_flops[rc] * layers * mb * n;
+      est.model_flops_per_step + a.layer_recompute_flops[rc] * rerun_layers * mb * n;
   est.peak_flops_per_s = mfu_peak_flops_per_s(gpu, setup.precision);
   est.achieved_flops_per_s_per_gpu = est.model_flops_per_step / (est.step_time_s * n);
   est.mfu = est.achieved_flops_per_s_per_gpu / est.peak_flops_per_s;

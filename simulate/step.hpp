@@ -64,8 +64,13 @@ struct StageTime {
 };
 /// A stage of n layers takes n x layer, plus first_extra on the first stage (embedding) and
 /// last_extra on the last (final norm, LM head, loss), under the plan's recompute policy.
+/// `layer_plain` is a layer that does not recompute: under full recompute of some layers only
+/// (TrainingSetup::recompute_layers) the stage's other layers cost that.
 struct StageCosts {
-  StageTime layer, first_extra, last_extra;
+  StageTime layer, layer_plain, first_extra, last_extra;
+  /// The n layers of a stage, `recomputed` of them under the plan's policy
+  /// (model::layers_recomputed), without the stage's extras.
+  [[nodiscard]] StageTime layers(std::int64_t n, std::int64_t recomputed) const;
 };
 [[nodiscard]] StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
                                      const StepOptions& options);

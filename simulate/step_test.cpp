@@ -687,6 +687,33 @@ TEST_CASE("activation offload: host copies hide behind the pass unless the link 
   CHECK(slow.step_time_s == doctest::Approx(none.step_time_s + slow.breakdown_s.offload));
 }
 
+TEST_CASE("full recompute of some layers: the step moves linearly between none and full") {
+  // One pipeline stage: each re-run layer adds full recompute's per-layer cost (its re-run
+  // forward and collectives, the checkpoint wrapper), the others cost what no recompute costs.
+  MegatronDp8 x;
+  x.plan.recompute = model::Recompute::none;
+  const auto none = x.step();
+  x.plan.recompute = model::Recompute::full;
+  const auto full = x.step();
+  x.setup.recompute_layers = 8; // of 32
+  const auto quarter = x.step();
+  x.setup.recompute_layers = 32;
+  const auto all = x.step();
+  CHECK(all.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-12));
+  CHECK(full.step_time_s > none.step_time_s);
+  CHECK(quarter.step_time_s ==
+        doctest::Approx(none.step_time_s + 0.25 * (full.step_time_s - none.step_time_s))
+            .epsilon(1e-9));
+  CHECK(quarter.breakdown_s.recompute ==
+        doctest::Approx(0.25 * full.breakdown_s.recompute).epsilon(1e-12));
+  CHECK(quarter.hardware_flops_per_step ==
+        doctest::Approx(none.hardware_flops_per_step +
+                        0.25 * (full.hardware_flops_per_step - none.hardware_flops_per_step))
+            .epsilon(1e-12));
+  CHECK(quarter.memory.activations > full.memory.activations);
+  CHECK(quarter.memory.activations < none.memory.activations);
+}
+
 TEST_CASE("combined 1F1B: merged pairs are the passes less the first rank's warm-up") {
   model::ParallelPlan p;
   p.ep = 2;
