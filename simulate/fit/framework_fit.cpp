@@ -103,8 +103,10 @@ std::optional<model::Precision> map_precision(const std::string& p, std::string&
 std::optional<model::Recompute> map_recompute(const std::string& r) {
   if (r.empty() || r == "none" || r == "no")
     return model::Recompute::none;
-  // torchtitan's "selective op" is its per-op policy; its "selective layer" (a whole-layer
-  // checkpoint every N layers) is not modelled.
+  // torchtitan's "selective op" is its per-op policy; its "selective layer" is a whole-layer
+  // checkpoint every k-th layer: full recompute of some layers only (read_run sets how many).
+  if (r == "selective layer")
+    return model::Recompute::full;
   if (r == "selective op" || r == "selective-op")
     return model::Recompute::selective_op;
   if (r == "selective")
@@ -134,10 +136,10 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
         {"id", "source", "framework", "model", "error", "precision", "attention", "recompute",
          "gpu", "cluster"},
         "a string", is_string);
-  check(
-      j, "",
-      {"seq_len", "num_gpus", "tp", "pp", "cp", "etp", "zero_stage", "micro_batch", "global_batch"},
-      "an integer", is_integer);
+  check(j, "",
+        {"seq_len", "num_gpus", "tp", "pp", "cp", "etp", "zero_stage", "micro_batch",
+         "global_batch", "recompute_layers"},
+        "an integer", is_integer);
   check(j, "", {"memory_cap_bytes"}, "a number", is_number);
   check(j, "", {"oom_search"}, "true or false",
         [](const nlohmann::json& v) { return v.is_boolean(); });
@@ -297,6 +299,23 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     return run;
   }
   run.plan.recompute = *recompute;
+  // Full recompute of some layers only: as recorded (`recompute_layers`, per pipeline stage's
+  // model chunk), or torchtitan's "selective layer" policy at its default frequency: it wraps a
+  // transformer block when its running count is a multiple of selective_ac_option = "2"
+  // ("2 = checkpoint every other layer"; parallelize_llama.py, _apply_ac_to_transformer_block),
+  // num_layers / 2 of them rounded down.
+  if (const auto rl = j.find("recompute_layers"); rl != j.end() && !rl->is_null()) {
+    if (!rl->is_number_integer() || rl->get<std::int64_t>() < 1 ||
+        rl->get<std::int64_t>() > run.model.num_layers)
+      throw ConfigError(fmt::format("{}: recompute_layers must be a whole number in [1, "
+                                    "num_layers = {}], got {}",
+                                    where, run.model.num_layers, rl->dump()));
+    if (run.plan.recompute != model::Recompute::full)
+      throw ConfigError(fmt::format("{}: recompute_layers needs recompute \"full\"", where));
+    run.setup.recompute_layers = rl->get<std::int64_t>();
+  } else if (string_or(j, "recompute", "") == "selective layer") {
+    run.setup.recompute_layers = std::max<std::int64_t>(run.model.num_layers / 2, 1);
+  }
   run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
   if (j.contains("other") && j["other"].is_object()) {
     // torchtitan prints the local batch per data-parallel rank; with pipeline parallelism it

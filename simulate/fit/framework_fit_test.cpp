@@ -614,6 +614,44 @@ TEST_CASE("framework runs: a row's cpu_offloading_num_layers moves activations t
                        ConfigError);
 }
 
+TEST_CASE("framework runs: torchtitan's layer checkpointing and recompute_layers") {
+  auto row = [](const std::string& extra) {
+    return nlohmann::json::parse(
+        R"({"id": "ac", "framework": "fsdp", "model": "llama3-8b", "gpu": "a100-80g", "num_gpus": 8,)"
+        R"( "precision": "bf16", "seq_len": 8192, "global_batch": 8, "fsdp": true, )" +
+        extra + R"(, "measured": {"tokens_per_s_per_gpu": 1000}})");
+  };
+  // "selective layer": torchtitan wraps every second block (num_layers / 2 of 32).
+  const auto layer = parse_framework_run(row(R"("recompute": "selective layer")"), "r");
+  CAPTURE(layer.skip_reason);
+  REQUIRE(layer.skip_reason.empty());
+  CHECK(layer.plan.recompute == model::Recompute::full);
+  CHECK(layer.setup.recompute_layers == 16);
+  const auto some = parse_framework_run(row(R"("recompute": "full", "recompute_layers": 4)"), "r");
+  CHECK(some.setup.recompute_layers == 4);
+  const auto all = parse_framework_run(row(R"("recompute": "full")"), "r");
+  const auto none = parse_framework_run(row(R"("recompute": "none")"), "r");
+  const FrameworkProfile fw = load_framework("fsdp");
+  const auto t_all = predict_run(all, fw), t_layer = predict_run(layer, fw),
+             t_none = predict_run(none, fw);
+  CHECK(t_layer.step_time_s < t_all.step_time_s);
+  CHECK(t_layer.step_time_s > t_none.step_time_s);
+  CHECK(t_layer.peak_allocated_bytes > t_all.peak_allocated_bytes);
+  CHECK(t_layer.peak_allocated_bytes < t_none.peak_allocated_bytes);
+  for (const auto& [extra, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"("recompute": "full", "recompute_layers": 33)",
+            "recompute_layers must be a whole number in [1, num_layers = 32], got 33"},
+           {R"("recompute": "full", "recompute_layers": 0)", "got 0"},
+           {R"("recompute": "none", "recompute_layers": 4)",
+            "recompute_layers needs recompute \"full\""},
+           {R"("recompute": "full", "recompute_layers": "4")",
+            "recompute_layers: expected an integer"}}) {
+    CAPTURE(extra);
+    CHECK_THROWS_WITH_AS((void)parse_framework_run(row(extra), "r"),
+                         doctest::Contains(message.c_str()), ConfigError);
+  }
+}
+
 TEST_CASE("framework runs: a row's own split overrides the file's alternating order") {
   const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/runs-2026-12-04/";
   const auto runs = read_framework_runs({dir + "oom-d.jsonl"});
