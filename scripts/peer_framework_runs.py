@@ -52,7 +52,7 @@ def load_config(name):
     return cfg
 
 
-def build(cfg, attention, recompute):
+def build(cfg, attention, recompute, recompute_layers=0):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -182,8 +182,11 @@ def build(cfg, attention, recompute):
             emb = torch.cat((freqs, freqs), dim=-1)
             cos, sin = emb.cos(), emb.sin()
             x = self.embed_tokens(tokens)
-            for layer in self.layers:
-                if recompute == "full" and self.training:
+            for i, layer in enumerate(self.layers):
+                # --recompute-layers N: only the first N layers checkpointed (Megatron-Core's
+                # block method); the rest keep their activations.
+                if (recompute == "full" and self.training and
+                        (recompute_layers <= 0 or i < recompute_layers)):
                     x = checkpoint(layer, x, cos, sin, use_reentrant=False)
                 elif recompute == "selective-op" and self.training:
                     x = checkpoint(layer, x, cos, sin, use_reentrant=False,
@@ -211,7 +214,7 @@ def setup(a):
     dev = torch.device("cuda")
     torch.manual_seed(0)
     with torch.device(dev):
-        model = build(cfg, a.attention, a.recompute)
+        model = build(cfg, a.attention, a.recompute, a.recompute_layers)
     for p in model.parameters():
         if p.dim() > 1:
             torch.nn.init.normal_(p, std=0.02)
@@ -400,7 +403,8 @@ def record(a):
     return {"framework": a.framework, "model": a.model, "gpu": "h200", "num_gpus": 1,
             "precision": a.precision, "seq_len": a.seq_len, "micro_batch": a.batch,
             "global_batch": a.batch, "tp": 1, "pp": 1, "cp": 1, "dp": 1, "zero_stage": 0,
-            "recompute": a.recompute, "attention": a.attention}
+            "recompute": a.recompute, "attention": a.attention,
+            **({"recompute_layers": a.recompute_layers} if a.recompute_layers > 0 else {})}
 
 
 def one(a):
@@ -453,6 +457,8 @@ def add_run_options(ap):
     ap.add_argument("--attention", choices=["flash", "naive"], default="flash")
     ap.add_argument("--recompute", choices=["none", "selective", "full", "selective-op"],
                     default="none")
+    ap.add_argument("--recompute-layers", type=int, default=0,
+                    help="with --recompute full: checkpoint only the first N layers (0: all)")
     ap.add_argument("--steps", type=int, default=6)
 
 
@@ -521,7 +527,8 @@ def run_plan(a):
         # A failed run keeps its plan entry (framework, model, oom_search, ...): trainsim's
         # reader counts it on its fit/test side, so the runs after it keep theirs.
         failed = {k: item[k] for k in ("id", "framework", "model", "seq_len", "precision",
-                                       "attention", "recompute", "oom_search") if k in item}
+                                       "attention", "recompute", "recompute_layers",
+                                       "oom_search") if k in item}
         try:
             p = subprocess.run([sys.executable, __file__] + args, capture_output=True, text=True,
                                timeout=item.get("limit_s", a.limit_s))
