@@ -421,7 +421,8 @@ TEST_CASE("fuzz: mutated run records are read, or refused naming the file and li
   std::vector<std::string> lines;
   for (const char* f :
        {"results/runs-2026-12-02/runs-d.jsonl", "results/runs-2026-12-02/oom-b.jsonl",
-        "published/data/nvidia-nemo.jsonl"}) {
+        "published/data/nvidia-nemo.jsonl",
+        "results/runs-2026-12-04/partial-recompute/runs-k.jsonl"}) {
     std::ifstream in(dir + f);
     REQUIRE(in);
     for (std::string l; std::getline(in, l);)
