@@ -229,6 +229,9 @@ int run_memory(const MemoryOptions& o) {
       max_mb > 0 && max_mb < 1024
           ? sim::fits_again_above(m, p, s, mc.profile, mc.gpu.memory_bytes, mo, max_mb)
           : 0;
+  // The least full recompute that makes this step fit (Megatron-Core's --recompute-num-layers).
+  const std::int64_t min_rc =
+      sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
   const double params = model::count_params(m).total;
   Sink sink(o.out);
   const nlohmann::json j{{"model", m.name},
@@ -253,7 +256,8 @@ int run_memory(const MemoryOptions& o) {
                          {"verdict", said},
                          {"fits", fits},
                          {"max_micro_batch", max_mb},
-                         {"fits_again_up_to", again}};
+                         {"fits_again_up_to", again},
+                         {"min_recompute_layers", min_rc}};
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -288,6 +292,16 @@ int run_memory(const MemoryOptions& o) {
           gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
+    if (sink.format() == Format::table)
+      sink.write(
+          min_rc == 0
+              ? std::string("recompute needed to fit: none (it fits with every activation kept)\n")
+          : min_rc < 0
+              ? std::string("recompute needed to fit: more than full recompute of every layer "
+                            "(it does not fit even then)\n")
+              : fmt::format("recompute needed to fit: full recompute of {} layer{} per model "
+                            "chunk (--recompute full --recompute-layers {})\n",
+                            min_rc, min_rc == 1 ? "" : "s", min_rc));
     if (sink.format() == Format::table && again > 0)
       sink.write(fmt::format(
           "above it the verdict is not monotone: micro-batch {} fits again (the caching "

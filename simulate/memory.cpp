@@ -405,6 +405,41 @@ std::int64_t max_micro_batch(const model::ModelSpec& model, const model::Paralle
   return lo;
 }
 
+std::int64_t min_recompute_layers(const model::ModelSpec& model, model::ParallelPlan plan,
+                                  model::TrainingSetup setup, const hw::HardwareProfile& profile,
+                                  double memory_bytes, const MemoryOptions& options) {
+  MemoryOptions o = options;
+  if (o.allocator_cap_bytes <= 0)
+    o.device_bytes = memory_bytes;
+  auto fits = [&](Recompute rc, std::int64_t n) {
+    plan.recompute = rc;
+    setup.recompute_layers = n;
+    return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
+  };
+  if (fits(Recompute::none, 0))
+    return 0;
+  // Layers of the largest model chunk: past it every chunk re-runs all its layers.
+  std::int64_t most = model.num_layers / plan.pp;
+  for (std::int64_t n : plan.stage_layers)
+    most = std::max(most, n);
+  const std::int64_t chunk = (most + std::max<std::int64_t>(plan.interleave, 1) - 1) /
+                             std::max<std::int64_t>(plan.interleave, 1);
+  if (!fits(Recompute::full, 0))
+    return -1;
+  if (options.framework && options.framework->caching_allocator) {
+    for (std::int64_t n = 1; n < chunk; ++n)
+      if (fits(Recompute::full, n))
+        return n;
+    return chunk;
+  }
+  std::int64_t lo = 0, hi = chunk; // !fits(lo) (0 = none), fits(hi)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fits(Recompute::full, mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 double max_params(double memory_bytes, std::int64_t num_gpus, Precision precision,
                   Optimizer optimizer, std::int64_t zero_stage) {
   // States per GPU are linear in params: bytes = params * per_param_bytes_after_sharding.

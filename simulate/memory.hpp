@@ -145,6 +145,17 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
                                             const MemoryOptions& options,
                                             std::int64_t max_micro_batch, std::int64_t window = 16);
 
+/// Fewest transformer layers per model chunk that full recompute must re-run for the step to
+/// fit in `memory_bytes` (TrainingSetup::recompute_layers; the rest of the plan and setup as
+/// given): 0 when it fits without recompute, -1 when it does not fit even with every layer
+/// re-run. Re-running more layers never saves less in the analytic model, so it is found by
+/// bisection; where the framework simulates its caching allocator the answer is the first that
+/// fits, scanned from one layer up (fitting need not be monotone there, as for micro-batches).
+[[nodiscard]] std::int64_t
+min_recompute_layers(const model::ModelSpec& model, model::ParallelPlan plan,
+                     model::TrainingSetup setup, const hw::HardwareProfile& profile,
+                     double memory_bytes, const MemoryOptions& options = {});
+
 /// Largest parameter count whose model states fit on `num_gpus` GPUs of `memory_bytes` each
 /// (data parallel over all of them with the given ZeRO stage; activations not counted).
 [[nodiscard]] double max_params(double memory_bytes, std::int64_t num_gpus,

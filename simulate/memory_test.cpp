@@ -329,6 +329,50 @@ TEST_CASE("full recompute of some layers: saved bytes mix the two kinds of layer
   CHECK(eager_half.peak_reserved() < eager_none.peak_reserved());
 }
 
+TEST_CASE("the least full recompute that fits: the boundary between two layer counts") {
+  MegatronLlama8b x;
+  auto& [m, prof, p, s, o] = x;
+  s.micro_batch_size = 2;
+  s.seq_len = 8192;
+  for (const char* framework : {"megatron", "fsdp"}) { // analytic; caching allocator
+    CAPTURE(framework);
+    o.framework = std::make_shared<const FrameworkProfile>(load_framework(framework));
+    p.zero_stage = 3;
+    auto total = [&](model::Recompute rc, std::int64_t n) {
+      model::ParallelPlan q = p;
+      model::TrainingSetup t = s;
+      q.recompute = rc;
+      t.recompute_layers = n;
+      MemoryOptions capped = o;
+      capped.device_bytes = 84.94e9;
+      return estimate_memory(m, q, t, prof, capped).total;
+    };
+    const double none = total(model::Recompute::none, 0), all = total(model::Recompute::full, 0);
+    REQUIRE(all < none);
+    // A capacity between the two: some layers, not all, must be re-run.
+    const double cap = 0.5 * (none + all);
+    MemoryOptions mo = o;
+    mo.device_bytes = 84.94e9;
+    const std::int64_t n = min_recompute_layers(m, p, s, prof, cap, mo);
+    REQUIRE(n > 0);
+    REQUIRE(n < 32);
+    mo.allocator_cap_bytes = 0;
+    auto fits = [&](std::int64_t k) {
+      model::ParallelPlan q = p;
+      model::TrainingSetup t = s;
+      q.recompute = model::Recompute::full;
+      t.recompute_layers = k;
+      MemoryOptions c = o;
+      c.device_bytes = cap;
+      return estimate_memory(m, q, t, prof, c).total <= cap;
+    };
+    CHECK(fits(n));
+    CHECK_FALSE(fits(n - 1));
+    CHECK(min_recompute_layers(m, p, s, prof, none * 1.01, mo) == 0);
+    CHECK(min_recompute_layers(m, p, s, prof, all * 0.5, mo) == -1);
+  }
+}
+
 TEST_CASE("Megatron-Core: FP8 primary weights and the gradient buffers' dtype") {
   // Megatron-Bridge's FP8 recipes keep the FP8 linears' parameters as FP8 tensors alone
   // (fp8_param_gather): 2 B less per such parameter than a 16-bit weight beside its FP8
