@@ -140,12 +140,12 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // recomputed ones keep their input and the others what no recompute keeps.
   const auto recomputed = model::layers_recomputed(plan, setup, num_layers);
   const double layer_act =
-      num_layers > 0
-          ? (static_cast<double>(recomputed) * a.layer_act[static_cast<int>(plan.recompute)] +
+      recomputed >= num_layers
+          ? a.layer_act[static_cast<int>(plan.recompute)]
+          : (static_cast<double>(recomputed) * a.layer_act[static_cast<int>(plan.recompute)] +
              static_cast<double>(num_layers - recomputed) *
                  a.layer_act[static_cast<int>(Recompute::none)]) /
-                layers
-          : a.layer_act[static_cast<int>(plan.recompute)];
+                layers;
   m.host_activation_bytes = in_flight * static_cast<double>(offloaded) * layer_act;
   double act = in_flight * kept_layers * layer_act;
   if (first)

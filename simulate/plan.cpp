@@ -164,10 +164,10 @@ Reject reject_reason(const model::PlanCheck& bad) {
       {PlanRule::pp_interleave_layers, Reject::pp_indivisible},
       {PlanRule::stage_layers, Reject::pp_indivisible},
       {PlanRule::interleave_needs_pp, Reject::pp_indivisible},
-      {PlanRule::recompute_layers, Reject::pp_indivisible},
       {PlanRule::batch_multiple, Reject::batch_mismatch},
       {PlanRule::interleave_batch, Reject::interleave_batch},
-      {PlanRule::num_gpus, Reject::out_of_range}};
+      {PlanRule::num_gpus, Reject::out_of_range},
+      {PlanRule::recompute_layers, Reject::pp_indivisible}};
   for (const auto& [rule, why] : order)
     if (bad.has(rule))
       return why;
@@ -382,9 +382,12 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
               const model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
               const StageCosts k = stage_costs(p1.times, plan, c.o.step);
               const std::int64_t n0 = model::layers_on_stage(plan, m.num_layers, 0);
+              const double layers_s =
+                  c.setup.recompute_layers > 0
+                      ? k.layers(n0, model::layers_recomputed(plan, c.setup, n0)).least()
+                      : static_cast<double>(n0) * k.layer.least();
               const double first =
-                  k.layers(n0, model::layers_recomputed(plan, c.setup, n0)).least() +
-                  k.first_extra.total() + (pp == 1 ? k.last_extra.total() : 0.0);
+                  layers_s + k.first_extra.total() + (pp == 1 ? k.last_extra.total() : 0.0);
               least_step_s[static_cast<std::size_t>(rc)] =
                   (static_cast<double>(micro_batches) +
                    static_cast<double>(pp - 1) / static_cast<double>(v)) *

@@ -62,8 +62,8 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
                         std::min(t.layer_ep_a2a_bwd, t.layer_fwd);
   // A layer that does not recompute (full recompute of some layers only): its forward's
   // collectives run once, its ring once per pass, no checkpoint wrapper, nothing re-run.
-  c.layer_plain = c.layer;
   if (plan.recompute == Recompute::full) {
+    c.layer_plain = c.layer;
     double tp_plain = t.layer_tp_fwd + t.layer_tp_bwd;
     if (options.tp_overlap)
       tp_plain -= std::min(fw.tp_overlap_hidden_fraction * tp_plain, t.layer_fwd + t.layer_bwd);
@@ -81,30 +81,15 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   const double sac = plan.recompute == Recompute::selective_op ? t.layer_sac_dispatch_host : 0;
   c.layer.host_fwd = t.layer_fwd_host + hooks + sac;
   c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt + sac;
-  c.layer_plain.host_fwd = c.layer.host_fwd;
-  c.layer_plain.host_bwd =
-      plan.recompute == Recompute::full ? t.layer_bwd_host + hooks : c.layer.host_bwd;
+  if (plan.recompute == Recompute::full) {
+    c.layer_plain.host_fwd = c.layer.host_fwd;
+    c.layer_plain.host_bwd = t.layer_bwd_host + hooks;
+  }
   c.first_extra.host_fwd = t.emb_fwd_host;
   c.first_extra.host_bwd = t.emb_bwd_host;
   c.last_extra.host_fwd = t.head_fwd_host;
   c.last_extra.host_bwd = t.head_bwd_host;
   return c;
-}
-
-StageTime StageCosts::layers(std::int64_t n, std::int64_t recomputed) const {
-  const double k = static_cast<double>(std::clamp<std::int64_t>(recomputed, 0, n));
-  const double r = static_cast<double>(n) - k;
-  StageTime s;
-  s.fwd = k * layer.fwd + r * layer_plain.fwd;
-  s.bwd = k * layer.bwd + r * layer_plain.bwd;
-  s.rc = k * layer.rc + r * layer_plain.rc;
-  s.tp = k * layer.tp + r * layer_plain.tp;
-  s.cp = k * layer.cp + r * layer_plain.cp;
-  s.ep = k * layer.ep + r * layer_plain.ep;
-  s.ep_hidden = k * layer.ep_hidden + r * layer_plain.ep_hidden;
-  s.host_fwd = k * layer.host_fwd + r * layer_plain.host_fwd;
-  s.host_bwd = k * layer.host_bwd + r * layer_plain.host_bwd;
-  return s;
 }
 
 void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,

@@ -8,6 +8,7 @@
 // stage sets the pace of the pipeline and the fullest one the memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,6 +73,36 @@ struct StageCosts {
   /// (model::layers_recomputed), without the stage's extras.
   [[nodiscard]] StageTime layers(std::int64_t n, std::int64_t recomputed) const;
 };
+
+inline StageTime StageCosts::layers(std::int64_t n, std::int64_t recomputed) const {
+  StageTime s;
+  if (recomputed >= n) { // every layer runs the policy (the plan search's usual case)
+    const double k = static_cast<double>(n);
+    s.fwd = k * layer.fwd;
+    s.bwd = k * layer.bwd;
+    s.rc = k * layer.rc;
+    s.tp = k * layer.tp;
+    s.cp = k * layer.cp;
+    s.ep = k * layer.ep;
+    s.ep_hidden = k * layer.ep_hidden;
+    s.host_fwd = k * layer.host_fwd;
+    s.host_bwd = k * layer.host_bwd;
+    return s;
+  }
+  const double k = static_cast<double>(std::max<std::int64_t>(recomputed, 0));
+  const double r = static_cast<double>(n) - k;
+  s.fwd = k * layer.fwd + r * layer_plain.fwd;
+  s.bwd = k * layer.bwd + r * layer_plain.bwd;
+  s.rc = k * layer.rc + r * layer_plain.rc;
+  s.tp = k * layer.tp + r * layer_plain.tp;
+  s.cp = k * layer.cp + r * layer_plain.cp;
+  s.ep = k * layer.ep + r * layer_plain.ep;
+  s.ep_hidden = k * layer.ep_hidden + r * layer_plain.ep_hidden;
+  s.host_fwd = k * layer.host_fwd + r * layer_plain.host_fwd;
+  s.host_bwd = k * layer.host_bwd + r * layer_plain.host_bwd;
+  return s;
+}
+
 [[nodiscard]] StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
                                      const StepOptions& options);
 
