@@ -42,9 +42,9 @@ struct SetupOptions {
   std::int64_t recompute_layers = 0;           // --recompute-layers
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
-/// --grad-reduce-dtype framework|fp32|bf16 and --offload-activation-layers N (estimate, memory,
-/// plan, sweep: the commands that take a framework); checked against it by
-/// require_setup_supported.
+/// --grad-reduce-dtype framework|fp32|bf16, --offload-activation-layers N and
+/// --recompute-layers N (estimate, memory, plan, sweep: the commands that take a framework);
+/// checked against it by require_setup_supported.
 void add_framework_setup_options(CLI::App& cmd, SetupOptions& o);
 /// --seq-len of a command without a layout (model, time): the flag, or model::default_seq_len,
 /// checked as every command checks it (positive, within the model's learned positions).

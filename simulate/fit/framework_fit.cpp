@@ -302,8 +302,8 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   // Full recompute of some layers only: as recorded (`recompute_layers`, per pipeline stage's
   // model chunk), or torchtitan's "selective layer" policy at its default frequency: it wraps a
   // transformer block when its running count is a multiple of selective_ac_option = "2"
-  // ("2 = checkpoint every other layer"; parallelize_llama.py, _apply_ac_to_transformer_block),
-  // num_layers / 2 of them rounded down.
+  // ("2 = checkpoint every other layer"; parallelize_llama.py, _apply_ac_to_transformer_block):
+  // half of a model chunk's layers, rounded down (the count runs over the blocks a rank holds).
   if (const auto rl = j.find("recompute_layers"); rl != j.end() && !rl->is_null()) {
     if (!rl->is_number_integer() || rl->get<std::int64_t>() < 1 ||
         rl->get<std::int64_t>() > run.model.num_layers)
@@ -314,7 +314,9 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
       throw ConfigError(fmt::format("{}: recompute_layers needs recompute \"full\"", where));
     run.setup.recompute_layers = rl->get<std::int64_t>();
   } else if (string_or(j, "recompute", "") == "selective layer") {
-    run.setup.recompute_layers = std::max<std::int64_t>(run.model.num_layers / 2, 1);
+    const std::int64_t chunks =
+        std::max<std::int64_t>(run.plan.pp, 1) * std::max<std::int64_t>(run.plan.interleave, 1);
+    run.setup.recompute_layers = std::max<std::int64_t>(run.model.num_layers / chunks / 2, 1);
   }
   run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
   if (j.contains("other") && j["other"].is_object()) {

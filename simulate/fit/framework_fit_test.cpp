@@ -419,10 +419,9 @@ TEST_CASE("a GEMM scale per GPU: runs of two GPUs whose rates differ get one sca
 TEST_CASE("fuzz: mutated run records are read, or refused naming the file and line") {
   const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/";
   std::vector<std::string> lines;
-  for (const char* f :
-       {"results/runs-2026-12-02/runs-d.jsonl", "results/runs-2026-12-02/oom-b.jsonl",
-        "published/data/nvidia-nemo.jsonl",
-        "results/runs-2026-12-04/partial-recompute/runs-k.jsonl"}) {
+  for (const char* f : {"results/runs-2026-12-02/runs-d.jsonl",
+                        "results/runs-2026-12-02/oom-b.jsonl", "published/data/nvidia-nemo.jsonl",
+                        "results/runs-2026-12-04/partial-recompute/runs-k.jsonl"}) {
     std::ifstream in(dir + f);
     REQUIRE(in);
     for (std::string l; std::getline(in, l);)
@@ -628,6 +627,10 @@ TEST_CASE("framework runs: torchtitan's layer checkpointing and recompute_layers
   REQUIRE(layer.skip_reason.empty());
   CHECK(layer.plan.recompute == model::Recompute::full);
   CHECK(layer.setup.recompute_layers == 16);
+  // With stages, the blocks a rank holds: 8 of a 4-stage pipeline's chunk, half of them.
+  const auto staged = parse_framework_run(
+      row(R"("recompute": "selective layer", "pp": 4, "tp": 2, "micro_batch": 1)"), "r");
+  CHECK(staged.setup.recompute_layers == 4);
   const auto some = parse_framework_run(row(R"("recompute": "full", "recompute_layers": 4)"), "r");
   CHECK(some.setup.recompute_layers == 4);
   const auto all = parse_framework_run(row(R"("recompute": "full")"), "r");
