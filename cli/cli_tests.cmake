@@ -133,6 +133,9 @@ trainsim_cli_test(estimate_recompute_layers_json "\"recompute_layers\": 16"
   --seq-len 8192 --recompute full --recompute-layers 16 --format json)
 trainsim_cli_test(memory_min_recompute_layers "recompute needed to fit: full recompute of [0-9]+ layers per model chunk \\(--recompute full --recompute-layers [0-9]+\\)"
   memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --framework fsdp --zero 3 --micro-batch 2 --seq-len 8192)
+trainsim_cli_test(plan_search_recompute_layers "full\\([0-9]+\\)"
+  plan --model llama3-70b --cluster dgx-h100 --num-gpus 32 --global-batch 64 --seq-len 8192 --fix tp=4
+  --fix pp=8 --fix zero=1 --search-recompute-layers --top 3)
 trainsim_cli_error(recompute_layers_not_full "recompute_layers = 4: needs recompute = full"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --recompute selective --recompute-layers 4)
 trainsim_cli_error(plan_recompute_layers_fix "--recompute-layers 4: needs full recompute"

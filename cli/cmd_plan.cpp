@@ -36,6 +36,7 @@ struct PlanOptionsCli {
   std::int64_t max_tp = 0, max_cp = 8, max_interleave = 8;
   int threads = 0;
   bool bench = false;
+  bool search_recompute_layers = false; // --search-recompute-layers
   std::string plot;
   OutputOptions out;
 };
@@ -112,13 +113,20 @@ void apply_fix(const std::string& item, sim::PlanSearchOptions& o,
     throw ConfigError(fmt::format("--fix {}: zero must be 0..3", item));
 }
 
+// The candidate's recompute: its policy, and "full(8)" for full recompute of 8 layers per model
+// chunk only.
+std::string recompute_cell(const sim::PlanCandidate& c) {
+  return c.recompute_layers > 0 ? fmt::format("full({})", c.recompute_layers)
+                                : std::string(model::to_string(c.plan.recompute));
+}
+
 std::string plan_label(const sim::PlanCandidate& c) {
   const auto& p = c.plan;
   return fmt::format(
       "tp{} pp{}{} dp{} cp{} mb{} z{} {}{}{}", p.tp, p.pp,
       p.stage_layers.empty() ? ""
                              : fmt::format(" [{}]", model::format_stage_layers(p.stage_layers)),
-      p.dp, p.cp, c.micro_batch_size, p.zero_stage, model::to_string(p.recompute),
+      p.dp, p.cp, c.micro_batch_size, p.zero_stage, recompute_cell(c),
       p.sequence_parallel ? " sp" : "", p.interleave > 1 ? fmt::format(" v{}", p.interleave) : "");
 }
 
@@ -129,6 +137,8 @@ void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   const auto& b = best.plan;
   model::TrainingSetup t = s;
   t.micro_batch_size = best.micro_batch_size;
+  if (best.recompute_layers > 0)
+    t.recompute_layers = best.recompute_layers;
   const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, b, t, so);
   sink.write(fmt::format("\nplan #{}: {}  step {:.3f} s, MFU {:.1f}%, {:.1f} GB per GPU\n", rank,
                          plan_label(best), e.step_time_s, 100 * e.mfu, e.memory.total / 1e9));
@@ -174,6 +184,7 @@ int run_plan(const PlanOptionsCli& o) {
                      : throw ConfigError(fmt::format(
                            "--objective = {}: must be time, cost or memory", o.objective));
   so.top_k = std::max(o.top, o.explain.value_or(0));
+  so.search_recompute_layers = o.search_recompute_layers;
   so.max_tp = o.max_tp;
   so.max_cp = o.max_cp;
   so.max_interleave = o.max_interleave;
@@ -284,19 +295,21 @@ int run_plan(const PlanOptionsCli& o) {
   }
   nlohmann::json plans = nlohmann::json::array();
   for (const auto& c : r.plans) {
-    nlohmann::json pj{{"tp", c.plan.tp},
-                      {"pp", c.plan.pp},
-                      {"dp", c.plan.dp},
-                      {"cp", c.plan.cp},
-                      {"micro_batch", c.micro_batch_size},
-                      {"grad_accumulation", c.micro_batches},
-                      {"zero", c.plan.zero_stage},
-                      {"recompute", std::string(model::to_string(c.plan.recompute))},
-                      {"sequence_parallel", c.plan.sequence_parallel},
-                      {"interleave", c.plan.interleave},
-                      {"step_time_s", c.step_time_s},
-                      {"per_gpu_bytes_total", c.per_gpu_bytes_total},
-                      {"mfu", c.mfu}};
+    nlohmann::json pj{
+        {"tp", c.plan.tp},
+        {"pp", c.plan.pp},
+        {"dp", c.plan.dp},
+        {"cp", c.plan.cp},
+        {"micro_batch", c.micro_batch_size},
+        {"grad_accumulation", c.micro_batches},
+        {"zero", c.plan.zero_stage},
+        {"recompute", std::string(model::to_string(c.plan.recompute))},
+        {"recompute_layers", c.recompute_layers > 0 ? c.recompute_layers : s.recompute_layers},
+        {"sequence_parallel", c.plan.sequence_parallel},
+        {"interleave", c.plan.interleave},
+        {"step_time_s", c.step_time_s},
+        {"per_gpu_bytes_total", c.per_gpu_bytes_total},
+        {"mfu", c.mfu}};
     if (!c.plan.stage_layers.empty())
       pj["stage_layers"] = c.plan.stage_layers;
     if (tokens > 0)
@@ -376,7 +389,7 @@ int run_plan(const PlanOptionsCli& o) {
            split.empty() ? fmt::format("{}", c.plan.pp) : fmt::format("{} [{}]", c.plan.pp, split),
            fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
            fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
-           fmt::format("{}", c.plan.zero_stage), std::string(model::to_string(c.plan.recompute)),
+           fmt::format("{}", c.plan.zero_stage), recompute_cell(c),
            c.plan.sequence_parallel ? "on" : "off", fmt::format("{}", c.plan.interleave),
            fmt::format("{:.3f}", c.step_time_s), fmt::format("{:.1f}%", 100 * c.mfu),
            fmt::format("{:.1f}", c.per_gpu_bytes_total / 1e9),
@@ -384,7 +397,7 @@ int run_plan(const PlanOptionsCli& o) {
           {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
            fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
            fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
-           fmt::format("{}", c.plan.zero_stage), std::string(model::to_string(c.plan.recompute)),
+           fmt::format("{}", c.plan.zero_stage), recompute_cell(c),
            c.plan.sequence_parallel ? "true" : "false", fmt::format("{}", c.plan.interleave),
            fmt::format("{:.9g}", c.step_time_s), fmt::format("{:.6f}", c.mfu),
            fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
@@ -460,6 +473,10 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--max-interleave", o->max_interleave, "Largest interleaving depth searched")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Search threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--search-recompute-layers", o->search_recompute_layers,
+                "Where a plan fits with full recompute but not without, also rank it re-running "
+                "only the fewest layers per model chunk that fit (Megatron-Core's "
+                "--recompute-num-layers; shown as full(N))");
   cmd->add_flag("--bench", o->bench,
                 "Time the search: evaluations per second, 1 thread and all cores");
   cmd->add_option("--plot", o->plot, "Write the step-time vs memory frontier (.png or .svg)");

@@ -101,8 +101,8 @@ std::vector<std::int64_t> filtered(std::vector<std::int64_t> v, std::int64_t fix
 auto key(const PlanCandidate& c) {
   const auto& p = c.plan;
   return std::make_tuple(c.objective, p.tp, p.pp, p.dp, p.cp, c.micro_batch_size, p.zero_stage,
-                         static_cast<int>(p.recompute), p.sequence_parallel, p.interleave,
-                         std::cref(p.stage_layers));
+                         static_cast<int>(p.recompute), c.recompute_layers, p.sequence_parallel,
+                         p.interleave, std::cref(p.stage_layers));
 }
 
 bool better(const PlanCandidate& a, const PlanCandidate& b) { return key(a) < key(b); }
@@ -236,6 +236,65 @@ void build(const Context& c, const model::ParallelPlan& plan, std::int64_t micro
   p1.times = time_micro_batch(c.m, ops, plan, s, c.gpu, c.profile, c.cluster, c.o.step.fw());
   p1.built = true;
   ++r.phase1_builds;
+}
+
+// Time a plan that fits (its memory composed) and offer it to the top list.
+void time_and_offer(const Context& c, const Phase1& p1, const model::ParallelPlan& plan,
+                    const model::TrainingSetup& s, std::int64_t micro_batches,
+                    const MemoryBreakdown& mem, PlanSearchResult& r, TopK& top) {
+  StepEstimate est;
+  compose_step(p1.acc, p1.times, c.m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
+               c.flops_per_token, est, &mem);
+  r.collective_evaluations += est.collective_evaluations;
+  const double objective = c.o.objective == Objective::time ? est.step_time_s
+                           : c.o.objective == Objective::cost
+                               ? est.step_time_s * static_cast<double>(plan.num_gpus())
+                               : mem.total;
+  if (!top.may_take(objective))
+    return;
+  PlanCandidate cand;
+  cand.plan = plan;
+  cand.micro_batch_size = s.micro_batch_size;
+  cand.micro_batches = micro_batches;
+  cand.recompute_layers = s.recompute_layers;
+  cand.step_time_s = est.step_time_s;
+  cand.per_gpu_bytes_total = mem.total;
+  cand.mfu = est.mfu;
+  cand.objective = objective;
+  top.offer(cand);
+}
+
+// PlanSearchOptions::search_recompute_layers: `plan` fits with full recompute of every layer,
+// not without recompute; bisect for the fewest layers per model chunk that fit and, if fewer
+// than a chunk holds, time that plan and offer it as a candidate of its own.
+void offer_partial_recompute(const Context& c, const Phase1& p1, const model::ParallelPlan& plan,
+                             model::TrainingSetup s, std::int64_t micro_batches, Split split,
+                             const MemoryOptions& mo, PlanSearchResult& r, TopK& top) {
+  std::int64_t most = plan.stage_layers.empty() ? c.m.num_layers / plan.pp : 0;
+  for (std::int64_t n : plan.stage_layers)
+    most = std::max(most, n);
+  const std::int64_t v = std::max<std::int64_t>(plan.interleave, 1);
+  const std::int64_t chunk = (most + v - 1) / v;
+  auto memory = [&](std::int64_t n) {
+    s.recompute_layers = n;
+    return compose_memory_fullest(p1.acc, c.m, plan, s, c.profile, mo, c.o.memory_bytes);
+  };
+  std::int64_t lo = 0, hi = chunk; // lo: no recompute (does not fit); hi: every layer (fits)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (memory(mid).total <= c.o.memory_bytes ? hi : lo) = mid;
+  }
+  if (hi >= chunk)
+    return; // only every layer fits: the full-recompute candidate already is this plan
+  const MemoryBreakdown mem = memory(hi);
+  ++r.space_size;
+  ++r.evaluated;
+  if (split != Split::even)
+    ++r.uneven_evaluated;
+  ++r.feasible;
+  ++r.timed;
+  s.recompute_layers = hi;
+  time_and_offer(c, p1, plan, s, micro_batches, mem, r, top);
 }
 
 void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r,
@@ -416,6 +475,11 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                   continue;
                 }
                 ++r.feasible;
+                if (c.o.search_recompute_layers &&
+                    rc == static_cast<std::int64_t>(Recompute::full) &&
+                    c.setup.recompute_layers == 0 && c.rcs.front() == 0 &&
+                    failed[static_cast<std::size_t>(z)][0])
+                  offer_partial_recompute(c, p1, plan, s, micro_batches, split, mo, r, top);
                 if (c.o.objective != Objective::memory && c.o.bound_step_time) {
                   const double gpus =
                       c.o.objective == Objective::cost ? static_cast<double>(plan.num_gpus()) : 1.0;
@@ -425,26 +489,7 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                     continue;
                 }
                 ++r.timed;
-                StepEstimate est;
-                compose_step(p1.acc, p1.times, m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
-                             c.flops_per_token, est, &mem);
-                r.collective_evaluations += est.collective_evaluations;
-                const double objective =
-                    c.o.objective == Objective::time ? est.step_time_s
-                    : c.o.objective == Objective::cost
-                        ? est.step_time_s * static_cast<double>(plan.num_gpus())
-                        : mem.total;
-                if (!top.may_take(objective))
-                  continue;
-                PlanCandidate cand;
-                cand.plan = plan;
-                cand.micro_batch_size = mb;
-                cand.micro_batches = micro_batches;
-                cand.step_time_s = est.step_time_s;
-                cand.per_gpu_bytes_total = mem.total;
-                cand.mfu = est.mfu;
-                cand.objective = objective;
-                top.offer(cand);
+                time_and_offer(c, p1, plan, s, micro_batches, mem, r, top);
               }
             }
           }
@@ -646,6 +691,9 @@ std::vector<PlanNeighbour> plan_neighbours(const model::ModelSpec& m,
     PlanNeighbour r{n.what, 0, {}};
     model::TrainingSetup t = s;
     t.micro_batch_size = n.mb;
+    t.recompute_layers = best.recompute_layers > 0 ? best.recompute_layers : s.recompute_layers;
+    if (n.p.recompute != Recompute::full) // another policy re-runs no chosen subset
+      t.recompute_layers = 0;
     try {
       model::validate(n.p, m, t, cluster.num_gpus(), "neighbour");
     } catch (const ConfigError& e) {

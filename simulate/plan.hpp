@@ -63,6 +63,11 @@ struct PlanSearchOptions {
   // first stage) cannot enter the top list is counted feasible without being timed; false
   // times every feasible plan (for tests: the same results).
   bool bound_step_time = true;
+  // Where a layout's step does not fit without recompute but does with full recompute, also
+  // the plan that re-runs only the fewest layers per model chunk that fit
+  // (TrainingSetup::recompute_layers, found by bisection on the memory): a candidate of its
+  // own, counted in the space. Off unless asked for (it composes more memory per candidate).
+  bool search_recompute_layers = false;
   StepOptions step;
   double memory_bytes = 0; // per-GPU capacity
 };
@@ -70,6 +75,9 @@ struct PlanSearchOptions {
 struct PlanCandidate {
   model::ParallelPlan plan;
   std::int64_t micro_batch_size = 0;
+  // Full recompute of this many layers per model chunk only (TrainingSetup::recompute_layers;
+  // 0: as the plan's policy runs, every layer).
+  std::int64_t recompute_layers = 0;
   std::int64_t micro_batches = 0; // gradient accumulation steps
   double step_time_s = 0;
   double per_gpu_bytes_total = 0;

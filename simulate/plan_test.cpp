@@ -10,6 +10,7 @@
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
 #include "model/load.hpp"
+#include "simulate/framework.hpp"
 #include "simulate/plan.hpp"
 
 using namespace trainsim;
@@ -153,6 +154,57 @@ TEST_CASE("full recompute of some layers: only full plans, each as estimate_step
   CHECK(b.run().space_size == r.space_size);
 }
 
+TEST_CASE("searching the fewest re-run layers: partial plans that fit, each the least that does") {
+  // Llama 3 70B on 32 H100, tp 4 x pp 8: without recompute no step fits, with full recompute of
+  // every layer it does, and re-running fewer layers is faster.
+  Search a;
+  a.on("llama3-70b", "dgx-h100", 4, 64, 8192);
+  a.o.fix_tp = 4;
+  a.o.fix_pp = 8;
+  a.o.fix_zero = 1;
+  a.o.step.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
+  const auto plain = a.run();
+  a.o.search_recompute_layers = true;
+  const auto r = a.run();
+  REQUIRE(!r.plans.empty());
+  REQUIRE(!plain.plans.empty());
+  CHECK(r.space_size > plain.space_size);
+  std::int64_t rejected = 0;
+  for (auto n : r.rejected)
+    rejected += n;
+  CHECK(r.space_size == r.feasible + rejected);
+  CHECK(r.evaluated == r.feasible + r.rejected[static_cast<std::size_t>(Reject::does_not_fit)]);
+  CHECK(r.plans.front().recompute_layers > 0);
+  CHECK(r.plans.front().step_time_s < plain.plans.front().step_time_s);
+  int partial = 0;
+  for (const auto& c : r.plans) {
+    model::TrainingSetup s = a.s;
+    s.micro_batch_size = c.micro_batch_size;
+    s.recompute_layers = c.recompute_layers;
+    const auto e = estimate_step(a.m, a.cluster, a.gpu, a.prof, c.plan, s, a.o.step);
+    CHECK(e.step_time_s == doctest::Approx(c.step_time_s).epsilon(1e-12));
+    CHECK(e.memory.total == doctest::Approx(c.per_gpu_bytes_total).epsilon(1e-12));
+    if (c.recompute_layers == 0)
+      continue;
+    ++partial;
+    CHECK(c.plan.recompute == model::Recompute::full);
+    CHECK(c.per_gpu_bytes_total <= a.gpu.memory_bytes);
+    // One layer fewer per chunk does not fit (none at all, for one).
+    model::ParallelPlan q = c.plan;
+    s.recompute_layers = c.recompute_layers - 1;
+    if (s.recompute_layers == 0)
+      q.recompute = model::Recompute::none;
+    CHECK(estimate_step(a.m, a.cluster, a.gpu, a.prof, q, s, a.o.step).memory.total >
+          a.gpu.memory_bytes);
+  }
+  CHECK(partial > 0);
+  a.o.threads = 2; // the same plans whatever the threads
+  const auto two = a.run();
+  check_same_results(r, two);
+  for (std::size_t i = 0; i < std::min(r.plans.size(), two.plans.size()); ++i)
+    CHECK(r.plans[i].recompute_layers == two.plans[i].recompute_layers);
+}
+
 TEST_CASE("no feasible plan: everything rejected with reasons") {
   Search a;
   a.m = model::load_model("llama3-405b");
@@ -271,9 +323,11 @@ TEST_CASE("plan: skipping known misfits and untimed bounds changes no result") {
     std::int64_t nodes, batch, seq;
     std::int64_t ep = -1;
     bool ep_overlap = false;
+    bool partial = false; // search_recompute_layers
   };
   for (const Case& k :
        {Case{"llama3-405b", "dgx-h100", 1024, 2048, 8192},
+        Case{"llama3-70b", "dgx-h100", 4, 64, 8192, -1, false, true},
         Case{"megatron-1t", "dgx-a100", 384, 3072, 2048},
         Case{"gpt3-175b", "dgx-a100", 64, 1536, 2048}, Case{"llama3-8b", "dgx-h100", 8, 256, 4096},
         Case{"mixtral-8x7b", "dgx-h100", 8, 512, 4096, 8, true}}) {
@@ -282,6 +336,7 @@ TEST_CASE("plan: skipping known misfits and untimed bounds changes no result") {
     a.on(k.model, k.cluster, k.nodes, k.batch, k.seq);
     a.o.fix_ep = k.ep;
     a.o.step.ep_overlap = k.ep_overlap;
+    a.o.search_recompute_layers = k.partial;
     for (auto objective : {Objective::time, Objective::cost}) {
       a.o.objective = objective;
       a.o.reuse_misfits = true;
