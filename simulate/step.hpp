@@ -60,6 +60,24 @@ struct StageTime {
   // forward's all-to-alls up to the backward's compute and the backward's up to the forward's.
   double ep_hidden = 0;
   [[nodiscard]] double total() const { return fwd + bwd + rc + tp + cp + ep; }
+  /// Every part times k.
+  [[nodiscard]] StageTime scaled(double k) const {
+    return {k * fwd, k * bwd,      k * rc,       k * tp,       k * cp,
+            k * ep,  k * host_fwd, k * host_bwd, k * ep_hidden};
+  }
+  /// Adds k x `o` to every part.
+  StageTime& add_scaled(const StageTime& o, double k) {
+    fwd += k * o.fwd;
+    bwd += k * o.bwd;
+    rc += k * o.rc;
+    tp += k * o.tp;
+    cp += k * o.cp;
+    ep += k * o.ep;
+    host_fwd += k * o.host_fwd;
+    host_bwd += k * o.host_bwd;
+    ep_hidden += k * o.ep_hidden;
+    return *this;
+  }
   /// No micro-batch of a step takes less (every one merged).
   [[nodiscard]] double least() const { return total() - ep_hidden; }
 };
@@ -75,32 +93,10 @@ struct StageCosts {
 };
 
 inline StageTime StageCosts::layers(std::int64_t n, std::int64_t recomputed) const {
-  StageTime s;
-  if (recomputed >= n) { // every layer runs the policy (the plan search's usual case)
-    const double k = static_cast<double>(n);
-    s.fwd = k * layer.fwd;
-    s.bwd = k * layer.bwd;
-    s.rc = k * layer.rc;
-    s.tp = k * layer.tp;
-    s.cp = k * layer.cp;
-    s.ep = k * layer.ep;
-    s.ep_hidden = k * layer.ep_hidden;
-    s.host_fwd = k * layer.host_fwd;
-    s.host_bwd = k * layer.host_bwd;
-    return s;
-  }
+  if (recomputed >= n) // every layer runs the policy (the plan search's usual case)
+    return layer.scaled(static_cast<double>(n));
   const double k = static_cast<double>(std::max<std::int64_t>(recomputed, 0));
-  const double r = static_cast<double>(n) - k;
-  s.fwd = k * layer.fwd + r * layer_plain.fwd;
-  s.bwd = k * layer.bwd + r * layer_plain.bwd;
-  s.rc = k * layer.rc + r * layer_plain.rc;
-  s.tp = k * layer.tp + r * layer_plain.tp;
-  s.cp = k * layer.cp + r * layer_plain.cp;
-  s.ep = k * layer.ep + r * layer_plain.ep;
-  s.ep_hidden = k * layer.ep_hidden + r * layer_plain.ep_hidden;
-  s.host_fwd = k * layer.host_fwd + r * layer_plain.host_fwd;
-  s.host_bwd = k * layer.host_bwd + r * layer_plain.host_bwd;
-  return s;
+  return layer.scaled(k).add_scaled(layer_plain, static_cast<double>(n) - k);
 }
 
 [[nodiscard]] StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan,
