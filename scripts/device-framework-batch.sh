@@ -59,6 +59,10 @@
 #   runs-k: (session 22) scripts/framework-runs-k.json -> runs-k.jsonl (trial 2 of full
 #           recompute of some layers: twelve new configurations trainsim predicts GPU-bound;
 #           all compared, none fitted)
+#   recompute-boundary: (session 23) the least full recompute (first N layers) that lets a step
+#           fit under a cap set from its own uncapped peaks, one fresh process per probe
+#           (scripts/peer_recompute_boundary.py, scripts/framework-recompute-boundary.json ->
+#           recompute-boundary.jsonl; ONLY=1,2 for plan positions; a check, nothing fitted)
 #   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
 #           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
 #           of the torchtitan context-parallel rows, to be run where several GPUs are lent
@@ -108,6 +112,10 @@ case "$part" in
     ;;
   runs-k)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-k.json --output "$w/runs-k.jsonl" --limit-s 120
+    ;;
+  recompute-boundary)
+    box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \
+      --out "$w/recompute-boundary.jsonl" --budget-s ${BUDGET_S:-560} ${ONLY:+--only "$ONLY"}
     ;;
   runs-h)
     box 480 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-h.json --output "$w/runs-h.jsonl" --limit-s 90

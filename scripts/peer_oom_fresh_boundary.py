@@ -29,12 +29,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def probe(row, batch, steps, timeout_s):
     """One probe of `batch` under the row's cap in a fresh process: (ran, peaks) or None."""
-    cmd = [sys.executable, os.path.join(HERE, "peer_oom_leak_check.py"),
-           "--framework", row["framework"], "--model", row["model"],
-           "--seq-len", str(row["seq_len"]), "--precision", row["precision"],
-           "--attention", row.get("attention", "flash"), "--recompute", row.get("recompute", "none"),
-           "--ok-batch", str(batch), "--cap-gb", str(row["memory_cap_bytes"] / 1e9),
-           "--steps", str(steps)]
+    return fresh_probe(["--framework", row["framework"], "--model", row["model"],
+                        "--seq-len", str(row["seq_len"]), "--precision", row["precision"],
+                        "--attention", row.get("attention", "flash"),
+                        "--recompute", row.get("recompute", "none"),
+                        "--ok-batch", str(batch), "--cap-gb", str(row["memory_cap_bytes"] / 1e9),
+                        "--steps", str(steps)], timeout_s)
+
+
+def fresh_probe(args, timeout_s):
+    """scripts/peer_oom_leak_check.py ARGS in a fresh process (one probe under --cap-gb):
+    {ok, peak_allocated_bytes, peak_reserved_bytes}, or None on a timeout or a crash."""
+    cmd = [sys.executable, os.path.join(HERE, "peer_oom_leak_check.py"), *args]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
