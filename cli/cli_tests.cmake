@@ -488,6 +488,8 @@ trainsim_cli_test(framework_runs_published_by_precision "megatron/test fp8: [0-9
   --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/nvidia-nemo.jsonl)
 trainsim_cli_test(framework_runs_oom "OOM boundary: max micro-batch"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom.jsonl)
+trainsim_cli_test(framework_runs_recompute_boundary "recompute boundary: least layers recomputed exact [0-9]/2, within one [0-9]/2, mean \\|difference\\| [0-9.]+ layers"
+  compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-04/recompute-boundary/recompute-boundary.jsonl)
 trainsim_cli_error(framework_runs_needs_framework "--framework: required"
   calibrate --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/runs-a.jsonl --out fw.json)
 # The caching-allocator model against PyTorch's own traces: the worst reserved error is the

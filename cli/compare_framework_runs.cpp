@@ -22,6 +22,8 @@ struct Tally {
   std::int64_t mem_n = 0, alloc_n = 0;
   double mem_sum_abs = 0, mem_worst = 0, alloc_sum_abs = 0, alloc_worst = 0;
   std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
+  // Recompute boundaries: least layers fully recomputed to fit under a cap.
+  std::int64_t rcb_n = 0, rcb_exact = 0, rcb_within_one = 0, rcb_sum_abs_layers = 0;
   // Runs that ran (a measured step) whose predicted memory exceeds their GPU's: a "does not
   // fit" verdict the run itself refutes.
   std::int64_t ran_n = 0, ran_over_capacity = 0;
@@ -70,6 +72,13 @@ struct Tally {
       j["oom_pairs"] = oom_n;
       j["oom_exact"] = oom_exact;
       j["oom_within_one"] = oom_within_one;
+    }
+    if (rcb_n > 0) {
+      j["recompute_boundaries"] = rcb_n;
+      j["recompute_boundary_exact"] = rcb_exact;
+      j["recompute_boundary_within_one"] = rcb_within_one;
+      j["recompute_boundary_mean_abs_layers"] =
+          static_cast<double>(rcb_sum_abs_layers) / static_cast<double>(rcb_n);
     }
     return j;
   }
@@ -142,6 +151,39 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const auto& residuals = // of this kind of run and model
         fw.time_residuals(r.plan.num_gpus(), r.model.num_experts > 0);
     const double sigma = residuals.time_band_fraction(1), sigma2 = residuals.time_band_fraction(2);
+    if (r.recompute_boundary) {
+      // An answer of -1 (not even every layer) is as far from 0 as every layer is.
+      auto layers = [&r](std::int64_t n) { return n < 0 ? r.model.num_layers + 1 : n; };
+      const std::int64_t diff = layers(p.min_recompute_layers) - layers(r.min_recompute_layers);
+      ++k.rcb_n;
+      k.rcb_exact += diff == 0 ? 1 : 0;
+      k.rcb_within_one += std::abs(diff) <= 1 ? 1 : 0;
+      k.rcb_sum_abs_layers += std::abs(diff);
+      row["memory_cap_bytes"] = r.memory_cap_bytes;
+      row["min_recompute_layers_measured"] = r.min_recompute_layers;
+      row["min_recompute_layers_predicted"] = p.min_recompute_layers;
+      row["num_layers"] = r.model.num_layers;
+      const double me = fitting::memory_error(r, p);
+      if (std::isfinite(me)) {
+        k.memory(me);
+        row["memory_error_pct"] = 100 * me;
+      }
+      auto say = [&r](std::int64_t n) {
+        return n < 0    ? std::string("not even all")
+               : n == 0 ? std::string("none")
+                        : fmt::format("{} of {} layers", n, r.model.num_layers);
+      };
+      t.add_row({r.id, half(r.split), fw_name,
+                 fmt::format("recompute {} at {:.2f} GB", say(r.min_recompute_layers),
+                             r.memory_cap_bytes / 1e9),
+                 say(p.min_recompute_layers), diff == 0 ? "=" : fmt::format("{:+d}", diff), "",
+                 std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
+                {r.id, half(r.split), fw_name, std::to_string(r.min_recompute_layers),
+                 std::to_string(p.min_recompute_layers), "", "",
+                 std::isfinite(me) ? fmt::format("{:.4f}", 100 * me) : ""});
+      rows.push_back(row);
+      continue;
+    }
     if (r.is_oom_search()) {
       ++k.oom_n;
       k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
@@ -283,6 +325,12 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}",
                           k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,
                           k.oom_within_one, k.oom_n);
+    if (k.rcb_n > 0)
+      line += fmt::format("{}recompute boundary: least layers recomputed exact {}/{}, within one "
+                          "{}/{}, mean |difference| {:.1f} layers",
+                          k.n > 0 || k.mem_n > 0 || k.oom_n > 0 ? "; " : "", k.rcb_exact, k.rcb_n,
+                          k.rcb_within_one, k.rcb_n,
+                          static_cast<double>(k.rcb_sum_abs_layers) / static_cast<double>(k.rcb_n));
     sink.write(line + "\n");
   }
   if (!o.plot.empty()) {

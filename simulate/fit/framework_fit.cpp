@@ -149,7 +149,8 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
            "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes",
            "fresh_boundary_peak_allocated_bytes", "fresh_boundary_peak_reserved_bytes"},
           "a number", is_number);
-    check(*m, "measured.", {"max_micro_batch", "fresh_max_micro_batch"}, "an integer", is_integer);
+    check(*m, "measured.", {"max_micro_batch", "fresh_max_micro_batch", "min_recompute_layers"},
+          "an integer", is_integer);
     check(*m, "measured.", {"fresh_ok"}, "true or false",
           [](const nlohmann::json& v) { return v.is_boolean(); });
   }
@@ -317,6 +318,38 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     const std::int64_t chunks =
         std::max<std::int64_t>(run.plan.pp, 1) * std::max<std::int64_t>(run.plan.interleave, 1);
     run.setup.recompute_layers = std::max<std::int64_t>(run.model.num_layers / chunks / 2, 1);
+  }
+  if (const auto mr = m.find("min_recompute_layers"); mr != m.end() && !mr->is_null()) {
+    // A recompute boundary: its answer under the cap, and the probe its peaks come from.
+    const std::int64_t n = mr->get<std::int64_t>();
+    if (n < -1 || n > run.model.num_layers)
+      throw ConfigError(fmt::format("{}: measured.min_recompute_layers must be -1 (not even every "
+                                    "layer fits), 0 (none needed) or at most num_layers = {}, "
+                                    "got {}",
+                                    where, run.model.num_layers, n));
+    if (run.memory_cap_bytes <= 0)
+      throw ConfigError(
+          fmt::format("{}: measured.min_recompute_layers needs memory_cap_bytes > 0", where));
+    if (run.is_oom_search())
+      throw ConfigError(fmt::format(
+          "{}: measured.min_recompute_layers and measured.max_micro_batch: one record is "
+          "either a recompute boundary or an OOM boundary",
+          where));
+    const bool all =
+        run.setup.recompute_layers == 0 || run.setup.recompute_layers == run.model.num_layers;
+    const bool agrees =
+        n == 0  ? run.plan.recompute == model::Recompute::none
+        : n < 0 ? run.plan.recompute == model::Recompute::full && all
+                : run.plan.recompute == model::Recompute::full &&
+                      (run.setup.recompute_layers == n || (n == run.model.num_layers && all));
+    if (!agrees)
+      throw ConfigError(fmt::format(
+          "{}: measured.min_recompute_layers = {} needs recompute \"{}\"{} (the answer's own "
+          "probe)",
+          where, n, n == 0 ? "none" : "full",
+          n > 0 && n < run.model.num_layers ? fmt::format(" with recompute_layers = {}", n) : ""));
+    run.recompute_boundary = true;
+    run.min_recompute_layers = n;
   }
   run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
   if (j.contains("other") && j["other"].is_object()) {
@@ -711,6 +744,20 @@ std::int64_t emulated_oom_boundary(const FrameworkRun& run,
   return lo;
 }
 
+std::int64_t emulated_recompute_boundary(std::int64_t num_layers,
+                                         const std::function<bool(std::int64_t)>& fits) {
+  if (fits(0))
+    return 0;
+  if (!fits(num_layers))
+    return -1;
+  std::int64_t lo = 0, hi = num_layers; // fails at lo, fits at hi
+  while (hi - lo > 1) {
+    const std::int64_t mid = (lo + hi) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
@@ -735,6 +782,29 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   p.tokens_per_s_per_gpu = p.step.tokens_per_s / static_cast<double>(run.plan.num_gpus());
   p.peak_allocated_bytes = p.step.memory.peak_allocated();
   p.peak_reserved_bytes = p.step.memory.peak_reserved();
+  if (run.recompute_boundary) {
+    // Under the cap, n layers of each model chunk fully recomputed (0: none; num_layers: all).
+    MemoryOptions mo;
+    mo.framework = so.framework;
+    mo.allocator_cap_bytes = run.memory_cap_bytes;
+    auto memory_at = [&](std::int64_t n) {
+      model::ParallelPlan plan = run.plan;
+      model::TrainingSetup s = run.setup;
+      plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
+      s.recompute_layers = n > 0 && n < run.model.num_layers ? n : 0;
+      return estimate_memory(run.model, plan, s, run.profile, mo);
+    };
+    p.min_recompute_layers = emulated_recompute_boundary(run.model.num_layers, [&](std::int64_t n) {
+      return memory_at(n).peak_reserved() <= run.memory_cap_bytes;
+    });
+    // The measured peaks are those of the answer's probe, under the cap.
+    if (run.min_recompute_layers >= 0) {
+      const MemoryBreakdown at = memory_at(run.min_recompute_layers);
+      p.peak_allocated_bytes = at.peak_allocated();
+      p.peak_reserved_bytes = at.peak_reserved();
+    }
+    return p;
+  }
   if (run.is_oom_search()) {
     // The allocator cap applies to reserved bytes (torch.cuda.set_per_process_memory_fraction).
     MemoryOptions mo;
@@ -792,7 +862,8 @@ double time_error(const FrameworkRun& run, const RunPrediction& p) {
 }
 
 double memory_error(const FrameworkRun& run, const RunPrediction& p) {
-  if (run.is_oom_search() && run.max_micro_batch <= 0)
+  if ((run.is_oom_search() && run.max_micro_batch <= 0) ||
+      (run.recompute_boundary && run.min_recompute_layers < 0))
     return std::numeric_limits<double>::quiet_NaN(); // nothing ran: no peak to compare
   if (run.peak_reserved_bytes > 0)
     return (p.peak_reserved_bytes - run.peak_reserved_bytes) / run.peak_reserved_bytes;
@@ -814,7 +885,7 @@ FitOptions default_fit_options(const FrameworkProfile& base,
     moe = moe || (r.model.is_moe() && (r.step_time_s > 0 || r.tokens_per_s_per_gpu > 0));
     step_runs = step_runs || r.step_time_s > 0;
     published = published || (r.step_time_s <= 0 && r.tokens_per_s_per_gpu > 0);
-    memory = memory || r.peak_allocated_bytes > 0;
+    memory = memory || (r.peak_allocated_bytes > 0 && !r.recompute_boundary);
     fp32_memory = fp32_memory || (!r.is_oom_search() && r.peak_allocated_bytes > 0 &&
                                   r.setup.precision == model::Precision::fp32);
   }
@@ -845,7 +916,8 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     // OOM-boundary rows record the peaks of the largest batch that ran under the cap. Rows with
     // per-op checkpointing were made to fit that policy's dispatch cost only (declared in
     // docs/frameworks.md, the fifth batch): their peaks are compared, not fitted on.
-    if (r.plan.recompute != model::Recompute::selective_op &&
+    // Recompute boundaries are a check only (docs/frameworks.md): never fitted on.
+    if (r.plan.recompute != model::Recompute::selective_op && !r.recompute_boundary &&
         (!r.is_oom_search() || r.max_micro_batch > 0) &&
         (r.peak_reserved_bytes > 0 || r.peak_allocated_bytes > 0))
       memory_rows.push_back(&r);

@@ -66,6 +66,12 @@ struct FrameworkRun {
   // An OOM-search configuration, measured or not ("oom_search": true on a failed search):
   // it takes its configuration's fit/test side either way.
   bool oom_config = false;
+  // Recompute-boundary runs (measured.min_recompute_layers; scripts/peer_recompute_boundary.py):
+  // at this micro-batch and under memory_cap_bytes, the least number of layers whose full
+  // recompute lets the step run (0: it runs without recompute; -1: not even with every layer).
+  // The row's recompute and peaks are those of that answer's probe. A check only: never fitted.
+  bool recompute_boundary = false;
+  std::int64_t min_recompute_layers = 0;
 };
 
 /// Reads JSON lines from each file in order, assigning the split (docs/frameworks.md):
@@ -100,11 +106,22 @@ emulated_oom_boundary(const FrameworkRun& run,
                       const std::function<bool(std::int64_t, double)>& fits,
                       const std::function<double(std::int64_t)>& uncapped);
 
+/// The answer the recorded recompute-boundary search would give if `fits(n)` were the GPU (n
+/// layers fully recomputed, 0 = none, num_layers = every layer): no recompute first (0 if it
+/// fits), then every layer (-1 if it does not), then bisection between the two, as
+/// scripts/peer_recompute_boundary.py probes. Whether a step fits under a cap is not monotone in
+/// n, so this, not `trainsim memory`'s scan, is what is compared with the measured answer.
+[[nodiscard]] std::int64_t
+emulated_recompute_boundary(std::int64_t num_layers, const std::function<bool(std::int64_t)>& fits);
+
 /// Predicted figures of one run under a framework profile.
 struct RunPrediction {
   double step_time_s = 0, tokens_per_s_per_gpu = 0;
   double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch under the cap
+  // Recompute-boundary runs: the least number of fully recomputed layers that fits under the
+  // cap, found by the measurement's own bisection (emulated_recompute_boundary).
+  std::int64_t min_recompute_layers = 0;
   sim::StepEstimate step;
 };
 [[nodiscard]] RunPrediction predict_run(const FrameworkRun& run, const sim::FrameworkProfile& fw);

@@ -7,15 +7,18 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/errors.hpp"
 #include "hardware/load.hpp"
 #include "model/load.hpp"
 #include "simulate/fit/framework_fit.hpp"
+#include "simulate/memory.hpp"
 
 using namespace trainsim;
 using namespace trainsim::sim;
@@ -421,7 +424,8 @@ TEST_CASE("fuzz: mutated run records are read, or refused naming the file and li
   std::vector<std::string> lines;
   for (const char* f : {"results/runs-2026-12-02/runs-d.jsonl",
                         "results/runs-2026-12-02/oom-b.jsonl", "published/data/nvidia-nemo.jsonl",
-                        "results/runs-2026-12-04/partial-recompute/runs-k.jsonl"}) {
+                        "results/runs-2026-12-04/partial-recompute/runs-k.jsonl",
+                        "results/runs-2026-12-04/recompute-boundary/recompute-boundary.jsonl"}) {
     std::ifstream in(dir + f);
     REQUIRE(in);
     for (std::string l; std::getline(in, l);)
@@ -780,4 +784,86 @@ TEST_CASE("the OOM boundary found as the recorded search finds it, under a non-m
   // Nothing fits.
   auto none = [](std::int64_t, double) { return false; };
   CHECK(trainsim::fitting::emulated_oom_boundary(run, none, uncapped) == 0);
+}
+
+TEST_CASE("framework runs: a recompute boundary is read, checked and predicted under its cap") {
+  auto row = [](const std::string& recompute, const std::string& answer) {
+    return nlohmann::json::parse(
+        R"({"id": "rcb", "framework": "pytorch", "model": "cs336-xl", "gpu": "h200", )"
+        R"("num_gpus": 1, "precision": "bf16-mixed", "seq_len": 1024, "micro_batch": 16, )"
+        R"("attention": "flash", "memory_cap_bytes": 78.75e9, )" +
+        recompute + R"(, "measured": {"min_recompute_layers": )" + answer + "}}");
+  };
+  const auto r =
+      parse_framework_run(row(R"("recompute": "full", "recompute_layers": 22)", "22"), "r");
+  CAPTURE(r.skip_reason);
+  REQUIRE(r.skip_reason.empty());
+  CHECK(r.recompute_boundary);
+  CHECK(r.min_recompute_layers == 22);
+  CHECK_FALSE(r.is_oom_search());
+  const FrameworkProfile fw = load_framework("pytorch");
+  const auto p = predict_run(r, fw);
+  // The cap lies between the step without recompute and with every layer, so the answer is
+  // strictly inside; it is the least n whose predicted step fits, as `trainsim memory` says.
+  REQUIRE(p.min_recompute_layers > 0);
+  REQUIRE(p.min_recompute_layers < 48);
+  CHECK(p.peak_reserved_bytes > 0);
+  CHECK(p.step_time_s > 0);
+  {
+    sim::MemoryOptions mo;
+    mo.framework = std::make_shared<const FrameworkProfile>(fw);
+    mo.allocator_cap_bytes = r.memory_cap_bytes;
+    model::ParallelPlan plan = r.plan;
+    model::TrainingSetup s = r.setup;
+    plan.recompute = model::Recompute::full;
+    s.recompute_layers = p.min_recompute_layers;
+    CHECK(estimate_memory(r.model, plan, s, r.profile, mo).peak_reserved() <= r.memory_cap_bytes);
+    s.recompute_layers = p.min_recompute_layers - 1;
+    CHECK(estimate_memory(r.model, plan, s, r.profile, mo).peak_reserved() > r.memory_cap_bytes);
+  }
+  // 0: the answer's probe ran without recompute; -1: nothing ran, so no peaks to compare.
+  const auto zero = parse_framework_run(row(R"("recompute": "none")", "0"), "r");
+  CHECK(zero.min_recompute_layers == 0);
+  const auto never = parse_framework_run(row(R"("recompute": "full")", "-1"), "r");
+  CHECK(std::isnan(memory_error(never, predict_run(never, fw))));
+  for (const auto& [rc, answer, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {R"("recompute": "full")", "49", "min_recompute_layers must be -1"},
+           {R"("recompute": "full")", "-2", "at most num_layers = 48, got -2"},
+           {R"("recompute": "full", "recompute_layers": 21)", "22",
+            "min_recompute_layers = 22 needs recompute \"full\" with recompute_layers = 22"},
+           {R"("recompute": "full")", "0", "needs recompute \"none\""},
+           {R"("recompute": "none")", "5", "needs recompute \"full\""},
+           {R"("recompute": "full")", "\"5\"", "min_recompute_layers: expected an integer"}}) {
+    CAPTURE(answer);
+    CHECK_THROWS_WITH_AS((void)parse_framework_run(row(rc, answer), "r"),
+                         doctest::Contains(message.c_str()), ConfigError);
+  }
+  auto no_cap = row(R"("recompute": "full", "recompute_layers": 22)", "22");
+  no_cap.erase("memory_cap_bytes");
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(no_cap, "r"),
+                       doctest::Contains("needs memory_cap_bytes > 0"), ConfigError);
+  auto both = row(R"("recompute": "full", "recompute_layers": 22)", "22");
+  both["measured"]["max_micro_batch"] = 16;
+  CHECK_THROWS_WITH_AS((void)parse_framework_run(both, "r"),
+                       doctest::Contains("either a recompute boundary or an OOM boundary"),
+                       ConfigError);
+}
+
+TEST_CASE("the recompute boundary found as the recorded bisection finds it") {
+  using trainsim::fitting::emulated_recompute_boundary;
+  // Monotone: fits from 13 layers on.
+  CHECK(emulated_recompute_boundary(48, [](std::int64_t n) { return n >= 13; }) == 13);
+  CHECK(emulated_recompute_boundary(48, [](std::int64_t) { return true; }) == 0);
+  CHECK(emulated_recompute_boundary(48, [](std::int64_t) { return false; }) == -1);
+  CHECK(emulated_recompute_boundary(48, [](std::int64_t n) { return n == 48; }) == 48);
+  // Not monotone (an allocator's segments): 13 fits alone, 14..19 do not, 20 on do. The
+  // bisection probes 24, 12, 18, 21, 19, 20 and answers 20, never seeing 13.
+  std::vector<std::int64_t> seen;
+  const auto n = emulated_recompute_boundary(48, [&seen](std::int64_t k) {
+    seen.push_back(k);
+    return k == 13 || k >= 20;
+  });
+  CHECK(n == 20);
+  CHECK(seen == std::vector<std::int64_t>{0, 48, 24, 12, 18, 21, 19, 20});
 }
