@@ -63,6 +63,9 @@
 #           fit under a cap set from its own uncapped peaks, one fresh process per probe
 #           (scripts/peer_recompute_boundary.py, scripts/framework-recompute-boundary.json ->
 #           recompute-boundary.jsonl; ONLY=1,2 for plan positions; a check, nothing fitted)
+#   recompute-boundary-q: (session 23) the same at a cap a quarter of the way from every layer
+#           recomputed to none, the uncapped peaks taken from recompute-boundary.jsonl
+#           -> recompute-boundary-q.jsonl
 #   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
 #           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
 #           of the torchtitan context-parallel rows, to be run where several GPUs are lent
@@ -116,6 +119,11 @@ case "$part" in
   recompute-boundary)
     box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \
       --out "$w/recompute-boundary.jsonl" --budget-s ${BUDGET_S:-560} ${ONLY:+--only "$ONLY"}
+    ;;
+  recompute-boundary-q)
+    box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \
+      --out "$w/recompute-boundary-q.jsonl" --budget-s ${BUDGET_S:-560} --cap-at 0.25 \
+      --uncapped-from validate/results/runs-2026-12-04/recompute-boundary/recompute-boundary.jsonl ${ONLY:+--only "$ONLY"}
     ;;
   runs-h)
     box 480 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-h.json --output "$w/runs-h.jsonl" --limit-s 90

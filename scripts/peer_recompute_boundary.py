@@ -50,19 +50,23 @@ def probe(cfg, layers, cap_gb, timeout_s):
                        timeout_s)
 
 
-def boundary(cfg, num_layers, timeout_s, deadline):
-    """(cap_bytes, uncapped peaks, probes by N, answer) or None where a probe did not finish."""
+def boundary(cfg, num_layers, timeout_s, deadline, cap_at=0.5, uncapped=None):
+    """(cap_bytes, uncapped peaks, probes by N, answer) or None where a probe did not finish.
+    The cap lies cap_at of the way from the uncapped peak reserved with every layer recomputed
+    to the one without recompute (0.5: their mean), rounded down to 0.25 GB; `uncapped` (the
+    two probes of an earlier call) spares measuring them again."""
     def run(layers, cap_gb):
         if time.time() >= deadline:
             return None
         return probe(cfg, layers, cap_gb, timeout_s)
 
-    none = run(-1, UNCAPPED_GB)
-    every = run(0, UNCAPPED_GB)
+    if uncapped is None:
+        uncapped = {"none": run(-1, UNCAPPED_GB), "all": run(0, UNCAPPED_GB)}
+    none, every = uncapped["none"], uncapped["all"]
     if none is None or every is None or not none["ok"] or not every["ok"]:
         return None
-    cap = math.floor((none["peak_reserved_bytes"] + every["peak_reserved_bytes"]) / 2 / 0.25e9) * 0.25e9
-    uncapped = {"none": none, "all": every}
+    lo_b, hi_b = every["peak_reserved_bytes"], none["peak_reserved_bytes"]
+    cap = math.floor((lo_b + cap_at * (hi_b - lo_b)) / 0.25e9) * 0.25e9
     probes = {}
 
     def at(n):  # n = 0: no recompute; num_layers: every layer
@@ -100,7 +104,21 @@ def main(argv):
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--probe-timeout-s", type=float, default=120)
     ap.add_argument("--only", help="comma-separated 1-based positions in the plan")
+    ap.add_argument("--cap-at", type=float, default=0.5,
+                    help="the cap's place between the uncapped peaks reserved with every layer "
+                         "recomputed (0) and without recompute (1)")
+    ap.add_argument("--uncapped-from", help="this script's output of an earlier call: take the "
+                                            "uncapped probes from it (by id) instead of measuring")
     a = ap.parse_args(argv)
+    if not 0 < a.cap_at < 1:
+        ap.error("--cap-at must lie strictly between 0 and 1")
+    known = {}
+    if a.uncapped_from:
+        with open(a.uncapped_from) as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    known[r["id"]] = r["measured"]["uncapped"]
     deadline = time.time() + a.budget_s
     with open(a.plan) as f:
         plan = json.load(f)
@@ -113,15 +131,16 @@ def main(argv):
             continue
         with open(os.path.join(ROOT, "presets", "models", cfg["model"] + ".json")) as f:
             num_layers = int(json.load(f)["num_layers"])
+        prec, attn = cfg.get("precision", "bf16-mixed"), cfg.get("attention", "flash")
+        b = cfg["batch"]
+        base_id = f"rcb-{cfg['framework']}-{cfg['model']}-{prec}-{attn}-b{b}-s{cfg['seq_len']}"
         t0 = time.time()
-        res = boundary(cfg, num_layers, a.probe_timeout_s, deadline)
+        res = boundary(cfg, num_layers, a.probe_timeout_s, deadline, a.cap_at, known.get(base_id))
         if res is None:
             print(f"[{i}] {cfg['framework']} {cfg['model']}: not finished (budget or a probe failed)",
                   file=sys.stderr)
             continue
         cap, uncapped, probes, answer = res
-        prec, attn = cfg.get("precision", "bf16-mixed"), cfg.get("attention", "flash")
-        b = cfg["batch"]
         at = probes.get(answer if answer >= 0 else num_layers, {})
         row = {"framework": cfg["framework"], "model": cfg["model"], "gpu": "h200", "num_gpus": 1,
                "precision": prec, "seq_len": cfg["seq_len"], "micro_batch": b, "global_batch": b,
@@ -132,11 +151,14 @@ def main(argv):
                "attention": attn,
                "source": f"scripts/peer_recompute_boundary.py on the device ({time.strftime('%Y-%m-%d')})",
                "versions": versions,
-               "id": f"rcb-{cfg['framework']}-{cfg['model']}-{prec}-{attn}-b{b}-s{cfg['seq_len']}",
+               "id": base_id + ("" if a.cap_at == 0.5 else f"-at{round(100 * a.cap_at)}"),
                "memory_cap_bytes": cap,
                "measured": {"min_recompute_layers": answer, "num_layers": num_layers,
                             "cap_rule": "mean of the uncapped peaks reserved (none, all), "
-                                        "rounded down to 0.25 GB",
+                                        "rounded down to 0.25 GB" if a.cap_at == 0.5 else
+                                        f"all + {a.cap_at:g} (none - all) of the uncapped peaks "
+                                        "reserved, rounded down to 0.25 GB",
+                            **({"uncapped_from": a.uncapped_from} if base_id in known else {}),
                             "probes": {str(k): v for k, v in sorted(probes.items())},
                             "uncapped": uncapped, "search_s": round(time.time() - t0, 1)}}
         if answer >= 0 and at.get("ok"):
