@@ -886,8 +886,9 @@ FitOptions default_fit_options(const FrameworkProfile& base,
     step_runs = step_runs || r.step_time_s > 0;
     published = published || (r.step_time_s <= 0 && r.tokens_per_s_per_gpu > 0);
     memory = memory || (r.peak_allocated_bytes > 0 && !r.recompute_boundary);
-    fp32_memory = fp32_memory || (!r.is_oom_search() && r.peak_allocated_bytes > 0 &&
-                                  r.setup.precision == model::Precision::fp32);
+    fp32_memory =
+        fp32_memory || (!r.is_oom_search() && !r.recompute_boundary && r.peak_allocated_bytes > 0 &&
+                        r.setup.precision == model::Precision::fp32);
   }
   if (base.host_model == HostModel::queue && step_runs) {
     o.host_per_kernel = true;

@@ -839,6 +839,18 @@ TEST_CASE("framework runs: a recompute boundary is read, checked and predicted u
     CHECK_THROWS_WITH_AS((void)parse_framework_run(row(rc, answer), "r"),
                          doctest::Contains(message.c_str()), ConfigError);
   }
+  // Never fitted on: on their own these rows give a fit nothing to move.
+  {
+    auto fit_row = r;
+    fit_row.split = Split::fit;
+    fit_row.peak_allocated_bytes = 70e9;
+    fit_row.peak_reserved_bytes = 78e9;
+    fit_row.setup.precision = model::Precision::fp32; // would also ask for the fp32 factor
+    const FitOptions o = default_fit_options(fw, {fit_row});
+    CHECK_FALSE(o.activation_factor);
+    CHECK_FALSE(o.activation_factor_fp32);
+    CHECK_FALSE(o.allocator_overhead);
+  }
   auto no_cap = row(R"("recompute": "full", "recompute_layers": 22)", "22");
   no_cap.erase("memory_cap_bytes");
   CHECK_THROWS_WITH_AS((void)parse_framework_run(no_cap, "r"),
