@@ -66,6 +66,9 @@
 #   recompute-boundary-q: (session 23) the same at a cap a quarter of the way from every layer
 #           recomputed to none, the uncapped peaks taken from recompute-boundary.jsonl
 #           -> recompute-boundary-q.jsonl
+#   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
+#           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
+#           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
 #   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
 #           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
 #           of the torchtitan context-parallel rows, to be run where several GPUs are lent
@@ -119,6 +122,14 @@ case "$part" in
   recompute-boundary)
     box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \
       --out "$w/recompute-boundary.jsonl" --budget-s ${BUDGET_S:-560} ${ONLY:+--only "$ONLY"}
+    ;;
+  traces-rcb)
+    # (session 23) allocator traces of the FSDP2 recompute boundaries trainsim misses, under the
+    # cap they were measured at: the step ran at these N; trainsim said it would not (mechanism)
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
+    t --framework fsdp --model cs336-2.7b --recompute full --recompute-layers 5 --batch 8 --seq-len 1024 --memory-cap-gb 79.75
+    t --framework fsdp --model cs336-2.7b --recompute full --recompute-layers 8 --batch 8 --seq-len 1024 --memory-cap-gb 79.75
+    t --framework fsdp --model llama3.2-1b --recompute full --recompute-layers 9 --batch 8 --seq-len 2048 --memory-cap-gb 58
     ;;
   recompute-boundary-q)
     box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \
