@@ -440,7 +440,9 @@ def parse_peer_args(argv, doc, extra=None):
     ap.set_defaults(steps=3, dynamic=False)
     a = ap.parse_args(argv)
     if not a.id:
-        a.id = (f"{a.framework}-{a.model}-{a.precision}-{a.attention}-{a.recompute}"
+        # the first N layers only: "fullN" (so traces of two N do not share a file name)
+        rl = a.recompute_layers if a.recompute == "full" and a.recompute_layers > 0 else ""
+        a.id = (f"{a.framework}-{a.model}-{a.precision}-{a.attention}-{a.recompute}{rl}"
                 f"-b{a.batch}-s{a.seq_len}")
     os.makedirs(a.out, exist_ok=True)
     return a
