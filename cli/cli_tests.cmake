@@ -133,6 +133,10 @@ trainsim_cli_test(estimate_recompute_layers_json "\"recompute_layers\": 16"
   --seq-len 8192 --recompute full --recompute-layers 16 --format json)
 trainsim_cli_test(memory_min_recompute_layers "recompute needed to fit: full recompute of [0-9]+ layers per model chunk \\(--recompute full --recompute-layers [0-9]+\\)"
   memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --framework fsdp --zero 3 --micro-batch 2 --seq-len 8192)
+trainsim_cli_test(memory_min_recompute_layers_band "within the memory band \\(\\+-[0-9]+%\\): [0-9]+ to [0-9]+"
+  memory --model cs336-xl --gpu h200 --framework pytorch --seq-len 1024 --micro-batch 16 --gpu-memory-gb 78.75)
+trainsim_cli_test(memory_min_recompute_layers_band_json "\"min_recompute_layers_high\": [0-9]+"
+  memory --model cs336-xl --gpu h200 --framework pytorch --seq-len 1024 --micro-batch 16 --gpu-memory-gb 78.75 --format json)
 trainsim_cli_test(plan_search_recompute_layers "full\\([0-9]+\\)"
   plan --model llama3-70b --cluster dgx-h100 --num-gpus 32 --global-batch 64 --seq-len 8192 --fix tp=4
   --fix pp=8 --fix zero=1 --search-recompute-layers --top 3)

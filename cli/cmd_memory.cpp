@@ -232,6 +232,15 @@ int run_memory(const MemoryOptions& o) {
   // The least full recompute that makes this step fit (Megatron-Core's --recompute-num-layers).
   const std::int64_t min_rc =
       sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
+  // How far that answer moves within the memory band: the same search with the GPU's memory
+  // scaled by 1 / (1 - sigma) (the step needs sigma less than predicted) and by 1 / (1 + sigma)
+  // (sigma more). Measured boundaries move by whole layers for errors of a few percent
+  // (docs/frameworks.md, "The least full recompute that fits, measured at a cap").
+  std::int64_t rc_low = min_rc, rc_high = min_rc;
+  if (residuals.memory_runs > 0 && sigma > 0 && sigma < 1) {
+    rc_low = sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes / (1 - sigma), mo);
+    rc_high = sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes / (1 + sigma), mo);
+  }
   const double params = model::count_params(m).total;
   Sink sink(o.out);
   const nlohmann::json j{{"model", m.name},
@@ -257,7 +266,9 @@ int run_memory(const MemoryOptions& o) {
                          {"fits", fits},
                          {"max_micro_batch", max_mb},
                          {"fits_again_up_to", again},
-                         {"min_recompute_layers", min_rc}};
+                         {"min_recompute_layers", min_rc},
+                         {"min_recompute_layers_low", rc_low},
+                         {"min_recompute_layers_high", rc_high}};
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -292,16 +303,26 @@ int run_memory(const MemoryOptions& o) {
           gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
-    if (sink.format() == Format::table)
+    if (sink.format() == Format::table) {
+      auto layers = [](std::int64_t n) {
+        return n < 0 ? std::string("more than every layer") : fmt::format("{}", n);
+      };
+      const std::string within = rc_low == rc_high
+                                     ? std::string()
+                                     : fmt::format("; within the memory band (+-{:.0f}%): {} to {}",
+                                                   100 * sigma, layers(rc_low), layers(rc_high));
       sink.write(
-          min_rc == 0
-              ? std::string("recompute needed to fit: none (it fits with every activation kept)\n")
+          min_rc == 0 ? fmt::format("recompute needed to fit: none (it fits with every activation "
+                                    "kept){}\n",
+                                    within)
           : min_rc < 0
-              ? std::string("recompute needed to fit: more than full recompute of every layer "
-                            "(it does not fit even then)\n")
+              ? fmt::format("recompute needed to fit: more than full recompute of every layer "
+                            "(it does not fit even then){}\n",
+                            within)
               : fmt::format("recompute needed to fit: full recompute of {} layer{} per model "
-                            "chunk (--recompute full --recompute-layers {})\n",
-                            min_rc, min_rc == 1 ? "" : "s", min_rc));
+                            "chunk (--recompute full --recompute-layers {}){}\n",
+                            min_rc, min_rc == 1 ? "" : "s", min_rc, within));
+    }
     if (sink.format() == Format::table && again > 0)
       sink.write(fmt::format(
           "above it the verdict is not monotone: micro-batch {} fits again (the caching "

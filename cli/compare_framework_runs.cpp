@@ -24,6 +24,7 @@ struct Tally {
   std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
   // Recompute boundaries: least layers fully recomputed to fit under a cap.
   std::int64_t rcb_n = 0, rcb_exact = 0, rcb_within_one = 0, rcb_sum_abs_layers = 0;
+  std::int64_t rcb_in_band = 0; // the measured answer inside the memory band's range
   // Runs that ran (a measured step) whose predicted memory exceeds their GPU's: a "does not
   // fit" verdict the run itself refutes.
   std::int64_t ran_n = 0, ran_over_capacity = 0;
@@ -79,6 +80,7 @@ struct Tally {
       j["recompute_boundary_within_one"] = rcb_within_one;
       j["recompute_boundary_mean_abs_layers"] =
           static_cast<double>(rcb_sum_abs_layers) / static_cast<double>(rcb_n);
+      j["recompute_boundary_inside_band"] = rcb_in_band;
     }
     return j;
   }
@@ -159,15 +161,24 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       k.rcb_exact += diff == 0 ? 1 : 0;
       k.rcb_within_one += std::abs(diff) <= 1 ? 1 : 0;
       k.rcb_sum_abs_layers += std::abs(diff);
+      const std::int64_t lo = layers(p.min_recompute_layers_low),
+                         hi = layers(p.min_recompute_layers_high),
+                         measured = layers(r.min_recompute_layers);
+      const bool in_band = lo <= measured && measured <= hi;
+      k.rcb_in_band += in_band ? 1 : 0;
       row["memory_cap_bytes"] = r.memory_cap_bytes;
       row["min_recompute_layers_measured"] = r.min_recompute_layers;
       row["min_recompute_layers_predicted"] = p.min_recompute_layers;
+      row["min_recompute_layers_low"] = p.min_recompute_layers_low;
+      row["min_recompute_layers_high"] = p.min_recompute_layers_high;
+      row["inside_band"] = in_band;
       row["num_layers"] = r.model.num_layers;
       const double me = fitting::memory_error(r, p);
       if (std::isfinite(me)) {
         k.memory(me);
         row["memory_error_pct"] = 100 * me;
       }
+      auto span = [](std::int64_t n) { return n < 0 ? std::string("all+") : std::to_string(n); };
       auto say = [&r](std::int64_t n) {
         return n < 0    ? std::string("not even all")
                : n == 0 ? std::string("none")
@@ -176,7 +187,9 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       t.add_row({r.id, half(r.split), fw_name,
                  fmt::format("recompute {} at {:.2f} GB", say(r.min_recompute_layers),
                              r.memory_cap_bytes / 1e9),
-                 say(p.min_recompute_layers), diff == 0 ? "=" : fmt::format("{:+d}", diff), "",
+                 say(p.min_recompute_layers), diff == 0 ? "=" : fmt::format("{:+d}", diff),
+                 fmt::format("{}..{}", span(p.min_recompute_layers_low),
+                             span(p.min_recompute_layers_high)),
                  std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
                 {r.id, half(r.split), fw_name, std::to_string(r.min_recompute_layers),
                  std::to_string(p.min_recompute_layers), "", "",
@@ -327,10 +340,12 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                           k.oom_within_one, k.oom_n);
     if (k.rcb_n > 0)
       line += fmt::format("{}recompute boundary: least layers recomputed exact {}/{}, within one "
-                          "{}/{}, mean |difference| {:.1f} layers",
+                          "{}/{}, mean |difference| {:.1f} layers, measured inside the memory "
+                          "band's range {}/{}",
                           k.n > 0 || k.mem_n > 0 || k.oom_n > 0 ? "; " : "", k.rcb_exact, k.rcb_n,
                           k.rcb_within_one, k.rcb_n,
-                          static_cast<double>(k.rcb_sum_abs_layers) / static_cast<double>(k.rcb_n));
+                          static_cast<double>(k.rcb_sum_abs_layers) / static_cast<double>(k.rcb_n),
+                          k.rcb_in_band, k.rcb_n);
     sink.write(line + "\n");
   }
   if (!o.plot.empty()) {

@@ -794,9 +794,21 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       s.recompute_layers = n > 0 && n < run.model.num_layers ? n : 0;
       return estimate_memory(run.model, plan, s, run.profile, mo);
     };
-    p.min_recompute_layers = emulated_recompute_boundary(run.model.num_layers, [&](std::int64_t n) {
-      return memory_at(n).peak_reserved() <= run.memory_cap_bytes;
-    });
+    auto answer_under = [&](double cap) {
+      mo.allocator_cap_bytes = cap;
+      const std::int64_t n = emulated_recompute_boundary(run.model.num_layers, [&](std::int64_t k) {
+        return memory_at(k).peak_reserved() <= cap;
+      });
+      mo.allocator_cap_bytes = run.memory_cap_bytes;
+      return n;
+    };
+    p.min_recompute_layers = answer_under(run.memory_cap_bytes);
+    const double sigma = fw.memory_residuals(run.plan.num_gpus()).memory_sigma_fraction;
+    p.min_recompute_layers_low = p.min_recompute_layers_high = p.min_recompute_layers;
+    if (sigma > 0 && sigma < 1) {
+      p.min_recompute_layers_low = answer_under(run.memory_cap_bytes / (1 - sigma));
+      p.min_recompute_layers_high = answer_under(run.memory_cap_bytes / (1 + sigma));
+    }
     // The measured peaks are those of the answer's probe, under the cap.
     if (run.min_recompute_layers >= 0) {
       const MemoryBreakdown at = memory_at(run.min_recompute_layers);

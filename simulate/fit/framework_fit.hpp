@@ -122,6 +122,9 @@ struct RunPrediction {
   // Recompute-boundary runs: the least number of fully recomputed layers that fits under the
   // cap, found by the measurement's own bisection (emulated_recompute_boundary).
   std::int64_t min_recompute_layers = 0;
+  // ... and where it lies within the profile's memory band: the same bisection under the cap
+  // scaled by 1 / (1 - sigma) (low) and 1 / (1 + sigma) (high), as `trainsim memory` gives it.
+  std::int64_t min_recompute_layers_low = 0, min_recompute_layers_high = 0;
   sim::StepEstimate step;
 };
 [[nodiscard]] RunPrediction predict_run(const FrameworkRun& run, const sim::FrameworkProfile& fw);

@@ -807,6 +807,11 @@ TEST_CASE("framework runs: a recompute boundary is read, checked and predicted u
   // strictly inside; it is the least n whose predicted step fits, as `trainsim memory` says.
   REQUIRE(p.min_recompute_layers > 0);
   REQUIRE(p.min_recompute_layers < 48);
+  // The memory band's range: more room (sigma less needed) asks no more layers, less room no
+  // fewer; with a band of some percent it spans more than one answer here.
+  CHECK(p.min_recompute_layers_low <= p.min_recompute_layers);
+  CHECK(p.min_recompute_layers_high >= p.min_recompute_layers);
+  CHECK(p.min_recompute_layers_low < p.min_recompute_layers_high);
   CHECK(p.peak_reserved_bytes > 0);
   CHECK(p.step_time_s > 0);
   {
