@@ -15,10 +15,11 @@ docs/frameworks.md ("The least full recompute that fits, measured at a cap"):
    the answer is the least N that ran with N - 1 failing, both probed.
 
 Output: one JSON line per configuration in the framework-run format (docs/frameworks.md), with
-`memory_cap_bytes`, `recompute: "full"`, `measured.min_recompute_layers`, the peaks of the
-answer's probe under the cap, every probe and the two uncapped peaks. A configuration is
-skipped once the time budget is spent. PyTorch is the measuring peer, never a trainsim
-dependency.
+`memory_cap_bytes`, `measured.min_recompute_layers`, the answer's own probe as `recompute`
+(and `recompute_layers` where it is some layers only) with its peaks under the cap, every probe
+and the two uncapped peaks. --cap-at places the cap elsewhere between the two uncapped peaks,
+and --uncapped-from takes them from an earlier call's output. A configuration is skipped once
+the time budget is spent. PyTorch is the measuring peer, never a trainsim dependency.
 
   python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \\
       --out recompute-boundary.jsonl --budget-s 540
