@@ -784,10 +784,10 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   p.peak_reserved_bytes = p.step.memory.peak_reserved();
   if (run.recompute_boundary) {
     // Under the cap, n layers of each model chunk fully recomputed (0: none; num_layers: all).
-    MemoryOptions mo;
-    mo.framework = so.framework;
-    mo.allocator_cap_bytes = run.memory_cap_bytes;
-    auto memory_at = [&](std::int64_t n) {
+    auto memory_at = [&](std::int64_t n, double cap) {
+      MemoryOptions mo;
+      mo.framework = so.framework;
+      mo.allocator_cap_bytes = cap;
       model::ParallelPlan plan = run.plan;
       model::TrainingSetup s = run.setup;
       plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
@@ -795,12 +795,9 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       return estimate_memory(run.model, plan, s, run.profile, mo);
     };
     auto answer_under = [&](double cap) {
-      mo.allocator_cap_bytes = cap;
-      const std::int64_t n = emulated_recompute_boundary(run.model.num_layers, [&](std::int64_t k) {
-        return memory_at(k).peak_reserved() <= cap;
+      return emulated_recompute_boundary(run.model.num_layers, [&](std::int64_t k) {
+        return memory_at(k, cap).peak_reserved() <= cap;
       });
-      mo.allocator_cap_bytes = run.memory_cap_bytes;
-      return n;
     };
     p.min_recompute_layers = answer_under(run.memory_cap_bytes);
     const double sigma = fw.memory_residuals(run.plan.num_gpus()).memory_sigma_fraction;
@@ -811,7 +808,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     }
     // The measured peaks are those of the answer's probe, under the cap.
     if (run.min_recompute_layers >= 0) {
-      const MemoryBreakdown at = memory_at(run.min_recompute_layers);
+      const MemoryBreakdown at = memory_at(run.min_recompute_layers, run.memory_cap_bytes);
       p.peak_allocated_bytes = at.peak_allocated();
       p.peak_reserved_bytes = at.peak_reserved();
     }
