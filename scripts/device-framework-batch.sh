@@ -66,6 +66,8 @@
 #   recompute-boundary-q: (session 23) the same at a cap a quarter of the way from every layer
 #           recomputed to none, the uncapped peaks taken from recompute-boundary.jsonl
 #           -> recompute-boundary-q.jsonl
+#   traces-prog: (session 24) uncapped allocator traces (FSDP2 and eager, flash attention, full
+#           recompute and none) for deriving recorded programs; fit material only
 #   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
 #           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
 #           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
@@ -130,6 +132,18 @@ case "$part" in
     t --framework fsdp --model cs336-2.7b --recompute full --recompute-layers 5 --batch 8 --seq-len 1024 --memory-cap-gb 79.75
     t --framework fsdp --model cs336-2.7b --recompute full --recompute-layers 8 --batch 8 --seq-len 1024 --memory-cap-gb 79.75
     t --framework fsdp --model llama3.2-1b --recompute full --recompute-layers 9 --batch 8 --seq-len 2048 --memory-cap-gb 58
+    ;;
+  traces-prog)
+    # (session 24) uncapped allocator traces for deriving recorded FSDP2 and eager flash
+    # programs (fit material; docs/frameworks.md "Fit/test split")
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --attention flash "$@"; }
+    t --framework fsdp --model cs336-medium --recompute full --batch 32 --seq-len 1024
+    t --framework fsdp --model cs336-large --recompute full --batch 24 --seq-len 1024
+    t --framework fsdp --model cs336-large --recompute full --batch 12 --seq-len 2048
+    t --framework pytorch --model cs336-medium --recompute full --batch 32 --seq-len 1024
+    t --framework pytorch --model cs336-large --recompute full --batch 24 --seq-len 1024
+    t --framework fsdp --model cs336-medium --recompute none --batch 8 --seq-len 1024
+    t --framework fsdp --model cs336-large --recompute none --batch 8 --seq-len 1024
     ;;
   recompute-boundary-q)
     box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \
