@@ -131,16 +131,17 @@ def formula(sa, sb, da, db, where, affine=False, affine_d=False):
             if c * value(mono, da) == sa and c * value(mono, db) == sb:
                 return [c, mono]
     # A block whose size follows none of them (a library workspace) but is nearly the same in
-    # both traces: the larger size, as a constant, listed in the program's "fixed" entries.
+    # both traces: affine in the hidden size through both traces (the two recorded models
+    # differ in D; the cached blocks around it are sized to the byte, so the midpoint would not
+    # do), within a quarter; else, within a tenth, the larger size as a constant. Both are
+    # listed in the program's "fixed" entries.
+    if affine_d and da["D"] != db["D"] and sa != sb and max(sa, sb) <= 1.25 * min(sa, sb):
+        c = (sa - sb) / (da["D"] - db["D"])
+        o = sa - c * da["D"]
+        if c > 0 and o > 0:
+            UNRESOLVED.append({"where": where, "sizes": [sa, sb], "affine_in": "D"})
+            return [c, "D", o]
     if max(sa, sb) <= 1.1 * min(sa, sb):
-        # Affine in the hidden size through both traces (the two recorded models differ in D;
-        # the cached blocks around it are sized to the byte, so the midpoint would not do).
-        if affine_d and da["D"] != db["D"] and sa != sb:
-            c = (sa - sb) / (da["D"] - db["D"])
-            o = sa - c * da["D"]
-            if c > 0 and o > 0:
-                UNRESOLVED.append({"where": where, "sizes": [sa, sb], "affine_in": "D"})
-                return [c, "D", o]
         UNRESOLVED.append({"where": where, "sizes": [sa, sb]})
         return [max(sa, sb), "1"]
     # Around the layers, library workspaces (the embedding backward's sort) grow with the tokens
@@ -350,9 +351,14 @@ def main():
     traces = [load(pa), load(pb)]
     for (head, _, _, _), path in zip(traces, (pa, pb)):
         for key, want in (("framework", "pytorch"), ("precision", "bf16-mixed"),
-                          ("attention", "naive"), ("recompute", "full")):
+                          ("recompute", "full")):
             if head.get(key) != want:
                 die(f"{path}: header {key} is {head.get(key)!r}, the program is for {want!r}")
+        if head.get("attention") not in ("naive", "flash"):
+            die(f"{path}: header attention is {head.get('attention')!r}, not naive or flash")
+    attention = traces[0][0]["attention"]
+    if traces[1][0]["attention"] != attention:
+        die("the two traces ran different attention")
     parts, layer_input, cuts = {}, {}, {}
     for name, begin, end in (("forward", "start", "forward"), ("backward", "forward", "backward")):
         progs = []
@@ -480,10 +486,10 @@ def main():
     ha, hb = traces[0][0], traces[1][0]
     d = traces[0][1]
     doc = {
-        "name": "pytorch-bf16-naive-full",
+        "name": f"pytorch-bf16-{attention}-full",
         "source": "scripts/derive-alloc-program.py from step 2 of " + os.path.relpath(pa, ROOT)
                   + " and " + os.path.relpath(pb, ROOT) + f" (torch {ha['versions']['torch']})",
-        "applies_to": {"framework": "pytorch", "precision": "bf16-mixed", "attention": "naive",
+        "applies_to": {"framework": "pytorch", "precision": "bf16-mixed", "attention": attention,
                        "vocab_size": d["V"],
                        "recompute": "full", "layer_like_model": ha["model"],
                        "ffn_over_hidden": d["F"] / d["D"],

@@ -276,8 +276,11 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
     // The configurations a program may be recorded for (the generated step plays only these).
     if (precision != "bf16-mixed")
       p.add(fmt::format("applies_to.precision: \"{}\" (only \"bf16-mixed\")", precision));
-    if (attention != "naive")
-      p.add(fmt::format("applies_to.attention: \"{}\" (only \"naive\")", attention));
+    if (attention == "naive" || attention == "flash")
+      prog.attention =
+          attention == "naive" ? model::AttentionImpl::naive : model::AttentionImpl::flash;
+    else
+      p.add(fmt::format("applies_to.attention: \"{}\" (\"naive\" or \"flash\")", attention));
     if (recompute != "full")
       p.add(fmt::format("applies_to.recompute: \"{}\" (only \"full\")", recompute));
   }
@@ -440,7 +443,9 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
           {static_cast<int>(op.role), static_cast<int>(op.kind), static_cast<int>(op.dtype)});
     return r;
   };
-  // The recorded model and its layer's roles, once per process (std::map entries stay put).
+  // The recorded model and its layer's roles, once per process and recorded configuration
+  // (the roles depend on the attention and precision the program was recorded with, which
+  // are this call's by the checks above; std::map entries stay put).
   struct Recorded {
     model::ModelSpec spec;
     std::vector<std::array<int, 3>> roles;
@@ -450,11 +455,14 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   const Recorded* like = nullptr;
   {
     std::lock_guard lock(mu);
-    auto it = recorded.find(program.layer_like_model);
+    const std::string key =
+        fmt::format("{}/{}/{}/{}", program.layer_like_model, static_cast<int>(program.attention),
+                    static_cast<int>(program.precision), static_cast<int>(program.recompute));
+    auto it = recorded.find(key);
     if (it == recorded.end()) {
       Recorded r{model::load_model(program.layer_like_model), {}};
       r.roles = roles_of(r.spec);
-      it = recorded.emplace(program.layer_like_model, std::move(r)).first;
+      it = recorded.emplace(key, std::move(r)).first;
     }
     like = &it->second;
   }

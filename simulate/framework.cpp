@@ -1,6 +1,7 @@
 // Framework profiles (framework.hpp): loading, validation, the identity profile.
 #include "simulate/framework.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -305,13 +306,30 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("megatron_main_grads", f.megatron_main_grads);
   r.get("fp8_param_gather", f.fp8_param_gather);
   r.get("caching_allocator", f.caching_allocator);
-  if (r.get("allocation_program", f.allocation_program) && !f.allocation_program.empty()) {
-    try {
-      (void)load_alloc_program(f.allocation_program);
-    } catch (const ConfigError& e) {
-      p.add(fmt::format("allocation_program = \"{}\": {}", f.allocation_program, e.what()));
+  if (const auto* programs = r.take("allocation_program")) {
+    // One program's name, or a list of them (each applies where it was recorded).
+    if (programs->is_string())
+      f.allocation_programs = {programs->get<std::string>()};
+    else if (programs->is_array() && !programs->empty() &&
+             std::all_of(programs->begin(), programs->end(),
+                         [](const nlohmann::json& x) { return x.is_string(); }))
+      f.allocation_programs = programs->get<std::vector<std::string>>();
+    else
+      p.add(fmt::format("allocation_program = {}: expected a program's name or a non-empty list "
+                        "of names",
+                        programs->dump()));
+    for (const auto& name : f.allocation_programs) {
+      if (name.empty()) {
+        p.add("allocation_program: a program's name is empty");
+        continue;
+      }
+      try {
+        (void)load_alloc_program(name);
+      } catch (const ConfigError& e) {
+        p.add(fmt::format("allocation_program = \"{}\": {}", name, e.what()));
+      }
     }
-    if (!f.caching_allocator)
+    if (!f.allocation_programs.empty() && !f.caching_allocator)
       p.add("allocation_program: needs caching_allocator = true (it is played by the "
             "allocator model)");
   }
@@ -499,8 +517,10 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"allocator_overhead_fraction", f.allocator_overhead_fraction},
       {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
       {"context_gb", f.context_bytes / 1e9}};
-  if (!f.allocation_program.empty())
-    j["allocation_program"] = f.allocation_program;
+  if (f.allocation_programs.size() == 1)
+    j["allocation_program"] = f.allocation_programs.front();
+  else if (!f.allocation_programs.empty())
+    j["allocation_program"] = f.allocation_programs;
   nlohmann::json roles = nlohmann::json::object();
   for (std::size_t i = 0; i < f.roles.size(); ++i) {
     const RoleCost& c = f.roles[i];

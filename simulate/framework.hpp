@@ -267,9 +267,10 @@ struct FrameworkProfile {
   double allocator_round_bytes = 0;       // caching-allocator segment rounding at the peak
   double context_bytes = 0; // CUDA context + library workspaces outside the allocator; 0: the
                             // hardware profile's context_overhead_bytes
-  // A layer allocation program (presets/alloc-programs, simulate/alloc_program.hpp) the
-  // generated step plays for the configurations it was recorded for; empty: none.
-  std::string allocation_program;
+  // Layer allocation programs (presets/alloc-programs, simulate/alloc_program.hpp): the
+  // generated step plays the first one recorded for the configuration (JSON
+  // `allocation_program`: one name, or a list); empty: none.
+  std::vector<std::string> allocation_programs;
 
   FitResiduals fit;
   // Time residuals of the profile on fit-half runs on more than one GPU, where they differ in

@@ -230,29 +230,32 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.layer_bwd_transient_block = a.layer_bwd_transient_block;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
-    if (!fw.allocation_program.empty() && st.micro_batches_in_flight == 1 && !fw.fsdp2_copies &&
-        st.recomputed_layers < 0)
-      if (auto lp =
-              layer_alloc_program(load_alloc_program(fw.allocation_program), model, plan, setup)) {
-        st.layer_program = std::move(*lp);
-        m.allocation_program = fw.allocation_program;
-        // The recorded model's own parameter tensors (bytes at fp32 under autocast), in the
-        // order it registers them, replace the op list's (fused QKV, gate+up).
-        const auto& pr = st.layer_program;
-        if (!pr.init_layer.empty()) {
-          auto params = [](const std::vector<double>& bytes) {
-            std::vector<double> out;
-            for (double x : bytes)
-              out.push_back(x / 4.0);
-            return out;
-          };
-          st.emb_params = params(pr.init_embedding);
-          st.layer_params = params(pr.init_layer);
-          st.head_params = params(pr.init_rest);
-          for (double x : pr.init_other)
-            st.persistent.push_back(x);
+    std::optional<LayerAllocProgram> lp;
+    if (st.micro_batches_in_flight == 1 && !fw.fsdp2_copies && st.recomputed_layers < 0)
+      for (const auto& name : fw.allocation_programs)
+        if ((lp = layer_alloc_program(load_alloc_program(name), model, plan, setup))) {
+          m.allocation_program = name;
+          break;
         }
+    if (lp) {
+      st.layer_program = std::move(*lp);
+      // The recorded model's own parameter tensors (bytes at fp32 under autocast), in the
+      // order it registers them, replace the op list's (fused QKV, gate+up).
+      const auto& pr = st.layer_program;
+      if (!pr.init_layer.empty()) {
+        auto params = [](const std::vector<double>& bytes) {
+          std::vector<double> out;
+          for (double x : bytes)
+            out.push_back(x / 4.0);
+          return out;
+        };
+        st.emb_params = params(pr.init_embedding);
+        st.layer_params = params(pr.init_layer);
+        st.head_params = params(pr.init_rest);
+        for (double x : pr.init_other)
+          st.persistent.push_back(x);
       }
+    }
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
     if (fw.fsdp2_copies) {
