@@ -137,6 +137,18 @@ trainsim_cli_test(memory_min_recompute_layers_band "within the memory band \\(\\
   memory --model cs336-xl --gpu h200 --framework pytorch --seq-len 1024 --micro-batch 16 --gpu-memory-gb 78.75)
 trainsim_cli_test(memory_min_recompute_layers_band_json "\"min_recompute_layers_high\": [0-9]+"
   memory --model cs336-xl --gpu h200 --framework pytorch --seq-len 1024 --micro-batch 16 --gpu-memory-gb 78.75 --format json)
+# The generated step as an allocator trace: written by `memory --allocator-trace-out`, replayed
+# by `compare --allocator-traces` to the simulated peaks that `memory` used (the eager naive
+# full-recompute step, played from its recorded program: reserved 12.88 GB), and predicted
+# again from its own header.
+add_test(NAME cli.memory_allocator_trace_out_replays
+         COMMAND bash -c "d=$(mktemp -d) && t=$<TARGET_FILE:trainsim> && $t memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024 --micro-batch 16 --gpu h200 --allocator-trace-out $d/g.trace > /dev/null && $t compare --allocator-traces $d/g.trace --with-prediction; rc=$?; rm -rf $d; exit $rc")
+set_tests_properties(cli.memory_allocator_trace_out_replays PROPERTIES PASS_REGULAR_EXPRESSION
+  "trainsim-pytorch-cs336-medium-b16-s1024 +[0-9]+ +11\\.50 GB +- +12\\.88 GB +- +- +11\\.37 GB +12\\.88 GB\n.*1 trace\\(s\\) without measured peaks")
+trainsim_cli_error(allocator_trace_out_needs_allocator "the megatron profile does not simulate PyTorch's caching allocator"
+  memory --model llama3-8b --gpu h100-sxm --allocator-trace-out unused.trace)
+trainsim_cli_error(allocator_trace_out_unwritable "--allocator-trace-out /nonexistent-dir/g.trace: cannot be written"
+  memory --framework fsdp --model cs336-small --gpu h100-sxm --allocator-trace-out /nonexistent-dir/g.trace)
 trainsim_cli_test(plan_search_recompute_layers "full\\([0-9]+\\)"
   plan --model llama3-70b --cluster dgx-h100 --num-gpus 32 --global-batch 64 --seq-len 8192 --fix tp=4
   --fix pp=8 --fix zero=1 --search-recompute-layers --top 3)

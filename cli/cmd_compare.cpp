@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -126,7 +127,7 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
   Table t(head, keys);
   nlohmann::json rows = nlohmann::json::array();
   double worst = 0, sum = 0;
-  int verdicts = 0, agreed = 0;
+  int verdicts = 0, agreed = 0, measured_traces = 0;
   for (const auto& rd : reads) {
     const std::string& file = rd.file;
     // A trace recorded under a cap is compared with its capped replay: what PyTorch reserved
@@ -136,35 +137,50 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
         rd.cap_bytes > 0 ? sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes)
                          : rd.free_run;
     const sim::TraceReplay& r = recorded_capped ? capped_run : rd.free_run;
-    if (!std::isfinite(r.measured_peak_reserved_bytes) ||
-        !std::isfinite(r.measured_peak_allocated_bytes))
-      throw ConfigError(
-          fmt::format("{}: the header records no measured peaks (phases[].max_*)", file));
-    const double err = (r.model_peak_reserved_bytes / r.measured_peak_reserved_bytes - 1) * 100;
-    worst = std::max(worst, std::abs(err));
-    sum += std::abs(err);
+    // A trace with no measured peaks (trainsim's own generated step, `trainsim memory
+    // --allocator-trace-out`) is replayed and shown, and left out of the error summary.
+    const bool measured_peaks = std::isfinite(r.measured_peak_reserved_bytes) &&
+                                std::isfinite(r.measured_peak_allocated_bytes);
+    if (!measured_peaks && recorded_capped)
+      throw ConfigError(fmt::format(
+          "{}: recorded under a cap, but the header records no measured peaks (phases[].max_*)",
+          file));
+    const double err =
+        measured_peaks ? (r.model_peak_reserved_bytes / r.measured_peak_reserved_bytes - 1) * 100
+                       : std::numeric_limits<double>::quiet_NaN();
+    if (measured_peaks) {
+      worst = std::max(worst, std::abs(err));
+      sum += std::abs(err);
+      ++measured_traces;
+    }
+    auto shown_gb = [](double bytes) {
+      return std::isfinite(bytes) ? fmt::format("{:.2f} GB", bytes / 1e9) : std::string("-");
+    };
+    auto raw_num = [](double x) { return std::isfinite(x) ? fmt::format("{}", x) : std::string(); };
     const std::string id = r.id.empty() ? file : r.id;
     std::vector<std::string> shown{id,
                                    fmt::format("{}", r.events),
-                                   fmt::format("{:.2f} GB", r.model_peak_allocated_bytes / 1e9),
-                                   fmt::format("{:.2f} GB", r.measured_peak_allocated_bytes / 1e9),
-                                   fmt::format("{:.2f} GB", r.model_peak_reserved_bytes / 1e9),
-                                   fmt::format("{:.2f} GB", r.measured_peak_reserved_bytes / 1e9),
-                                   fmt::format("{:+.1f}%", err)};
+                                   shown_gb(r.model_peak_allocated_bytes),
+                                   shown_gb(r.measured_peak_allocated_bytes),
+                                   shown_gb(r.model_peak_reserved_bytes),
+                                   shown_gb(r.measured_peak_reserved_bytes),
+                                   measured_peaks ? fmt::format("{:+.1f}%", err) : "-"};
     std::vector<std::string> raw{id,
                                  fmt::format("{}", r.events),
-                                 fmt::format("{}", r.model_peak_allocated_bytes),
-                                 fmt::format("{}", r.measured_peak_allocated_bytes),
-                                 fmt::format("{}", r.model_peak_reserved_bytes),
-                                 fmt::format("{}", r.measured_peak_reserved_bytes),
-                                 fmt::format("{}", err)};
+                                 raw_num(r.model_peak_allocated_bytes),
+                                 raw_num(r.measured_peak_allocated_bytes),
+                                 raw_num(r.model_peak_reserved_bytes),
+                                 raw_num(r.measured_peak_reserved_bytes),
+                                 raw_num(err)};
     nlohmann::json row{{"trace", id},
                        {"events", r.events},
                        {"model_peak_allocated_bytes", r.model_peak_allocated_bytes},
-                       {"measured_peak_allocated_bytes", r.measured_peak_allocated_bytes},
-                       {"model_peak_reserved_bytes", r.model_peak_reserved_bytes},
-                       {"measured_peak_reserved_bytes", r.measured_peak_reserved_bytes},
-                       {"reserved_error_pct", err}};
+                       {"model_peak_reserved_bytes", r.model_peak_reserved_bytes}};
+    if (measured_peaks) {
+      row["measured_peak_allocated_bytes"] = r.measured_peak_allocated_bytes;
+      row["measured_peak_reserved_bytes"] = r.measured_peak_reserved_bytes;
+      row["reserved_error_pct"] = err;
+    }
     if (any_cap) {
       // The same allocations and frees under the cap: the model releases its cache and
       // retries as PyTorch does, and says whether the step would still have run; a trace
@@ -213,11 +229,13 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
     t.add_row(shown, raw);
     rows.push_back(row);
   }
-  const double mean = sum / static_cast<double>(o.allocator_traces.size());
+  const double mean = measured_traces > 0 ? sum / measured_traces : 0.0;
   if (sink.format() == Format::json) {
-    nlohmann::json j{{"allocator_traces", rows},
-                     {"reserved_mean_abs_error_pct", mean},
-                     {"reserved_max_abs_error_pct", worst}};
+    nlohmann::json j{{"allocator_traces", rows}};
+    if (measured_traces > 0) {
+      j["reserved_mean_abs_error_pct"] = mean;
+      j["reserved_max_abs_error_pct"] = worst;
+    }
     if (verdicts > 0) {
       j["verdicts_under_cap"] = verdicts;
       j["verdicts_agreed"] = agreed;
@@ -226,8 +244,14 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
   } else {
     t.print(sink);
     if (sink.format() == Format::table) {
-      sink.write(fmt::format("reserved: mean |error| {:.1f}%, worst {:.1f}% ({} traces)\n", mean,
-                             worst, o.allocator_traces.size()));
+      if (measured_traces > 0)
+        sink.write(fmt::format("reserved: mean |error| {:.1f}%, worst {:.1f}% ({} traces)\n", mean,
+                               worst, measured_traces));
+      if (measured_traces < static_cast<int>(o.allocator_traces.size()))
+        sink.write(
+            fmt::format("{} trace(s) without measured peaks (a generated step): replayed, "
+                        "not compared\n",
+                        o.allocator_traces.size() - static_cast<std::size_t>(measured_traces)));
       if (verdicts > 0)
         sink.write(fmt::format("under the cap each was recorded under: the model's verdict is "
                                "PyTorch's for {} of {} traces\n",

@@ -17,6 +17,7 @@
 #include "simulate/deepspeed.hpp"
 #include "simulate/memory.hpp"
 #include "simulate/roofline.hpp"
+#include <fstream>
 #include <optional>
 
 namespace trainsim::cli {
@@ -35,8 +36,24 @@ struct MemoryOptions {
   std::string deepspeed;      // ds_config.json: stage, offload, buckets, micro-batch, precision
   double nvme_gb_per_s = 6.0; // per node, for ZeRO-Infinity's NVMe traffic
   std::string plot;
+  std::string allocator_trace_out; // the generated step's requests, as an allocator trace
   OutputOptions out;
 };
+
+// Writes the generated step that `b` was simulated with as an allocator trace (the format of
+// scripts/peer_allocator_trace.py): a header naming the configuration, then every request and
+// release in the order trainsim's step makes them. `trainsim compare --allocator-traces` replays
+// it, with --with-prediction too; set beside a recorded PyTorch trace it shows where the two
+// steps differ.
+void write_allocator_trace(const std::string& file, const sim::MemoryBreakdown& b,
+                           const nlohmann::json& header) {
+  std::ofstream f(file);
+  if (!f)
+    throw ConfigError(fmt::format("--allocator-trace-out {}: cannot be written", file));
+  f << "# " << header.dump() << '\n' << sim::step_allocator_trace(*b.allocator_step);
+  if (!f)
+    throw ConfigError(fmt::format("--allocator-trace-out {}: writing failed", file));
+}
 
 // The verdict against the capacity with the profile's memory band (1 sigma of its fit
 // residuals): "fits" when even the band's top fits, "does not fit" when even its bottom does
@@ -217,6 +234,44 @@ int run_memory(const MemoryOptions& o) {
   // bytes are those of the step on this GPU, not of an unbounded one.
   mo.device_bytes = mc.gpu.memory_bytes;
   const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
+  if (!o.allocator_trace_out.empty()) {
+    if (!b.allocator_step)
+      throw ConfigError(fmt::format(
+          "--allocator-trace-out: the {} profile does not simulate PyTorch's caching allocator, "
+          "so there is no step of requests to write (profiles that do: pytorch, "
+          "pytorch-compile, fsdp)",
+          mo.framework->name));
+    nlohmann::json header{{"framework", mo.framework->name},
+                          {"model", m.name},
+                          {"gpu", mc.gpu.name},
+                          {"num_gpus", p.num_gpus()},
+                          {"precision", model::to_string(s.precision)},
+                          {"seq_len", s.seq_len},
+                          {"micro_batch", s.micro_batch_size},
+                          {"global_batch", s.global_batch_size},
+                          {"tp", p.tp},
+                          {"pp", p.pp},
+                          {"cp", p.cp},
+                          {"dp", p.dp},
+                          {"zero_stage", p.zero_stage},
+                          {"recompute", model::to_string(p.recompute)},
+                          {"attention", model::to_string(s.attention)},
+                          {"id", fmt::format("trainsim-{}-{}-b{}-s{}", mo.framework->name, m.name,
+                                             s.micro_batch_size, s.seq_len)},
+                          {"source", "trainsim memory --allocator-trace-out (the generated step)"},
+                          {"pipeline_stage", b.stage}};
+    header["segment_placement"] = sim::step_segment_placement(*b.allocator_step) ==
+                                          sim::CachingAllocatorModel::SegmentPlacement::above
+                                      ? "above"
+                                      : "below";
+    if (s.recompute_layers > 0)
+      header["recompute_layers"] = s.recompute_layers;
+    if (!o.machine.cluster.empty())
+      header["cluster"] = mc.cluster.name;
+    if (mo.framework->torch_compile != "none")
+      header["torch_compile"] = mo.framework->torch_compile;
+    write_allocator_trace(o.allocator_trace_out, b, header);
+  }
   const bool fits = b.total <= mc.gpu.memory_bytes;
   const std::string said = verdict(b.total, mc.gpu.memory_bytes, sigma);
   const std::string band =
@@ -419,6 +474,11 @@ void add_memory(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--plot", o->plot,
                   "Write a breakdown chart (.png or .svg): allocated vs reserved by category");
+  cmd->add_option("--allocator-trace-out", o->allocator_trace_out,
+                  "Write the step trainsim played through its caching-allocator model (pytorch, "
+                  "pytorch-compile, fsdp) as an allocator trace: every request and release in "
+                  "order, the format of scripts/peer_allocator_trace.py, to replay with `trainsim "
+                  "compare --allocator-traces` or set beside PyTorch's own trace");
   add_output_options(*cmd, o->out);
   cmd->footer("Examples:\n  trainsim memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 "
               "--seq-len 8192\n  trainsim memory --params 7.5e9 --num-gpus 64 --zero 1\n  "

@@ -83,6 +83,8 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   got.free = false;
   allocated_ += got.size;
   peak_allocated_ = std::max(peak_allocated_, allocated_);
+  if (trace_)
+    *trace_ += fmt::format("a {} {} {}\n", bytes, id, stream);
   return id;
 }
 
@@ -101,6 +103,8 @@ void CachingAllocatorModel::release(BlockId id) {
   if (id < 0 || static_cast<std::size_t>(id) >= blocks_.size() ||
       blocks_[static_cast<std::size_t>(id)].free)
     throw std::logic_error(fmt::format("CachingAllocatorModel: release of block {} not held", id));
+  if (trace_)
+    *trace_ += fmt::format("f {}\n", id);
   Block* b = &blocks_[static_cast<std::size_t>(id)];
   allocated_ -= b->size;
   auto& p = pool(b->small);
@@ -142,9 +146,24 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
   TraceReplay r;
   r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
       std::numeric_limits<double>::quiet_NaN();
-  // As the driver placed the segments of the recorded steps (docs/frameworks.md, session 12).
-  CachingAllocatorModel model(std::max<std::int64_t>(cap_bytes, 0),
-                              CachingAllocatorModel::SegmentPlacement::below);
+  // As the driver placed the segments of the recorded steps (docs/frameworks.md, session 12),
+  // unless the header says otherwise (a generated step written by `trainsim memory
+  // --allocator-trace-out` carries the placement it was played with; the header comes first).
+  auto placement = CachingAllocatorModel::SegmentPlacement::below;
+  if (text.starts_with("#")) {
+    const auto end = text.find('\n');
+    const auto doc = nlohmann::json::parse(
+        text.substr(1, end == std::string_view::npos ? end : end - 1), nullptr, false);
+    if (doc.is_object() && doc.contains("segment_placement")) {
+      const auto& sp = doc["segment_placement"];
+      if (!sp.is_string() || (sp != "above" && sp != "below"))
+        throw ConfigError(
+            fmt::format("{}:1: segment_placement must be \"above\" or \"below\"", path));
+      if (sp == "above")
+        placement = CachingAllocatorModel::SegmentPlacement::above;
+    }
+  }
+  CachingAllocatorModel model(std::max<std::int64_t>(cap_bytes, 0), placement);
   std::unordered_map<std::int64_t, CachingAllocatorModel::BlockId> live;
   std::string line;
   std::int64_t n = 0;
@@ -319,14 +338,10 @@ std::uint64_t fingerprint(const StepTensors& t) {
   return h;
 }
 
-AllocatorPeaks run_step_allocator(const StepTensors& t) {
-  // A recorded layer program is PyTorch's own order of requests, so its segments are placed as
-  // the recorded traces place them, each below the ones before (allocator.hpp); the coarse
-  // step keeps the placement its fitted profiles were judged with.
+AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nullptr) {
   CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)),
-                          !t.layer_program.empty() && t.micro_batches_in_flight <= 1 && !t.fsdp2
-                              ? CachingAllocatorModel::SegmentPlacement::below
-                              : CachingAllocatorModel::SegmentPlacement::above);
+                          step_segment_placement(t));
+  a.record_to(trace);
   using Id = CachingAllocatorModel::BlockId;
   auto alloc = [&](double bytes, std::int64_t stream = 0) {
     return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)), stream);
@@ -656,6 +671,21 @@ AllocatorPeaks run_step_allocator(const StepTensors& t) {
 }
 
 } // namespace
+
+CachingAllocatorModel::SegmentPlacement step_segment_placement(const StepTensors& t) {
+  // A recorded layer program is PyTorch's own order of requests, so its segments are placed as
+  // the recorded traces place them, each below the ones before (allocator.hpp); the coarse
+  // step keeps the placement its fitted profiles were judged with.
+  return !t.layer_program.empty() && t.micro_batches_in_flight <= 1 && !t.fsdp2
+             ? CachingAllocatorModel::SegmentPlacement::below
+             : CachingAllocatorModel::SegmentPlacement::above;
+}
+
+std::string step_allocator_trace(const StepTensors& t) {
+  std::string trace;
+  (void)run_step_allocator(t, &trace);
+  return trace;
+}
 
 AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
   // A per-thread cache keyed by the tensors' fingerprint (a collision would need two different

@@ -70,6 +70,9 @@ class CachingAllocatorModel {
   [[nodiscard]] std::int64_t peak_allocated_bytes() const { return peak_allocated_; }
   [[nodiscard]] std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
   [[nodiscard]] bool out_of_memory() const { return oom_; }
+  /// Appends every request ("a BYTES ID STREAM") and release ("f ID") from now on to `trace`,
+  /// in the allocator-trace format (replay_allocator_trace); nullptr stops recording.
+  void record_to(std::string* trace) { trace_ = trace; }
 
  private:
   struct Block {
@@ -92,6 +95,7 @@ class CachingAllocatorModel {
   std::int64_t cap_ = 0;
   bool oom_ = false;
   SegmentPlacement placement_ = SegmentPlacement::above;
+  std::string* trace_ = nullptr;
   std::int64_t above_addr_ = 0;                     // the next segment above
   std::int64_t below_addr_ = std::int64_t{1} << 62; // the lowest segment so far
   std::int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
@@ -256,5 +260,12 @@ struct AllocatorPeaks {
   bool out_of_memory = false; // the cap could not hold the step, even with the cache released
 };
 [[nodiscard]] AllocatorPeaks simulate_step_allocator(const StepTensors& t);
+/// Where the step's new segments go (below each other for a recorded program, as PyTorch's
+/// traces place them; above for the generated step its profiles were judged with).
+[[nodiscard]] CachingAllocatorModel::SegmentPlacement step_segment_placement(const StepTensors& t);
+/// The same step's requests and releases as an allocator trace's lines ("a BYTES ID STREAM",
+/// "f ID"; no header), in the order the model makes them: the generated step, to set beside a
+/// recorded PyTorch trace (`trainsim memory --allocator-trace-out`).
+[[nodiscard]] std::string step_allocator_trace(const StepTensors& t);
 
 } // namespace trainsim::sim

@@ -2,6 +2,7 @@
 // allocator traces recorded on an H200 (validate/results/fixtures/allocator-traces/) reproduce
 // the reserved bytes PyTorch reported.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstdio>
@@ -308,6 +309,46 @@ TEST_CASE("caching allocator: a malformed trace names file:line") {
   CHECK_THROWS_WITH_AS((void)replay_allocator_trace(path),
                        doctest::Contains("allocator_bad_test.trace:2"), ConfigError);
   std::remove(path.c_str());
+}
+
+TEST_CASE("a generated step written as a trace replays to the step's own peaks") {
+  // step_allocator_trace() is what `trainsim memory --allocator-trace-out` writes: replayed
+  // with the placement the step used (the header's segment_placement), the same requests give
+  // the same peaks, for a plain step and for an FSDP2 one (two streams).
+  StepTensors t;
+  t.layer_params = {3.5 * MiB, 1.0 * MiB};
+  t.emb_params = {2.0 * MiB};
+  t.head_params = {2.0 * MiB};
+  t.num_layers = 3;
+  t.weight_bytes_per_param = 4;
+  t.grad_bytes_per_param = 4;
+  t.state_bytes_per_param = 4;
+  t.num_states = 2;
+  t.transient_bytes_per_param = 4;
+  t.layer_saved = {12.0 * MiB, 3.0 * MiB};
+  t.layer_recomputed = {12.0 * MiB, 5.0 * MiB};
+  t.activation_grad_bytes = 6.0 * MiB;
+  for (const bool fsdp2 : {false, true}) {
+    CAPTURE(fsdp2);
+    t.fsdp2 = fsdp2;
+    t.unsharded_bytes_per_param = fsdp2 ? 2 : 0;
+    t.reduce_bytes_per_param = fsdp2 ? 4 : 0;
+    t.cast_on_gather = fsdp2;
+    const AllocatorPeaks p = simulate_step_allocator(t);
+    const std::string lines = step_allocator_trace(t);
+    CHECK(lines.find(fsdp2 ? " 1\n" : "\n") != std::string::npos);
+    const char* placement =
+        step_segment_placement(t) == CachingAllocatorModel::SegmentPlacement::above ? "above"
+                                                                                    : "below";
+    const TraceReplay r = replay_allocator_trace_text(
+        fmt::format("# {{\"segment_placement\": \"{}\"}}\n{}", placement, lines), "generated");
+    CHECK(r.model_peak_allocated_bytes == p.allocated_bytes);
+    CHECK(r.model_peak_reserved_bytes == p.reserved_bytes);
+    CHECK(std::isnan(r.measured_peak_reserved_bytes));
+  }
+  CHECK_THROWS_WITH_AS(
+      (void)replay_allocator_trace_text("# {\"segment_placement\": \"left\"}\na 1024 0 0\n", "bad"),
+      doctest::Contains("segment_placement"), ConfigError);
 }
 
 TEST_CASE("a step through the allocator: freed activations cannot hold larger tensors") {

@@ -289,9 +289,15 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
       m.gradients = 0; // start of backward: every activation, no gradient yet
     }
   }
+  // A step played from a whole recorded program (the layers and the parts around them)
+  // reproduces PyTorch's own requests: its reserved bytes are the prediction, whatever the
+  // timeline's allocated bytes (docs/frameworks.md, "Recorded allocation programs").
+  const bool whole_program = step_tensors && step_tensors->layer_program.has_around();
   if (step_tensors && !(options.verdict_only_above_bytes > 0 &&
-                        m.peak_allocated() + m.overhead > options.verdict_only_above_bytes))
+                        m.peak_allocated() + m.overhead > options.verdict_only_above_bytes)) {
     simulated = simulate_step_allocator(*step_tensors);
+    m.allocator_step = std::make_shared<const StepTensors>(std::move(*step_tensors));
+  }
   // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
   // allocated bytes): a fraction of what is allocated plus segment rounding.
   m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;
@@ -299,10 +305,6 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
   // Out of memory under the cap: the step cannot run, and reserved is what it would have
   // needed (beyond the cap), however the timeline's allocated bytes compare.
-  // A step played from a whole recorded program (the layers and the parts around them)
-  // reproduces PyTorch's own requests: its reserved bytes are the prediction, whatever the
-  // timeline's allocated bytes (docs/frameworks.md, "Recorded allocation programs").
-  const bool whole_program = step_tensors && step_tensors->layer_program.has_around();
   if (fw.caching_allocator && simulated.reserved_bytes > 0)
     m.allocator = std::max(simulated.reserved_bytes - simulated.allocated_bytes,
                            simulated.out_of_memory || whole_program

@@ -13,6 +13,7 @@
 #include "hardware/profile.hpp"
 #include "model/ops.hpp"
 #include "model/spec.hpp"
+#include "simulate/allocator.hpp"
 #include "simulate/costs.hpp"
 #include "simulate/framework.hpp"
 
@@ -57,6 +58,9 @@ struct MemoryBreakdown { // one GPU, bytes
   // The recorded layer allocation program the allocator model played (alloc_program.hpp);
   // empty when the step's layers were generated.
   std::string allocation_program;
+  // The tensors the caching-allocator model played for this breakdown (frameworks that
+  // simulate their allocator; null otherwise): step_allocator_trace() writes their requests.
+  std::shared_ptr<const StepTensors> allocator_step;
 };
 
 struct MemoryOptions {
