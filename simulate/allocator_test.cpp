@@ -19,7 +19,19 @@ using namespace trainsim::sim;
 
 namespace {
 constexpr std::int64_t MiB = 1 << 20;
+// A step of fp32 parameters of these sizes (MiB of parameters per tensor) trained by AdamW:
+// 4 B weights and gradients, two 4 B states and one 4 B temporary per parameter.
+StepTensors adamw_fp32_step(std::vector<double> layer_params_mib, std::int64_t layers) {
+  StepTensors t;
+  for (double p : layer_params_mib)
+    t.layer_params.push_back(p * MiB);
+  t.num_layers = layers;
+  t.weight_bytes_per_param = t.grad_bytes_per_param = t.state_bytes_per_param =
+      t.transient_bytes_per_param = 4;
+  t.num_states = 2;
+  return t;
 }
+} // namespace
 
 TEST_CASE("caching allocator: rounding and segment sizes") {
   using A = CachingAllocatorModel;
@@ -315,16 +327,9 @@ TEST_CASE("a generated step written as a trace replays to the step's own peaks")
   // step_allocator_trace() is what `trainsim memory --allocator-trace-out` writes: replayed
   // with the placement the step used (the header's segment_placement), the same requests give
   // the same peaks, for a plain step and for an FSDP2 one (two streams).
-  StepTensors t;
-  t.layer_params = {3.5 * MiB, 1.0 * MiB};
+  StepTensors t = adamw_fp32_step({3.5, 1.0}, 3);
   t.emb_params = {2.0 * MiB};
   t.head_params = {2.0 * MiB};
-  t.num_layers = 3;
-  t.weight_bytes_per_param = 4;
-  t.grad_bytes_per_param = 4;
-  t.state_bytes_per_param = 4;
-  t.num_states = 2;
-  t.transient_bytes_per_param = 4;
   t.layer_saved = {12.0 * MiB, 3.0 * MiB};
   t.layer_recomputed = {12.0 * MiB, 5.0 * MiB};
   t.activation_grad_bytes = 6.0 * MiB;
@@ -358,14 +363,7 @@ TEST_CASE("a step through the allocator: freed activations cannot hold larger te
   // busy) | act freed | states 2 x 14 and the temporary 14 find only the 12 MiB block: new
   // segments. Reserved 14 + 12 + 14 + 28 + 14 = 82 MiB; allocated peaks at the optimizer:
   // W + grad + states + temporary = 70 MiB. Step 2 reuses every cached block.
-  StepTensors t;
-  t.layer_params = {3.5 * MiB};
-  t.num_layers = 1;
-  t.weight_bytes_per_param = 4;
-  t.grad_bytes_per_param = 4;
-  t.state_bytes_per_param = 4;
-  t.num_states = 2;
-  t.transient_bytes_per_param = 4;
+  StepTensors t = adamw_fp32_step({3.5}, 1);
   t.layer_saved = {12.0 * MiB};
   const AllocatorPeaks p = simulate_step_allocator(t);
   CHECK(p.allocated_bytes == 70.0 * MiB);
