@@ -2,7 +2,8 @@
 // arguments of `trainsim ...` and run through run_cli in-process. Any argument list must end
 // with exit 0, 1 (a clear error) or 3 (a failed check); a crash, a sanitizer report, an
 // uncaught exception, a hang or exit 2 (an internal error: e.g. a NaN reaching a printer) is
-// a finding. Argument lists that would write files (-o/--output, --out, --plot) or drive a
+// a finding. Argument lists that would write files (-o/--output, --out, --plot,
+// --allocator-trace-out) or drive a
 // GPU (bench, calibrate, train-step) are skipped. Built with -DTRAINSIM_FUZZ=ON (clang);
 // docs/model.md, "Fuzzing", says how to run it.
 #include <cstddef>
@@ -18,7 +19,8 @@ bool writes_or_needs_gpu(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "bench" || args[0] == "calibrate" || args[0] == "train-step"))
     return true;
   for (const auto& a : args) {
-    if (a.rfind("--out", 0) == 0 || a.rfind("--plot", 0) == 0)
+    if (a.rfind("--out", 0) == 0 || a.rfind("--plot", 0) == 0 ||
+        a.rfind("--allocator-trace-out", 0) == 0)
       return true;
     // Short options combine ("-qo file"): any single-dash word with an 'o' may be -o.
     if (a.size() > 1 && a[0] == '-' && a[1] != '-' && a.find('o') != std::string::npos)

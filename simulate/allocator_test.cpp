@@ -351,9 +351,11 @@ TEST_CASE("a generated step written as a trace replays to the step's own peaks")
     CHECK(r.model_peak_reserved_bytes == p.reserved_bytes);
     CHECK(std::isnan(r.measured_peak_reserved_bytes));
   }
-  CHECK_THROWS_WITH_AS(
-      (void)replay_allocator_trace_text("# {\"segment_placement\": \"left\"}\na 1024 0 0\n", "bad"),
-      doctest::Contains("segment_placement"), ConfigError);
+  for (const char* bad : {"\"left\"", "1", "null", "[\"above\"]", "\"ABOVE\""})
+    CHECK_THROWS_WITH_AS(
+        (void)replay_allocator_trace_text(
+            fmt::format("# {{\"segment_placement\": {}}}\na 1024 0 0\n", bad), "bad"),
+        doctest::Contains("segment_placement"), ConfigError);
 }
 
 TEST_CASE("a step through the allocator: freed activations cannot hold larger tensors") {
