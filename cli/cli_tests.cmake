@@ -137,6 +137,14 @@ trainsim_cli_test(memory_min_recompute_layers_band "within the memory band \\(\\
   memory --model cs336-xl --gpu h200 --framework pytorch --seq-len 1024 --micro-batch 16 --gpu-memory-gb 78.75)
 trainsim_cli_test(memory_min_recompute_layers_band_json "\"min_recompute_layers_high\": [0-9]+"
   memory --model cs336-xl --gpu h200 --framework pytorch --seq-len 1024 --micro-batch 16 --gpu-memory-gb 78.75 --format json)
+# The fsdp profile's memory caveat: said where the step (or the recompute answer) runs full
+# recompute through the generated FSDP2 step, not without recompute.
+trainsim_cli_test(memory_fsdp_full_recompute_caveat "caveat \\(fsdp\\): memory with full recompute"
+  memory --framework fsdp --model cs336-medium --gpu h200 --recompute full --micro-batch 32)
+trainsim_cli_test(memory_fsdp_no_recompute_no_caveat "\"caveats\": \\[\\]"
+  memory --framework fsdp --model cs336-medium --gpu h200 --micro-batch 32 --format json)
+trainsim_cli_test(memory_fsdp_recompute_answer_caveat "\"caveats\": \\[\n +\"memory with full recompute"
+  memory --framework fsdp --model llama3.2-1b --gpu h200 --micro-batch 8 --seq-len 2048 --gpu-memory-gb 58 --format json)
 # The generated step as an allocator trace: written by `memory --allocator-trace-out`, replayed
 # by `compare --allocator-traces` to the simulated peaks that `memory` used (the eager naive
 # full-recompute step, played from its recorded program: reserved 12.88 GB), and predicted

@@ -297,33 +297,39 @@ int run_memory(const MemoryOptions& o) {
     rc_high = sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes / (1 + sigma), mo);
   }
   const double params = model::count_params(m).total;
+  // What the profile's recorded comparisons say this memory figure misses (its caveats): the
+  // asked step's, and the full-recompute steps behind "recompute needed to fit".
+  const std::vector<std::string> caveats =
+      sim::memory_caveats(*mo.framework, p.recompute == model::Recompute::full || min_rc != 0,
+                          !b.allocation_program.empty());
   Sink sink(o.out);
-  const nlohmann::json j{{"model", m.name},
-                         {"gpu", mc.gpu.name},
-                         {"num_gpus", mc.num_gpus},
-                         {"setup", setup_json(s)},
-                         {"plan", plan_json(p)},
-                         {"params", params},
-                         {"params_per_gpu", b.params_on_gpu},
-                         {"pipeline_stage", b.stage},
-                         {"pipeline_stage_layers", b.stage_num_layers},
-                         {"in_flight_micro_batches", b.in_flight_micro_batches},
-                         {"framework", mo.framework->name},
-                         {"torch_compile", mo.framework->torch_compile},
-                         {"per_gpu_bytes", memory_json(b)},
-                         {"peak_allocated_bytes", b.peak_allocated()},
-                         {"peak_reserved_bytes", b.peak_reserved()},
-                         {"gpu_memory_bytes", mc.gpu.memory_bytes},
-                         {"headroom_bytes", mc.gpu.memory_bytes - b.total},
-                         {"memory_band_fraction", sigma},
-                         {"band_source", band},
-                         {"verdict", said},
-                         {"fits", fits},
-                         {"max_micro_batch", max_mb},
-                         {"fits_again_up_to", again},
-                         {"min_recompute_layers", min_rc},
-                         {"min_recompute_layers_low", rc_low},
-                         {"min_recompute_layers_high", rc_high}};
+  nlohmann::json j{{"model", m.name},
+                   {"gpu", mc.gpu.name},
+                   {"num_gpus", mc.num_gpus},
+                   {"setup", setup_json(s)},
+                   {"plan", plan_json(p)},
+                   {"params", params},
+                   {"params_per_gpu", b.params_on_gpu},
+                   {"pipeline_stage", b.stage},
+                   {"pipeline_stage_layers", b.stage_num_layers},
+                   {"in_flight_micro_batches", b.in_flight_micro_batches},
+                   {"framework", mo.framework->name},
+                   {"torch_compile", mo.framework->torch_compile},
+                   {"per_gpu_bytes", memory_json(b)},
+                   {"peak_allocated_bytes", b.peak_allocated()},
+                   {"peak_reserved_bytes", b.peak_reserved()},
+                   {"gpu_memory_bytes", mc.gpu.memory_bytes},
+                   {"headroom_bytes", mc.gpu.memory_bytes - b.total},
+                   {"memory_band_fraction", sigma},
+                   {"band_source", band},
+                   {"verdict", said},
+                   {"fits", fits},
+                   {"max_micro_batch", max_mb},
+                   {"fits_again_up_to", again},
+                   {"min_recompute_layers", min_rc},
+                   {"min_recompute_layers_low", rc_low},
+                   {"min_recompute_layers_high", rc_high}};
+  j["caveats"] = caveats;
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -391,6 +397,9 @@ int run_memory(const MemoryOptions& o) {
       sink.write(fmt::format("activation offload ({} layers): {} GB of activations in host "
                              "memory, not counted above\n",
                              s.offload_activation_layers, gb(b.host_activation_bytes)));
+    if (sink.format() == Format::table)
+      for (const auto& c : caveats)
+        sink.write(fmt::format("caveat ({}): {}\n", mo.framework->name, c));
   }
   if (ds) {
     // Model states as DeepSpeed's own estimator gives them, where they live, and the PCIe/NVMe

@@ -355,10 +355,14 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
         }
         using When = FrameworkProfile::Caveat::When;
         const std::string when = c["when"].get<std::string>();
-        FrameworkProfile::Caveat one{when == "moe" ? When::moe : When::context_parallel,
+        FrameworkProfile::Caveat one{when == "moe"                     ? When::moe
+                                     : when == "full_recompute_memory" ? When::full_recompute_memory
+                                                                       : When::context_parallel,
                                      c["text"].get<std::string>()};
-        if (when != "context_parallel" && when != "moe")
-          p.add(fmt::format("{}.when = \"{}\": must be context_parallel or moe", at, when));
+        if (when != "context_parallel" && when != "moe" && when != "full_recompute_memory")
+          p.add(fmt::format("{}.when = \"{}\": must be context_parallel, moe or "
+                            "full_recompute_memory",
+                            at, when));
         else if (one.text.empty())
           p.add(fmt::format("{}.text: must not be empty", at));
         else
@@ -450,10 +454,12 @@ nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFacto
 }
 nlohmann::json caveats_json(const std::vector<FrameworkProfile::Caveat>& caveats) {
   nlohmann::json j = nlohmann::json::array();
+  using When = FrameworkProfile::Caveat::When;
   for (const auto& c : caveats)
-    j.push_back(
-        {{"when", c.when == FrameworkProfile::Caveat::When::moe ? "moe" : "context_parallel"},
-         {"text", c.text}});
+    j.push_back({{"when", c.when == When::moe                     ? "moe"
+                          : c.when == When::full_recompute_memory ? "full_recompute_memory"
+                                                                  : "context_parallel"},
+                 {"text", c.text}});
   return j;
 }
 
@@ -462,8 +468,19 @@ nlohmann::json caveats_json(const std::vector<FrameworkProfile::Caveat>& caveats
 std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe,
                                             bool context_parallel) {
   std::vector<std::string> out;
+  using When = FrameworkProfile::Caveat::When;
   for (const auto& c : fw.caveats)
-    if (c.when == FrameworkProfile::Caveat::When::moe ? moe : context_parallel)
+    if (c.when == When::moe ? moe : c.when == When::context_parallel && context_parallel)
+      out.push_back(c.text);
+  return out;
+}
+
+std::vector<std::string> memory_caveats(const FrameworkProfile& fw, bool full_recompute,
+                                        bool played_program) {
+  std::vector<std::string> out;
+  for (const auto& c : fw.caveats)
+    if (c.when == FrameworkProfile::Caveat::When::full_recompute_memory && full_recompute &&
+        !played_program)
       out.push_back(c.text);
   return out;
 }

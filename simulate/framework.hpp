@@ -99,9 +99,11 @@ struct FrameworkProfile {
   std::string notes;   // how the derived values were derived (documentation, kept by fits)
   // What the profile is known to predict badly, from its recorded comparisons, said beside
   // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
-  // model with routed experts), `text` what was measured and where it is written up.
+  // model with routed experts; "full_recompute_memory": the memory of a step with full
+  // recompute whose blocks the allocator model generates rather than plays from a recorded
+  // program), `text` what was measured and where it is written up.
   struct Caveat {
-    enum class When { context_parallel, moe };
+    enum class When { context_parallel, moe, full_recompute_memory };
     When when = When::context_parallel;
     std::string text;
   };
@@ -315,6 +317,10 @@ struct FrameworkProfile {
 /// with context parallelism (`context_parallel`), in the profile's order.
 [[nodiscard]] std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe,
                                                           bool context_parallel);
+/// The texts of `fw`'s memory caveats that apply to a step with full recompute whose blocks
+/// the caching-allocator model generated (`played_program`: it played a recorded program).
+[[nodiscard]] std::vector<std::string> memory_caveats(const FrameworkProfile& fw,
+                                                      bool full_recompute, bool played_program);
 
 /// torch.compile over an eager PyTorch profile the way torchtitan applies it: `blocks`
 /// compiles each transformer block (the per-op checkpointing policy is traced into the graph:

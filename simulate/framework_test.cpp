@@ -149,7 +149,8 @@ TEST_CASE("bad framework profiles name the field and the rule") {
                        doctest::Contains("caveats: expected an array"), ConfigError);
   CHECK_THROWS_WITH_AS(
       framework_from_json(with("caveats", {{{"when", "always"}, {"text", "t"}}}), "f.json"),
-      doctest::Contains("caveats[0].when = \"always\": must be context_parallel or moe"),
+      doctest::Contains(
+          "caveats[0].when = \"always\": must be context_parallel, moe or full_recompute_memory"),
       ConfigError);
   CHECK_THROWS_WITH_AS(
       framework_from_json(with("caveats", {{{"when", "moe"}, {"text", ""}}}), "f.json"),
@@ -162,12 +163,19 @@ TEST_CASE("a profile's caveats are said where they apply, and kept by a round tr
   auto fw = load_framework("trainsim");
   using When = FrameworkProfile::Caveat::When;
   fw.caveats = {{When::context_parallel, "ring attention: slower than predicted"},
-                {When::moe, "MoE layers: least certain"}};
+                {When::moe, "MoE layers: least certain"},
+                {When::full_recompute_memory, "generated order"}};
   const FrameworkProfile back = framework_from_json(framework_to_json(fw), "round trip");
-  REQUIRE(back.caveats.size() == 2);
+  REQUIRE(back.caveats.size() == 3);
   CHECK(back.caveats[0].when == When::context_parallel);
   CHECK(back.caveats[1].when == When::moe);
   CHECK(back.caveats[1].text == "MoE layers: least certain");
+  CHECK(back.caveats[2].when == When::full_recompute_memory);
+  // The memory caveat: with full recompute through a generated step only, never for time.
+  CHECK(memory_caveats(fw, true, false) == std::vector<std::string>{"generated order"});
+  CHECK(memory_caveats(fw, false, false).empty());
+  CHECK(memory_caveats(fw, true, true).empty());
+  CHECK(applicable_caveats(fw, false, false).empty());
   Setup dense; // cp 1, no experts: none applies
   CHECK(dense.run(&fw).caveats.empty());
   Setup ring;
