@@ -14,6 +14,14 @@ vocabulary V: bytes = coefficient x one product of them; library workspaces affi
 B x S through both traces), and writes the program trainsim's generated step plays
 (simulate/alloc_program.hpp; docs/frameworks.md, "The caching allocator").
 
+FSDP2 traces (framework fsdp, one GPU) repeat their backward window for the middle layers
+only: the top layer's backward is read into the head's backward part and layer 0's into the
+embedding's ("backward_windows": "middle"), each forward window keeps its own output, the next
+layer's checkpointed input ("forward_kept": "output"), blocks carry the stream they were made on
+when it is not the default one, sizes may be multiples of one layer's parameters (P) or of the
+root unit's (R), and the sharded gradients' frees after the backward are kept as recorded
+("zero_grad_order": {"sequence": ...}).
+
 Usage: scripts/derive-alloc-program.py TRACE_A TRACE_B OUT.json
 Each trace's header names its model (presets/models/<model>.json gives D, F, H, V, layers),
 micro-batch and sequence length. Stdlib only; exits non-zero, naming what disagrees, when the two
@@ -26,8 +34,8 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 # Products a block's size may be a multiple of, most specific first (a tie goes to the first).
-MONOMIALS = ["BHSS", "BSV", "BSD", "BSF", "BHS", "BS", "SS", "VD", "DD", "DF", "V", "F", "D", "S", "H",
-             "B", "1"]
+MONOMIALS = ["BHSS", "BSV", "BSD", "BSF", "BHS", "BS", "SS", "VD", "R", "P", "DD", "DF", "V", "F", "D",
+             "S", "H", "B", "1"]
 UNRESOLVED = []
 COEFFICIENTS = [0.5, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256]
 
@@ -48,6 +56,16 @@ def load(path):
     dims = {"B": head["micro_batch"], "S": head["seq_len"], "D": model["hidden_size"],
             "F": model["ffn_hidden_size"], "H": model["num_heads"], "L": model["num_layers"],
             "V": model["vocab_size"]}
+    # P: one layer's parameters (4 D x D attention projections, 3 D x F feed-forward matrices,
+    # two norms), the size of FSDP2's per-layer flat buffers; the recorded layer's shape.
+    dims["P"] = 4 * dims["D"] * dims["D"] + 3 * dims["D"] * dims["F"] + 2 * dims["D"]
+    # R: the root unit's parameters (embedding, LM head, final norm), FSDP2's root buffers.
+    dims["R"] = 2 * dims["V"] * dims["D"] + dims["D"]
+    # FSDP2's backward repeats one window for the middle layers only: the top layer's (its
+    # gradient from the head, no layer above to prefetch after) and layer 0's (the root's
+    # reduce-scatter after it) differ, and are read as parts of the head's and the embedding's
+    # backward.
+    dims["NB"] = dims["L"] - 2 if head.get("framework") == "fsdp" else dims["L"]
     events, markers, sizes = [], {}, {}
     for n, line in enumerate(lines[1:], start=2):
         p = line.split()
@@ -55,9 +73,10 @@ def load(path):
             continue
         if p[0] == "a":
             sizes[p[2]] = int(p[1])
-            events.append(("a", p[2], int(p[1]), n))
+            # (kind, block, bytes, CUDA stream: the reduce-scatter's is not the default one)
+            events.append(("a", p[2], int(p[1]), int(p[3]) if len(p) > 3 else 0))
         elif p[0] == "f":
-            events.append(("f", p[1], sizes.get(p[1], 0), n))
+            events.append(("f", p[1], sizes.get(p[1], 0), 0))
         elif p[0] == "m":
             markers[(int(p[1]), p[2])] = len(events)
     return head, dims, events, markers
@@ -80,7 +99,7 @@ def region(events, markers, step, begin, end, path):
 def windows(ev, layers, path, what):
     """The layer windows of a region: the longest period P with `layers` equal windows of P
     events, cut where the fewest blocks cross from one window to the next."""
-    toks = [(k, s) for k, _, s, _ in ev]
+    toks = [(k, s, st) for k, _, s, st in ev]
     n = len(toks)
     for period in range(n // layers, 9, -1):
         starts = [s for s in range(0, n - layers * period + 1)
@@ -110,10 +129,10 @@ def program(ev, start, period, layers):
             prev[ev[i][1]] = len(prev)
     out = []
     for i in range(w0, w1):
-        kind, bid, size, _ = ev[i]
+        kind, bid, size, stream = ev[i]
         if kind == "a":
             local[bid] = len(local)
-            out.append(["a", size])
+            out.append(["a", size, stream])
         elif bid in local:
             out.append(["f", local[bid]])
         elif bid in prev:
@@ -144,6 +163,14 @@ def formula(sa, sb, da, db, where, affine=False, affine_d=False):
     if max(sa, sb) <= 1.1 * min(sa, sb):
         UNRESOLVED.append({"where": where, "sizes": [sa, sb]})
         return [max(sa, sb), "1"]
+    # A small-pool block (at most 1 MiB; FSDP2's per-layer bookkeeping) that follows none:
+    # affine in the layer's parameters through both traces.
+    if max(sa, sb) <= 1 << 20 and da["P"] != db["P"]:
+        c = (sa - sb) / (da["P"] - db["P"])
+        o = sa - c * da["P"]
+        if c > 0 and o >= -0.5 * sa:
+            UNRESOLVED.append({"where": where, "sizes": [sa, sb], "affine_in": "P"})
+            return [c, "P", o]
     # Around the layers, library workspaces (the embedding backward's sort) grow with the tokens
     # but are no multiple of them: affine in B x S through both traces, listed as "fixed" too.
     if affine:
@@ -160,11 +187,19 @@ def formula(sa, sb, da, db, where, affine=False, affine_d=False):
 PARTS = ["embedding_forward", "head_forward", "head_backward", "embedding_backward"]
 
 
+def with_stream(event, stream):
+    """An allocation made on a stream other than the default one carries it after its offset:
+    ["a", coefficient, product, offset, stream]."""
+    if stream == 0:
+        return event
+    return event + [0] * (4 - len(event)) + [stream]
+
+
 def step_origins(trace, cut):
     """Where each block step 2 makes comes from: (part or "forward"/"backward" window, window
     index, its number among that part's or window's blocks)."""
     head, dims, events, markers = trace
-    layers = dims["L"]
+    layers, nb = dims["L"], dims["NB"]
     fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
     fstart, fp = cut["forward"]
     bstart, bp = cut["backward"]
@@ -181,7 +216,7 @@ def step_origins(trace, cut):
             where, inst = "head_forward", 0
         elif i < fe + bstart:
             where, inst = "head_backward", 0
-        elif i < fe + bstart + layers * bp:
+        elif i < fe + bstart + nb * bp:
             where, inst = "backward", (i - fe - bstart) // bp
         else:
             where, inst = "embedding_backward", 0
@@ -199,25 +234,26 @@ def around_parts(trace, cut, layer_parts):
     backward window played, layer 0's ("f_last", block). Frees of blocks made before the step
     are left out; blocks alive when the backward ends are freed by the step's end."""
     head, dims, events, markers = trace
-    layers = dims["L"]
+    layers, nb = dims["L"], dims["NB"]
     fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
     fstart, fp = cut["forward"]
     bstart, bp = cut["backward"]
     spans = {"embedding_forward": (fs, fs + fstart),
              "head_forward": (fs + fstart + layers * fp, fe),
              "head_backward": (fe, fe + bstart),
-             "embedding_backward": (fe + bstart + layers * bp, be)}
+             "embedding_backward": (fe + bstart + nb * bp, be)}
     origin = step_origins(trace, cut)
     casts = {k["block"] for k in layer_parts["forward"]["kept"] if k["until"] == "forward_end"}
+    inputs = {k["block"] for k in layer_parts["forward"]["kept"] if k["until"] == "layer_input"}
     freed = {events[i][1] for i in range(fs, be) if events[i][0] == "f"}
     out, top = {}, {}
     for name in PARTS:
         lo, hi = spans[name]
         ev, cast_freed = [], False
         for i in range(lo, hi):
-            kind, bid, size, _ = events[i]
+            kind, bid, size, stream = events[i]
             if kind == "a":
-                ev.append(["a", size])
+                ev.append(["a", size, stream])
                 continue
             if bid not in origin:
                 continue  # made before the step
@@ -230,8 +266,17 @@ def around_parts(trace, cut, layer_parts):
                 if not cast_freed:
                     ev.append(["f_casts"])
                     cast_freed = True
-            elif where == "backward" and inst == layers - 1:
+            elif where == "backward" and inst == nb - 1:
                 ev.append(["f_last", k])
+            elif where == "forward" and k in inputs and name == "head_forward" and \
+                    inst == layers - 1 and nb < layers:
+                # FSDP2's forward windows each keep their own output (the next layer's
+                # checkpointed input): the last one's is the head's input, freed by the head.
+                ev.append(["f_input_head"])
+            elif where == "forward" and k in inputs and name == "head_backward" and nb < layers:
+                # The top layer's backward, read into the head's part, frees the top layer's
+                # checkpointed input (its own forward window's kept block).
+                ev.append(["f_input_top"])
             else:
                 die(f"{name}: frees block {k} of {where} window {inst}, which no rule names")
         kept = sorted(k for bid, (where, inst, k) in origin.items()
@@ -275,7 +320,7 @@ def free_order(trace, cut):
     kept (the gradients, by zero_grad in parameter order; the loss), and the token batch made
     for it before the step (freed last, then made again for the next step)."""
     head, dims, events, markers = trace
-    layers = dims["L"]
+    nb = dims["NB"]
     fs, fe, be = markers[(2, "start")], markers[(2, "forward")], markers[(2, "backward")]
     end = markers.get((3, "start"), len(events))
     origin = step_origins(trace, cut)
@@ -289,7 +334,7 @@ def free_order(trace, cut):
             seq.append(origin[bid])
         elif bid in made_before and batch is None and i > be:
             batch = made_before[bid]
-    groups = ["embedding_backward"] + [("backward", layers - 1 - l) for l in range(layers)] + \
+    groups = ["embedding_backward"] + [("backward", nb - 1 - l) for l in range(nb)] + \
         ["head_backward", "head_forward"]
     order = {}
     pos = 0
@@ -304,8 +349,28 @@ def free_order(trace, cut):
             die(f"the layers free their gradients in different orders: {order[key]} vs {ks}")
         order[key] = ks
     if pos != len(seq):
-        die(f"after the backward, step 2 frees {seq[pos:pos + 3]}... out of the order embedding, "
-            f"layers 0 to L-1, head")
+        if dims["NB"] == dims["L"]:
+            die(f"after the backward, step 2 frees {seq[pos:pos + 3]}... out of the order "
+                f"embedding, layers 0 to L-1, head")
+        # FSDP2 frees the sharded gradients in another order: kept as recorded, the windows'
+        # runs as one entry each ("window": the middle layers' blocks, bottom layer first).
+        order = {"sequence": []}
+        i = 0
+        while i < len(seq):
+            where, inst, k = seq[i]
+            if where == "backward":
+                run = []
+                while i < len(seq) and seq[i][0] == "backward":
+                    run.append(seq[i])
+                    i += 1
+                want = [("backward", nb - 1 - j, run[0][2]) for j in range(nb)]
+                if run != want:
+                    die(f"after the backward, the middle layers free {run[:3]}... not one block "
+                        f"each from layer 1 up")
+                order["sequence"].append(["window", run[0][2]])
+                continue
+            order["sequence"].append([where, k])
+            i += 1
     return order, batch
 
 
@@ -350,23 +415,25 @@ def main():
     pa, pb, out_path = sys.argv[1:]
     traces = [load(pa), load(pb)]
     for (head, _, _, _), path in zip(traces, (pa, pb)):
-        for key, want in (("framework", "pytorch"), ("precision", "bf16-mixed"),
-                          ("recompute", "full")):
+        if head.get("framework") not in ("pytorch", "fsdp"):
+            die(f"{path}: header framework is {head.get('framework')!r}, not pytorch or fsdp")
+        for key, want in (("precision", "bf16-mixed"), ("recompute", "full")):
             if head.get(key) != want:
                 die(f"{path}: header {key} is {head.get(key)!r}, the program is for {want!r}")
         if head.get("attention") not in ("naive", "flash"):
             die(f"{path}: header attention is {head.get('attention')!r}, not naive or flash")
-    attention = traces[0][0]["attention"]
-    if traces[1][0]["attention"] != attention:
-        die("the two traces ran different attention")
+    attention, framework = traces[0][0]["attention"], traces[0][0]["framework"]
+    if traces[1][0]["attention"] != attention or traces[1][0]["framework"] != framework:
+        die("the two traces ran different attention or frameworks")
     parts, layer_input, cuts = {}, {}, {}
     for name, begin, end in (("forward", "start", "forward"), ("backward", "forward", "backward")):
         progs = []
         for (head, dims, events, markers), path in zip(traces, (pa, pb)):
             ev = region(events, markers, 2, begin, end, path)
-            start, period = windows(ev, dims["L"], path, name)
+            reps = dims["L"] if name == "forward" else dims["NB"]
+            start, period = windows(ev, reps, path, name)
             cuts.setdefault(path, {})[name] = (start, period)
-            out, kept, (first, last, n) = program(ev, start, period, dims["L"])
+            out, kept, (first, last, n) = program(ev, start, period, reps)
             # Where each block that outlives its layer is freed: in the forward after the
             # layers (autocast's cached weight casts), by a later layer's backward (a layer's
             # output, the next layer's saved input; the gradient handed down), or after the
@@ -393,13 +460,16 @@ def main():
                 # The block forward window 1 keeps must be what backward window L - 2 (the same
                 # layer, backward runs top down) frees as its input: the binding the generated
                 # step uses (allocator.cpp).
+                # The backward windows run from the top layer (FSDP2: the one below it) down,
+                # so layer 1's is window NB - 2 (eager: L - 2; FSDP2: L - 4).
                 base = markers[(2, "forward")] + start
+                want = dims["NB"] - 2
                 for bid in layer_input[path]:
                     i = next((i for i, e in enumerate(events) if e[0] == "f" and e[1] == bid), -1)
                     w = (i - base) // period if i >= base else -1
-                    if w != dims["L"] - 2:
+                    if w != want:
                         die(f"{path}: forward window 1's kept input is freed in backward window "
-                            f"{w}, not {dims['L'] - 2}")
+                            f"{w}, not {want}")
             progs.append((out, classes, period, (start, n - last)))
         (ea, ka, pa_, ra), (eb, kb, pb_, rb) = progs
         if pa_ != pb_ or ka != kb or [e[0] for e in ea] != [e[0] for e in eb]:
@@ -408,8 +478,8 @@ def main():
         events = []
         for i, (x, y) in enumerate(zip(ea, eb)):
             if x[0] == "a":
-                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}",
-                                              affine_d=True))
+                events.append(with_stream(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}",
+                                                          affine_d=True), x[2]))
             elif x[0] == "f_before":
                 events.append(["f_input"])
             else:
@@ -440,8 +510,8 @@ def main():
         events = []
         for i, (x, y) in enumerate(zip(xa["events"], xb["events"])):
             if x[0] == "a":
-                events.append(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}", True,
-                                              True))
+                events.append(with_stream(["a"] + formula(x[1], y[1], da, db, f"{name} event {i}",
+                                                          True, True), x[2]))
             else:
                 if x != y:
                     die(f"{name} event {i}: {x} vs {y}")
@@ -465,6 +535,8 @@ def main():
     # this order only if each group's list is its blocks in descending order and the groups
     # come embedding, layers 0..L-1, head backward, head forward.
     for key, ks in oa.items():
+        if key == "sequence":
+            continue
         if ks != sorted(ks, reverse=True):
             die(f"{key} frees its kept blocks in an order other than the reverse of making: {ks}")
     print(f"after the backward: gradients freed in parameter order; batch {batch}")
@@ -484,12 +556,12 @@ def main():
         first.append([x[0], x[1]] + formula(x[2], y[2], da, db, f"first step block {x[:2]}"))
     print(f"first step: {len(first)} blocks of its own ({', '.join(str(x[:2]) for x in first)})")
     ha, hb = traces[0][0], traces[1][0]
-    d = traces[0][1]
+    d = dims_a = traces[0][1]
     doc = {
-        "name": f"pytorch-bf16-{attention}-full",
+        "name": f"{framework}-bf16-{attention}-full",
         "source": "scripts/derive-alloc-program.py from step 2 of " + os.path.relpath(pa, ROOT)
                   + " and " + os.path.relpath(pb, ROOT) + f" (torch {ha['versions']['torch']})",
-        "applies_to": {"framework": "pytorch", "precision": "bf16-mixed", "attention": attention,
+        "applies_to": {"framework": framework, "precision": "bf16-mixed", "attention": attention,
                        "vocab_size": d["V"],
                        "recompute": "full", "layer_like_model": ha["model"],
                        "ffn_over_hidden": d["F"] / d["D"],
@@ -498,6 +570,8 @@ def main():
         "forward": parts["forward"],
         "backward": parts["backward"],
         **{name: parts[name] for name in PARTS},
+        **({"backward_windows": "middle", "forward_kept": "output"}
+           if dims_a["NB"] < dims_a["L"] else {}),
         "first_step_blocks": first,
         "init_blocks": init,
         "zero_grad_order": oa,
