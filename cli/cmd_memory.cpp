@@ -241,25 +241,26 @@ int run_memory(const MemoryOptions& o) {
           "so there is no step of requests to write (profiles that do: pytorch, "
           "pytorch-compile, fsdp)",
           mo.framework->name));
-    nlohmann::json header{{"framework", mo.framework->name},
-                          {"model", m.name},
-                          {"gpu", mc.gpu.name},
-                          {"num_gpus", p.num_gpus()},
-                          {"precision", model::to_string(s.precision)},
-                          {"seq_len", s.seq_len},
-                          {"micro_batch", s.micro_batch_size},
-                          {"global_batch", s.global_batch_size},
-                          {"tp", p.tp},
-                          {"pp", p.pp},
-                          {"cp", p.cp},
-                          {"dp", p.dp},
-                          {"zero_stage", p.zero_stage},
-                          {"recompute", model::to_string(p.recompute)},
-                          {"attention", model::to_string(s.attention)},
-                          {"id", fmt::format("trainsim-{}-{}-b{}-s{}", mo.framework->name, m.name,
-                                             s.micro_batch_size, s.seq_len)},
-                          {"source", "trainsim memory --allocator-trace-out (the generated step)"},
-                          {"pipeline_stage", b.stage}};
+    nlohmann::json header{
+        {"framework", mo.framework->name},
+        {"model", m.name},
+        {"gpu", mc.gpu.name},
+        {"num_gpus", p.num_gpus()},
+        {"precision", model::to_string(s.precision)},
+        {"seq_len", s.seq_len},
+        {"micro_batch", s.micro_batch_size},
+        {"global_batch", s.global_batch_size > 0 ? s.global_batch_size : s.micro_batch_size * p.dp},
+        {"tp", p.tp},
+        {"pp", p.pp},
+        {"cp", p.cp},
+        {"dp", p.dp},
+        {"zero_stage", p.zero_stage},
+        {"recompute", model::to_string(p.recompute)},
+        {"attention", model::to_string(s.attention)},
+        {"id", fmt::format("trainsim-{}-{}-b{}-s{}", mo.framework->name, m.name, s.micro_batch_size,
+                           s.seq_len)},
+        {"source", "trainsim memory --allocator-trace-out (the generated step)"},
+        {"pipeline_stage", b.stage}};
     header["segment_placement"] = sim::step_segment_placement(*b.allocator_step) ==
                                           sim::CachingAllocatorModel::SegmentPlacement::above
                                       ? "above"

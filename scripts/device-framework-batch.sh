@@ -70,6 +70,7 @@
 #           recompute and none) for deriving recorded programs; fit material only
 #   traces-flash-judge, oom-e: (session 24) eager flash full-recompute traces and OOM
 #           boundaries judging the recorded flash program (declared before the call)
+#   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program
 #   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
 #           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
 #           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
@@ -147,10 +148,13 @@ case "$part" in
     t --framework fsdp --model cs336-medium --recompute none --batch 8 --seq-len 1024
     t --framework fsdp --model cs336-large --recompute none --batch 8 --seq-len 1024
     ;;
-  traces-flash-judge)
-    # (session 24) uncapped eager flash full-recompute traces judging the recorded flash
-    # program (declared in docs/frameworks.md "Fit/test split" before this call)
-    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --framework pytorch \
+  traces-flash-judge|traces-fsdp-judge)
+    # (session 24) uncapped flash full-recompute traces judging the recorded eager flash
+    # program (traces-flash-judge) and the derived FSDP2 one (traces-fsdp-judge); declared in
+    # docs/frameworks.md "Fit/test split" before the call
+    fw=pytorch
+    [ "$part" = traces-fsdp-judge ] && fw=fsdp
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --framework "$fw" \
       --attention flash --recompute full "$@"; }
     t --model cs336-small --batch 32 --seq-len 2048
     t --model cs336-medium --batch 16 --seq-len 2048
@@ -163,6 +167,11 @@ case "$part" in
     # (session 24) OOM boundaries judging the recorded flash program (declared as above)
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e.json --output "$w/oom-e.jsonl" --limit-s 200
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e.jsonl" --out "$w/oom-e-fresh.jsonl" --budget-s 225
+    ;;
+  oom-f)
+    # (session 24) FSDP2 OOM boundaries judging the derived FSDP2 program (declared as above)
+    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-f.json --output "$w/oom-f.jsonl" --limit-s 200
+    box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-f.jsonl" --out "$w/oom-f-fresh.jsonl" --budget-s 225
     ;;
   recompute-boundary-q)
     box 590 python3 scripts/peer_recompute_boundary.py --plan scripts/framework-recompute-boundary.json \

@@ -21,12 +21,13 @@ using Until = LayerAllocProgram::Until;
 constexpr std::array<const char*, LayerAllocProgram::num_parts> kPartNames{
     "embedding_forward", "head_forward", "head_backward", "embedding_backward"};
 
-// A size's product: "1", or letters of B (micro-batch), S, D, F, H, V.
+// A size's product: "1", or letters of B (micro-batch), S, D, F, H, V, P (one layer's
+// parameters: 4 D x D + 3 D x F + 2 D) and R (the root unit's: 2 V x D + D).
 bool valid_product(const std::string& product) {
   return !product.empty() && product.size() <= 8 &&
-         product.find_first_not_of(product == "1" ? "1" : "BSDFHV") == std::string::npos;
+         product.find_first_not_of(product == "1" ? "1" : "BSDFHVPR") == std::string::npos;
 }
-constexpr const char* kProductRule = "must be \"1\" or letters of B, S, D, F, H, V";
+constexpr const char* kProductRule = "must be \"1\" or letters of B, S, D, F, H, V, P, R";
 
 // `part` >= 0: one of the parts around the layers, whose events may also be f_part, f_casts,
 // f_last, and allocations affine in a product (["a", c, product, offset]).
@@ -76,17 +77,20 @@ read_pass(const nlohmann::json* j, const std::string& what, Problems& p, int par
     const std::string op = e[0].get<std::string>();
     AllocProgram::Event ev;
     if (op == "a") {
-      const bool affine = e.size() == 4;
-      if ((e.size() != 3 && !affine) || !e[1].is_number() || !e[2].is_string() ||
+      const bool affine = e.size() >= 4, streamed = e.size() == 5;
+      if ((e.size() < 3 || e.size() > 5) || !e[1].is_number() || !e[2].is_string() ||
           !(e[1].get<double>() > 0 && e[1].get<double>() <= 1e10) ||
-          (affine && (!e[3].is_number() || !(std::abs(e[3].get<double>()) <= 1e12)))) {
-        p.add(at + ": an allocation is [\"a\", coefficient in (0, 1e10], product] (around the "
-                   "layers also [\"a\", coefficient, product, offset in [-1e12, 1e12]])");
+          (affine && (!e[3].is_number() || !(std::abs(e[3].get<double>()) <= 1e12))) ||
+          (streamed && (!e[4].is_number_integer() || e[4].get<std::int64_t>() < 0 ||
+                        e[4].get<std::int64_t>() > 1023))) {
+        p.add(at + ": an allocation is [\"a\", coefficient in (0, 1e10], product], optionally "
+                   "with an offset in [-1e12, 1e12] and a stream in [0, 1023] after it");
         continue;
       }
       ev.coefficient = e[1].get<double>();
       ev.product = e[2].get<std::string>();
       ev.offset = affine ? e[3].get<double>() : 0.0;
+      ev.stream = streamed ? e[4].get<std::int64_t>() : 0;
       if (!valid_product(ev.product))
         p.add(fmt::format("{}: product \"{}\" {}", at, ev.product, kProductRule));
       ev.block = static_cast<std::int32_t>(alive.size());
@@ -137,6 +141,13 @@ read_pass(const nlohmann::json* j, const std::string& what, Problems& p, int par
       ev.kind = op == "f_casts" ? Kind::free_casts : Kind::free_last;
       if (op == "f_last")
         ev.block = static_cast<std::int32_t>(e[1].get<std::int64_t>());
+    } else if ((op == "f_input_head" && part == LayerAllocProgram::head_forward) ||
+               (op == "f_input_top" && part == LayerAllocProgram::head_backward)) {
+      if (e.size() != 1) {
+        p.add(at + ": [\"" + op + "\"] takes nothing more");
+        continue;
+      }
+      ev.kind = op == "f_input_head" ? Kind::free_input_head : Kind::free_input_top;
     } else if (op == "f_input" && part < 0) {
       if (e.size() != 1) {
         p.add(at + ": [\"f_input\"] takes nothing more");
@@ -212,6 +223,8 @@ double product_value(const std::string& product, double b, double s, double d, d
          : c == 'F' ? f
          : c == 'H' ? h
          : c == 'V' ? v_size
+         : c == 'P' ? 4 * d * d + 3 * d * f + 2 * d
+         : c == 'R' ? 2 * v_size * d + d
                     : 1.0;
   return v;
 }
@@ -245,8 +258,12 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
   const auto* bwd = r.take("backward");
   const auto* first = r.take("first_step_blocks");
   const auto* init = r.take("init_blocks");
-  (void)r.take("zero_grad_order"); // checked by the script: the reverse of making
+  // Eager programs: checked by the script (the reverse of making); FSDP2's: a recorded sequence.
+  const auto* zero_grad = r.take("zero_grad_order");
   const auto* batch = r.take("batch_block");
+  std::string backward_windows = "all", forward_kept = "input";
+  r.get("backward_windows", backward_windows);
+  r.get("forward_kept", forward_kept);
   std::array<const nlohmann::json*, LayerAllocProgram::num_parts> parts{};
   for (std::size_t k = 0; k < parts.size(); ++k)
     parts[k] = r.take(kPartNames[k]);
@@ -270,9 +287,11 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
     if (a.get("vocab_size", vocab, Interval{1, 1e8, {}, false}))
       prog.vocab_size = static_cast<std::int64_t>(vocab);
     a.finish();
-    if (framework != "pytorch")
-      p.add(fmt::format("applies_to.framework: \"{}\"; programs are recorded for \"pytorch\"",
+    if (framework != "pytorch" && framework != "fsdp")
+      p.add(fmt::format("applies_to.framework: \"{}\"; programs are recorded for \"pytorch\" "
+                        "or \"fsdp\"",
                         framework));
+    prog.framework = framework;
     // The configurations a program may be recorded for (the generated step plays only these).
     if (precision != "bf16-mixed")
       p.add(fmt::format("applies_to.precision: \"{}\" (only \"bf16-mixed\")", precision));
@@ -283,6 +302,39 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
       p.add(fmt::format("applies_to.attention: \"{}\" (\"naive\" or \"flash\")", attention));
     if (recompute != "full")
       p.add(fmt::format("applies_to.recompute: \"{}\" (only \"full\")", recompute));
+  }
+  if (backward_windows != "all" && backward_windows != "middle")
+    p.add(fmt::format("backward_windows: \"{}\" (\"all\" or \"middle\")", backward_windows));
+  if (forward_kept != "input" && forward_kept != "output")
+    p.add(fmt::format("forward_kept: \"{}\" (\"input\" or \"output\")", forward_kept));
+  prog.middle_backward = backward_windows == "middle";
+  prog.forward_keeps_output = forward_kept == "output";
+  if (prog.middle_backward != prog.forward_keeps_output ||
+      prog.middle_backward != (prog.framework == "fsdp"))
+    p.add("backward_windows \"middle\" and forward_kept \"output\" come together, in the "
+          "programs of framework fsdp only");
+  if (zero_grad != nullptr && zero_grad->is_object() && zero_grad->contains("sequence")) {
+    const auto& seq = (*zero_grad)["sequence"];
+    bool ok = seq.is_array() && !seq.empty();
+    for (std::size_t i = 0; ok && i < seq.size(); ++i) {
+      const auto& x = seq[i];
+      ok = x.is_array() && x.size() == 2 && x[0].is_string() && x[1].is_number_integer() &&
+           x[1].get<std::int64_t>() >= 0 && x[1].get<std::int64_t>() <= 1'000'000;
+      if (!ok)
+        break;
+      const std::string where = x[0].get<std::string>();
+      LayerAllocProgram::ZeroGradFree z{-1, static_cast<std::int32_t>(x[1].get<std::int64_t>())};
+      if (where != "window") {
+        for (std::size_t k = 0; k < kPartNames.size(); ++k)
+          if (where == kPartNames[k])
+            z.part = static_cast<std::int8_t>(k);
+        ok = z.part >= 0;
+      }
+      prog.zero_grad_sequence.push_back(z);
+    }
+    if (!ok)
+      p.add("zero_grad_order.sequence: a non-empty array of [\"window\" or a part's name, "
+            "block >= 0]");
   }
   prog.forward = read_pass(fwd, "forward", p);
   prog.backward = read_pass(bwd, "backward", p, -1, &prog.top_prev);
@@ -426,6 +478,9 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
       plan.recompute != program.recompute || plan.tp != 1 || plan.pp != 1 || plan.cp != 1 ||
       plan.ep != 1 || model.num_heads <= 0 || model.hidden_size <= 0)
     return std::nullopt;
+  // An FSDP2 program was recorded on one GPU (its flat buffers are whole layers): world size 1.
+  if (program.framework == "fsdp" && plan.num_gpus() != 1)
+    return std::nullopt;
   if (std::abs(static_cast<double>(model.ffn_hidden_size) / static_cast<double>(model.hidden_size) -
                program.ffn_over_hidden) > 1e-9 ||
       model.hidden_size != program.head_dim * model.num_heads)
@@ -489,6 +544,9 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   const double v = static_cast<double>(model.vocab_size);
   const bool around = program.vocab_size > 0 && model.vocab_size == program.vocab_size &&
                       !program.around[0].events.empty();
+  // Middle windows alone leave out the top and bottom layers, which the parts hold.
+  if (program.middle_backward && !around)
+    return std::nullopt;
   auto bytes = [&](const AllocProgram::Event& e) {
     return e.coefficient * product_value(e.product, b, s, d, f, h, v) + e.offset;
   };
@@ -507,8 +565,8 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   auto fill = [&](const AllocProgram::Pass& pass, std::vector<LayerAllocProgram::Event>& events) {
     events.reserve(pass.events.size());
     for (const auto& e : pass.events)
-      events.push_back(
-          {e.kind, e.block, e.kind == Kind::alloc ? std::max(bytes(e), 1.0) : 0.0, e.part});
+      events.push_back({e.kind, e.block, e.kind == Kind::alloc ? std::max(bytes(e), 1.0) : 0.0,
+                        e.part, e.stream});
   };
   fill(program.forward, out.forward);
   fill(program.backward, out.backward);
@@ -525,7 +583,7 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
       for (const auto& x : from) {
         const double bytes =
             std::max(x.coefficient * product_value(x.product, b, s, d, f, h, v), 1.0);
-        if (x.product.find_first_of("DFV") != std::string::npos)
+        if (x.product.find_first_of("DFVPR") != std::string::npos)
           params.push_back(bytes);
         else
           out.init_other.push_back(bytes);
@@ -540,6 +598,9 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
           {fs.part, fs.before,
            std::max(fs.coefficient * product_value(fs.product, b, s, d, f, h, v), 1.0)});
   }
+  out.middle_backward = program.middle_backward;
+  out.forward_keeps_output = program.forward_keeps_output;
+  out.zero_grad_sequence = program.zero_grad_sequence;
   out.forward_kept = program.forward.kept;
   out.backward_kept = program.backward.kept;
   out.forward_blocks = program.forward.blocks;

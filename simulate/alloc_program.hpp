@@ -19,6 +19,7 @@ namespace trainsim::sim {
 
 struct AllocProgram {
   std::string name, source;
+  std::string framework = "pytorch"; // "pytorch" (eager) or "fsdp" (FSDP2 on one GPU)
   // Where it applies: the framework profile naming it, and these.
   model::Precision precision = model::Precision::bf16_mixed;
   model::AttentionImpl attention = model::AttentionImpl::naive;
@@ -35,6 +36,7 @@ struct AllocProgram {
     std::string product;
     double offset = 0;     // around the layers: bytes = coefficient x product + offset
     std::int8_t part = -1; // f_part: which part
+    std::int64_t stream = 0;
   };
   struct Pass {
     std::vector<Event> events;
@@ -62,6 +64,10 @@ struct AllocProgram {
   std::vector<Size> init_embedding, init_layer, init_rest;
   // The token batch: bytes per token and per sequence (B x (S + 1) ids); 0: none recorded.
   double batch_bytes_per_token = 0, batch_bytes_per_sequence = 0;
+  // FSDP2 (LayerAllocProgram): middle backward windows, forward windows keeping their output,
+  // the recorded zero_grad order.
+  bool middle_backward = false, forward_keeps_output = false;
+  std::vector<LayerAllocProgram::ZeroGradFree> zero_grad_sequence;
 };
 
 /// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -307,6 +308,7 @@ std::uint64_t fingerprint(const StepTensors& t) {
       mix(static_cast<double>(e.kind));
       mix(static_cast<double>(e.block));
       mix(e.bytes);
+      mix(static_cast<double>(e.stream));
     }
   }
   for (const auto& part : lp.around) {
@@ -316,7 +318,14 @@ std::uint64_t fingerprint(const StepTensors& t) {
       mix(static_cast<double>(e.block));
       mix(static_cast<double>(e.part));
       mix(e.bytes);
+      mix(static_cast<double>(e.stream));
     }
+  }
+  mix(static_cast<double>(lp.middle_backward));
+  mix(static_cast<double>(lp.forward_keeps_output));
+  for (const auto& z : lp.zero_grad_sequence) {
+    mix(static_cast<double>(z.part));
+    mix(static_cast<double>(z.block));
   }
   for (const auto& f : lp.first_step) {
     mix(static_cast<double>(f.part));
@@ -408,16 +417,18 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
     // Forward of every micro-batch in flight: saved tensors stay until backward.
     std::vector<std::vector<Id>> emb(static_cast<std::size_t>(in_flight)),
         saved(static_cast<std::size_t>(in_flight) * layers);
+    // A recorded layer program (one micro-batch): each layer's blocks in the recorded order;
+    // the layers' outputs, the casts held to the forward's end, the gradient handed down and
+    // the weight gradients are what cross from one layer to the next. An FSDP2 program holds
+    // FSDP2's own gathers and reduce-scatters too.
+    const auto& lp = t.layer_program;
+    const bool program =
+        !t.layer_program.empty() && in_flight == 1 && (!fsdp2 || lp.middle_backward);
     std::vector<Id> root; // FSDP2: the root unit's unsharded parameters, forward to backward
-    if (fsdp2) {
+    if (fsdp2 && !program) {
       gather(t.emb_params, root);
       gather(t.head_params, root);
     }
-    // A recorded layer program (one micro-batch, no FSDP2): each layer's blocks in the
-    // recorded order; the layers' outputs, the casts held to the forward's end, the gradient
-    // handed down and the weight gradients are what cross from one layer to the next.
-    const bool program = !t.layer_program.empty() && in_flight == 1 && !fsdp2;
-    const auto& lp = t.layer_program;
     std::vector<Id> layer_out(program ? layers : 0, -1), casts, handed;
     // The first step's own blocks due before event i of `where` (-1: the first layer's forward).
     auto first_step_blocks = [&](std::int8_t where, std::int32_t i) {
@@ -431,6 +442,8 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
     // across the step.
     const bool around = program && lp.has_around();
     std::array<std::vector<Id>, LayerAllocProgram::num_parts> part_ids;
+    // Blocks kept to zero_grad, by part or layer window and block (a recorded free order).
+    std::map<std::pair<std::size_t, std::int32_t>, Id> part_kept, window_kept;
     std::vector<Id> last_window; // layer 0's backward blocks that outlived it
     auto drop = [&](std::vector<Id>& v, std::int32_t k) { // block k of v, if still held
       if (k >= 0 && static_cast<std::size_t>(k) < v.size() && v[static_cast<std::size_t>(k)] >= 0) {
@@ -450,7 +463,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
         first_step_blocks(where, at++);
         switch (e.kind) {
         case LayerAllocProgram::Kind::alloc:
-          b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0));
+          b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0), e.stream);
           break;
         case LayerAllocProgram::Kind::free: drop(b, e.block); break;
         case LayerAllocProgram::Kind::free_prev: drop(prev, e.block); break;
@@ -468,6 +481,14 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
           casts.clear();
           break;
         case LayerAllocProgram::Kind::free_last: drop(last_window, e.block); break;
+        case LayerAllocProgram::Kind::free_input_head: // the last layer's output
+          if (!layer_out.empty())
+            drop(layer_out, static_cast<std::int32_t>(layers - 1));
+          break;
+        case LayerAllocProgram::Kind::free_input_top: // the top layer's checkpointed input
+          if (layers >= 2)
+            drop(layer_out, static_cast<std::int32_t>(layers - 2));
+          break;
         }
       }
       return b;
@@ -480,6 +501,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
       for (const auto& k : part.kept) // freed by zero_grad with the gradients
         if (ids[static_cast<std::size_t>(k.block)] >= 0) {
           grads.push_back(ids[static_cast<std::size_t>(k.block)]);
+          part_kept[{static_cast<std::size_t>(which), k.block}] = grads.back();
           ids[static_cast<std::size_t>(k.block)] = -1;
         }
     };
@@ -553,20 +575,28 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
           prev[static_cast<std::size_t>(k.block)] = flowing;
           flowing = -1;
         }
-      for (std::size_t l = layers; l-- > 0;) {
-        // The recorded forward windows each begin where the previous layer's output is made,
-        // so the block window l keeps is layer l's input, which layer l's backward frees.
-        const auto b = play(lp.backward, lp.backward_blocks, -2, prev, layer_out[l]);
+      // FSDP2 programs play the middle layers' windows only (the top layer's backward is in
+      // the head's part, layer 0's in the embedding's).
+      const std::size_t top = lp.middle_backward ? layers - 1 : layers;
+      const std::size_t bottom = lp.middle_backward ? 1 : 0;
+      for (std::size_t l = top; l-- > bottom;) {
+        // The recorded eager forward windows each begin where the previous layer's output is
+        // made, so the block window l keeps is layer l's input, which layer l's backward frees;
+        // an FSDP2 window keeps its own output, layer l + 1's input.
+        const Id input = lp.forward_keeps_output ? layer_out[l - 1] : layer_out[l];
+        const auto b = play(lp.backward, lp.backward_blocks, -2, prev, input);
         for (Id id : prev) // anything of the layer above its backward did not free
           if (id >= 0)
             a.release(id);
         prev.assign(static_cast<std::size_t>(lp.backward_blocks), -1);
         for (const auto& k : lp.backward_kept) {
           const Id id = b[static_cast<std::size_t>(k.block)];
-          if (k.until == LayerAllocProgram::Until::next_layer)
+          if (k.until == LayerAllocProgram::Until::next_layer) {
             prev[static_cast<std::size_t>(k.block)] = id;
-          else
+          } else {
             grads.push_back(id);
+            window_kept[{l, k.block}] = id;
+          }
         }
       }
       if (around) {
@@ -626,7 +656,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
     }
     if (flowing >= 0)
       a.release(flowing);
-    if (fsdp2) {
+    if (fsdp2 && !program) {
       alloc_all(t.emb_params, w, root_grads);
       reduce_scatter(root_unit, root_grads, grads);
       if (rs_input >= 0)
@@ -660,6 +690,23 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
         temps.push_back(alloc(p * t.transient_bytes_per_param));
     });
     release_all(temps);
+    if (program && !lp.zero_grad_sequence.empty()) {
+      // zero_grad in the order the program recorded (FSDP2's sharded gradients), then the rest.
+      std::set<Id> freed;
+      auto free_kept = [&](const std::map<std::pair<std::size_t, std::int32_t>, Id>& from,
+                           std::size_t where, std::int32_t block) {
+        if (auto it = from.find({where, block});
+            it != from.end() && freed.insert(it->second).second)
+          a.release(it->second);
+      };
+      for (const auto& z : lp.zero_grad_sequence)
+        if (z.part >= 0)
+          free_kept(part_kept, static_cast<std::size_t>(z.part), z.block);
+        else
+          for (std::size_t l = 1; l + 1 < layers; ++l) // the middle layers, layer 1 first
+            free_kept(window_kept, l, z.block);
+      std::erase_if(grads, [&](Id id) { return freed.count(id) > 0; });
+    }
     release_all(grads);     // zero_grad(set_to_none=True)
     if (token_batch >= 0) { // the next step's batch
       a.release(token_batch);
@@ -676,7 +723,8 @@ CachingAllocatorModel::SegmentPlacement step_segment_placement(const StepTensors
   // A recorded layer program is PyTorch's own order of requests, so its segments are placed as
   // the recorded traces place them, each below the ones before (allocator.hpp); the coarse
   // step keeps the placement its fitted profiles were judged with.
-  return !t.layer_program.empty() && t.micro_batches_in_flight <= 1 && !t.fsdp2
+  return !t.layer_program.empty() && t.micro_batches_in_flight <= 1 &&
+                 (!t.fsdp2 || t.layer_program.middle_backward)
              ? CachingAllocatorModel::SegmentPlacement::below
              : CachingAllocatorModel::SegmentPlacement::above;
 }

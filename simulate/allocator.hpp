@@ -144,12 +144,16 @@ struct LayerAllocProgram {
     free_part,  // block `block` of the part `part`, made earlier in the step
     free_casts, // every layer's cached weight casts (Until::forward_end)
     free_last,  // block `block` of the last backward window played (layer 0's)
+    // FSDP2 programs (forward windows keep their output, the next layer's input):
+    free_input_head, // head_forward: the last layer's output
+    free_input_top,  // head_backward: the top layer's checkpointed input
   };
   struct Event {
     Kind kind = Kind::alloc;
     std::int32_t block = -1;
     double bytes = 0;
     std::int8_t part = -1;
+    std::int64_t stream = 0; // allocations: the CUDA stream (FSDP2's reduce-scatter: not 0)
   };
   // What becomes of a block that outlives its pass: freed when the forward ends (autocast's
   // cached weight casts), the layer's input as the checkpoint keeps it (a recorded forward
@@ -200,6 +204,17 @@ struct LayerAllocProgram {
   // The token batch (B x (S + 1) ids): made after the parameters, freed after zero_grad and
   // made again for the next step. 0: none.
   double batch_bytes = 0;
+  // FSDP2 programs: the backward windows are the middle layers' (L - 2 .. 1; the top layer's
+  // backward is in head_backward, layer 0's in embedding_backward), a forward window keeps its
+  // own output (the next layer's checkpointed input), and the blocks kept to zero_grad are
+  // freed in this recorded order (part >= 0: that part's block; part -1: every middle
+  // window's block `block`, layer 1 first).
+  bool middle_backward = false, forward_keeps_output = false;
+  struct ZeroGradFree {
+    std::int8_t part = -1;
+    std::int32_t block = 0;
+  };
+  std::vector<ZeroGradFree> zero_grad_sequence;
   [[nodiscard]] bool has_around() const {
     for (const auto& a : around)
       if (!a.events.empty())
@@ -248,8 +263,9 @@ struct StepTensors {
   double unsharded_bytes_per_param = 0, reduce_bytes_per_param = 0;
   bool cast_on_gather = false;
   // When set, every layer's forward and backward play this program instead of layer_saved,
-  // layer_recomputed, the layer's gradients and transients (one micro-batch in flight, no
-  // FSDP2); the embedding, head and optimizer stay as above.
+  // layer_recomputed, the layer's gradients and transients (one micro-batch in flight; with
+  // FSDP2 only an FSDP2 program, which holds FSDP2's gathers and reduce-scatters too); the
+  // optimizer stays as above.
   LayerAllocProgram layer_program;
   // Steps simulated: the first creates the optimizer states, the second is the steady state
   // (in the recorded traces the third step adds under 0.2% to the reserved bytes).

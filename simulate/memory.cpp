@@ -231,9 +231,12 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     std::optional<LayerAllocProgram> lp;
-    if (st.micro_batches_in_flight == 1 && !fw.fsdp2_copies && st.recomputed_layers < 0)
+    if (st.micro_batches_in_flight == 1 && st.recomputed_layers < 0)
       for (const auto& name : fw.allocation_programs)
-        if ((lp = layer_alloc_program(load_alloc_program(name), model, plan, setup))) {
+        // An FSDP2 program for a profile with FSDP2's copies, an eager one for the others.
+        if (const AllocProgram& prog = load_alloc_program(name);
+            (prog.framework == "fsdp") == fw.fsdp2_copies &&
+            (lp = layer_alloc_program(prog, model, plan, setup))) {
           m.allocation_program = name;
           break;
         }
