@@ -19,8 +19,9 @@ only: the top layer's backward is read into the head's backward part and layer 0
 embedding's ("backward_windows": "middle"), each forward window keeps its own output, the next
 layer's checkpointed input ("forward_kept": "output"), blocks carry the stream they were made on
 when it is not the default one, sizes may be multiples of one layer's parameters (P) or of the
-root unit's (R), and the sharded gradients' frees after the backward are kept as recorded
-("zero_grad_order": {"sequence": ...}).
+root unit's (R), the sharded gradients' frees after the backward are kept as recorded
+("zero_grad_order": {"sequence": ...}), and so is FSDP2's initialisation ("init_sequence": the
+unsharded parameters made, each layer sharded and its unsharded parameters freed, the root's).
 
 Usage: scripts/derive-alloc-program.py TRACE_A TRACE_B OUT.json
 Each trace's header names its model (presets/models/<model>.json gives D, F, H, V, layers),
@@ -315,6 +316,69 @@ def init_blocks(trace):
     die("the parameters made before the first step do not repeat once per layer")
 
 
+INIT_SECTIONS = ["before", "create", "between", "shard", "after"]
+
+
+def init_sequence(trace):
+    """FSDP2's initialisation, event by event (the eager programs keep only what it leaves):
+    the model's unsharded parameters made (the embedding, one window per layer, the rest), then
+    fully_shard making each layer's shards and freeing its unsharded parameters (one window per
+    layer), then the root unit's. Sections before, create (per layer), between, shard (per
+    layer), after; a free names [section, block] (per-layer sections: the same layer's). The
+    token batch, the last block made, is left to the batch block."""
+    head, dims, events, markers = trace
+    layers = dims["L"]
+    ev = events[:markers[(0, "start")]]
+
+    def repeats(region, min_period):
+        toks = [(k, s, st) for k, _, s, st in region]
+        n = len(toks)
+        for period in range(n // layers, min_period - 1, -1):
+            for st in range(0, n - layers * period + 1):
+                if all(toks[st + i] == toks[st + i + w * period]
+                       for w in range(1, layers) for i in range(period)):
+                    return st, period
+        return None
+    shard = repeats(ev, 2)
+    if shard is None:
+        die("the initialisation does not repeat once per layer")
+    s0, sp = shard
+    create = repeats(ev[:s0], 1)
+    if create is None:
+        die("the parameters are not made once per layer before they are sharded")
+    c0, cp = create
+    spans = {"before": (0, c0), "create": (c0, c0 + layers * cp), "between": (c0 + layers * cp, s0),
+             "shard": (s0, s0 + layers * sp), "after": (s0 + layers * sp, len(ev))}
+    where = {}
+    out = {}
+    for name in INIT_SECTIONS:
+        lo, hi = spans[name]
+        per = cp if name == "create" else sp if name == "shard" else hi - lo
+        events_out, counts = [], {}
+        for i in range(lo, hi):
+            kind, bid, size, stream = ev[i]
+            layer = (i - lo) // per if name in ("create", "shard") else 0
+            if kind == "a":
+                k = counts.get(layer, 0)
+                counts[layer] = k + 1
+                where[bid] = (name, layer, k)
+                if layer == 0:
+                    events_out.append(["a", size])
+                continue
+            if bid not in where:
+                die(f"init {name}: frees a block made before the trace")
+            sec, lay, k = where[bid]
+            if name in ("create", "shard") and sec in ("create", "shard") and lay != layer:
+                die(f"init {name}: layer {layer} frees a block of layer {lay}")
+            if layer == 0:
+                events_out.append(["f", sec, k])
+        out[name] = events_out
+    # The token batch is the batch block: the last allocation, never freed.
+    if out["after"] and out["after"][-1][0] == "a":
+        out["after"].pop()
+    return out
+
+
 def free_order(trace, cut):
     """The order in which step 2 frees, after its backward, what its parts and layer windows
     kept (the gradients, by zero_grad in parameter order; the loss), and the token batch made
@@ -540,6 +604,19 @@ def main():
         if ks != sorted(ks, reverse=True):
             die(f"{key} frees its kept blocks in an order other than the reverse of making: {ks}")
     print(f"after the backward: gradients freed in parameter order; batch {batch}")
+    init_seq = None
+    if da["NB"] < da["L"]:
+        sa, sb = init_sequence(traces[0]), init_sequence(traces[1])
+        init_seq = {}
+        for name in INIT_SECTIONS:
+            xa, xb = sa[name], sb[name]
+            if [x[0] for x in xa] != [x[0] for x in xb] or \
+                    [x for x in xa if x[0] == "f"] != [x for x in xb if x[0] == "f"]:
+                die(f"the initialisation's {name} section differs between the traces")
+            init_seq[name] = [["a"] + formula(x[1], y[1], da, db, f"init {name} event {i}",
+                                              affine_d=True) if x[0] == "a" else x
+                              for i, (x, y) in enumerate(zip(xa, xb))]
+        print("initialisation: " + ", ".join(f"{n} {len(init_seq[n])}" for n in INIT_SECTIONS))
     ia, ib = init_blocks(traces[0]), init_blocks(traces[1])
     if [len(x) for x in ia] != [len(x) for x in ib]:
         die(f"the parameters made before the first step differ: {ia} vs {ib}")
@@ -570,8 +647,8 @@ def main():
         "forward": parts["forward"],
         "backward": parts["backward"],
         **{name: parts[name] for name in PARTS},
-        **({"backward_windows": "middle", "forward_kept": "output"}
-           if dims_a["NB"] < dims_a["L"] else {}),
+        **({"backward_windows": "middle", "forward_kept": "output",
+            "init_sequence": init_seq} if dims_a["NB"] < dims_a["L"] else {}),
         "first_step_blocks": first,
         "init_blocks": init,
         "zero_grad_order": oa,

@@ -261,6 +261,7 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
   // Eager programs: checked by the script (the reverse of making); FSDP2's: a recorded sequence.
   const auto* zero_grad = r.take("zero_grad_order");
   const auto* batch = r.take("batch_block");
+  const auto* init_seq = r.take("init_sequence");
   std::string backward_windows = "all", forward_kept = "input";
   r.get("backward_windows", backward_windows);
   r.get("forward_kept", forward_kept);
@@ -335,6 +336,59 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
     if (!ok)
       p.add("zero_grad_order.sequence: a non-empty array of [\"window\" or a part's name, "
             "block >= 0]");
+  }
+  if (init_seq != nullptr) {
+    // Sections in play order; a free names a block of its own section or an earlier one
+    // (create and shard are per layer: the same layer's block).
+    static constexpr std::array<const char*, 5> kSections{"before", "create", "between", "shard",
+                                                          "after"};
+    std::array<std::vector<char>, 5> alive;
+    if (!init_seq->is_object() || init_seq->size() != kSections.size())
+      p.add("init_sequence: an object of before, create, between, shard and after event lists");
+    for (std::size_t sec = 0; sec < kSections.size() && init_seq->is_object(); ++sec) {
+      const std::string at_sec = fmt::format("init_sequence.{}", kSections[sec]);
+      if (!init_seq->contains(kSections[sec]) || !(*init_seq)[kSections[sec]].is_array()) {
+        p.add(at_sec + ": must be an array of events");
+        continue;
+      }
+      const auto& list = (*init_seq)[kSections[sec]];
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const auto& e = list[i];
+        const std::string at = fmt::format("{}[{}]", at_sec, i);
+        AllocProgram::InitEvent ev;
+        if (e.is_array() && (e.size() == 3 || e.size() == 4) && e[0] == "a" && e[1].is_number() &&
+            e[1].get<double>() > 0 && e[1].get<double>() <= 1e10 && e[2].is_string() &&
+            valid_product(e[2].get<std::string>()) &&
+            (e.size() == 3 || (e[3].is_number() && std::abs(e[3].get<double>()) <= 1e12))) {
+          ev.size = {e[1].get<double>(), e[2].get<std::string>()};
+          ev.offset = e.size() == 4 ? e[3].get<double>() : 0.0;
+          alive[sec].push_back(1);
+        } else if (e.is_array() && e.size() == 3 && e[0] == "f" && e[1].is_string() &&
+                   e[2].is_number_integer()) {
+          ev.alloc = false;
+          const auto name = e[1].get<std::string>();
+          for (std::size_t k = 0; k <= sec; ++k)
+            if (name == kSections[k])
+              ev.section = static_cast<std::int8_t>(k);
+          const std::int64_t block = e[2].get<std::int64_t>();
+          auto& owner = alive[static_cast<std::size_t>(std::max<std::int8_t>(ev.section, 0))];
+          if (ev.section < 0 || block < 0 || static_cast<std::size_t>(block) >= owner.size() ||
+              !owner[static_cast<std::size_t>(block)]) {
+            p.add(fmt::format("{}: frees a block not alive (a section up to this one, a block "
+                              "made and not freed)",
+                              at));
+            continue;
+          }
+          owner[static_cast<std::size_t>(block)] = 0;
+          ev.block = static_cast<std::int32_t>(block);
+        } else {
+          p.add(at + ": [\"a\", coefficient in (0, 1e10], product(, offset)] or [\"f\", "
+                     "section, block]");
+          continue;
+        }
+        prog.init_sequence[sec].push_back(std::move(ev));
+      }
+    }
   }
   prog.forward = read_pass(fwd, "forward", p);
   prog.backward = read_pass(bwd, "backward", p, -1, &prog.top_prev);
@@ -598,6 +652,17 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
           {fs.part, fs.before,
            std::max(fs.coefficient * product_value(fs.product, b, s, d, f, h, v), 1.0)});
   }
+  if (around)
+    for (std::size_t sec = 0; sec < program.init_sequence.size(); ++sec)
+      for (const auto& e : program.init_sequence[sec])
+        out.init_sequence[sec].push_back(
+            {e.alloc,
+             e.alloc
+                 ? std::max(e.size.coefficient * product_value(e.size.product, b, s, d, f, h, v) +
+                                e.offset,
+                            1.0)
+                 : 0.0,
+             e.section, e.block});
   out.middle_backward = program.middle_backward;
   out.forward_keeps_output = program.forward_keeps_output;
   out.zero_grad_sequence = program.zero_grad_sequence;

@@ -68,6 +68,16 @@ struct AllocProgram {
   // the recorded zero_grad order.
   bool middle_backward = false, forward_keeps_output = false;
   std::vector<LayerAllocProgram::ZeroGradFree> zero_grad_sequence;
+  // FSDP2's initialisation (sections before, create per layer, between, shard per layer,
+  // after): allocations as sizes, frees as [section, block].
+  struct InitEvent {
+    bool alloc = true;
+    Size size;
+    double offset = 0;
+    std::int8_t section = -1;
+    std::int32_t block = -1;
+  };
+  std::array<std::vector<InitEvent>, 5> init_sequence;
 };
 
 /// Reads a program (a preset handle in presets/alloc-programs or a path). Throws ConfigError

@@ -321,6 +321,14 @@ std::uint64_t fingerprint(const StepTensors& t) {
       mix(static_cast<double>(e.stream));
     }
   }
+  for (const auto& sec : lp.init_sequence) {
+    mix(static_cast<double>(sec.size()));
+    for (const auto& e : sec) {
+      mix(e.bytes);
+      mix(static_cast<double>(e.section));
+      mix(static_cast<double>(e.block));
+    }
+  }
   mix(static_cast<double>(lp.middle_backward));
   mix(static_cast<double>(lp.forward_keeps_output));
   for (const auto& z : lp.zero_grad_sequence) {
@@ -365,12 +373,38 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
       a.release(*it);
     ids.clear();
   };
-  // Parameters in model order, then persistent buffers.
+  // Parameters in model order, then persistent buffers; or the recorded initialisation.
   std::vector<Id> keep;
-  alloc_all(t.emb_params, t.weight_bytes_per_param, keep);
-  for (std::int64_t l = 0; l < t.num_layers; ++l)
-    alloc_all(t.layer_params, t.weight_bytes_per_param, keep);
-  alloc_all(t.head_params, t.weight_bytes_per_param, keep);
+  const auto& init = t.layer_program.init_sequence;
+  if (std::any_of(init.begin(), init.end(), [](const auto& sec) { return !sec.empty(); })) {
+    // Sections before, create (per layer), between, shard (per layer), after; what they never
+    // free stays for the run.
+    const auto n_layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
+    std::array<std::vector<std::vector<Id>>, 5> ids;
+    for (std::size_t sec = 0; sec < init.size(); ++sec) {
+      const bool per_layer = sec == 1 || sec == 3;
+      ids[sec].assign(per_layer ? n_layers : 1, {});
+      for (std::size_t l = 0; l < ids[sec].size(); ++l)
+        for (const auto& e : init[sec]) {
+          if (e.alloc) {
+            ids[sec][l].push_back(alloc(e.bytes));
+            continue;
+          }
+          const auto owner = static_cast<std::size_t>(e.section);
+          auto& list = ids[owner][owner == 1 || owner == 3 ? l : 0];
+          if (e.block >= 0 && static_cast<std::size_t>(e.block) < list.size() &&
+              list[static_cast<std::size_t>(e.block)] >= 0) {
+            a.release(list[static_cast<std::size_t>(e.block)]);
+            list[static_cast<std::size_t>(e.block)] = -1;
+          }
+        }
+    }
+  } else {
+    alloc_all(t.emb_params, t.weight_bytes_per_param, keep);
+    for (std::int64_t l = 0; l < t.num_layers; ++l)
+      alloc_all(t.layer_params, t.weight_bytes_per_param, keep);
+    alloc_all(t.head_params, t.weight_bytes_per_param, keep);
+  }
   alloc_all(t.persistent, 1.0, keep);
   // The token batch of a recorded program: made after the parameters, again after each step.
   Id token_batch = t.layer_program.batch_bytes > 0 ? alloc(t.layer_program.batch_bytes) : Id{-1};

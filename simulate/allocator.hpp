@@ -215,6 +215,16 @@ struct LayerAllocProgram {
     std::int32_t block = 0;
   };
   std::vector<ZeroGradFree> zero_grad_sequence;
+  // FSDP2's initialisation as recorded (AllocProgram::init_sequence), in bytes; when present it
+  // replaces the parameters the step makes before its first step (they remain its optimizer's
+  // parameter lists).
+  struct InitEvent {
+    bool alloc = true;
+    double bytes = 0;         // alloc
+    std::int8_t section = -1; // free: the section of the block (per-layer: the same layer's)
+    std::int32_t block = -1;  // free: its number among that section's (layer's) blocks
+  };
+  std::array<std::vector<InitEvent>, 5> init_sequence; // before, create, between, shard, after
   [[nodiscard]] bool has_around() const {
     for (const auto& a : around)
       if (!a.events.empty())

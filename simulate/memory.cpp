@@ -255,8 +255,12 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
         st.emb_params = params(pr.init_embedding);
         st.layer_params = params(pr.init_layer);
         st.head_params = params(pr.init_rest);
-        for (double x : pr.init_other)
-          st.persistent.push_back(x);
+        // A recorded initialisation makes these itself.
+        const bool recorded_init = std::any_of(pr.init_sequence.begin(), pr.init_sequence.end(),
+                                               [](const auto& sec) { return !sec.empty(); });
+        if (!recorded_init)
+          for (double x : pr.init_other)
+            st.persistent.push_back(x);
       }
     }
     if (m.buffers > 0)
