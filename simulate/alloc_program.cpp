@@ -598,8 +598,9 @@ std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program
   const double v = static_cast<double>(model.vocab_size);
   const bool around = program.vocab_size > 0 && model.vocab_size == program.vocab_size &&
                       !program.around[0].events.empty();
-  // Middle windows alone leave out the top and bottom layers, which the parts hold.
-  if (program.middle_backward && !around)
+  // Middle windows alone leave out the top and bottom layers, which the parts hold (two
+  // different layers: a one-layer model has no such step).
+  if (program.middle_backward && (!around || model.num_layers < 2))
     return std::nullopt;
   auto bytes = [&](const AllocProgram::Event& e) {
     return e.coefficient * product_value(e.product, b, s, d, f, h, v) + e.offset;

@@ -210,6 +210,10 @@ TEST_CASE("an FSDP2 program plays FSDP2's own gathers and reduce-scatters, on on
   const MemoryBreakdown medium =
       estimate_memory(model::load_model("cs336-medium"), plan, s, prof, with);
   CHECK(medium.peak_reserved() == doctest::Approx(13526630400.0).epsilon(1e-3));
+  // A one-layer model has no top and bottom layer apart.
+  auto one = large;
+  one.num_layers = 1;
+  CHECK_FALSE(layer_alloc_program(prog, one, plan, s));
   // FSDP2 over several GPUs shards its buffers: not the recorded step.
   model::ParallelPlan two = plan;
   two.dp = 2;
