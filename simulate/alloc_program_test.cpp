@@ -34,6 +34,17 @@ json preset_json() {
   return load_json_file(resolve_preset("alloc-programs", "pytorch-bf16-naive-full", "test"));
 }
 
+// Memory options for a profile listing `programs`, and for the profile as it is.
+std::pair<MemoryOptions, MemoryOptions> with_and_without(const std::string& framework,
+                                                         std::vector<std::string> programs) {
+  FrameworkProfile fw = load_framework(framework);
+  fw.allocation_programs = std::move(programs);
+  MemoryOptions with, without;
+  with.framework = std::make_shared<const FrameworkProfile>(fw);
+  without.framework = std::make_shared<const FrameworkProfile>(load_framework(framework));
+  return {with, without};
+}
+
 model::TrainingSetup naive_full(std::int64_t batch, std::int64_t seq) {
   model::TrainingSetup s;
   s.precision = model::Precision::bf16_mixed;
@@ -124,9 +135,7 @@ TEST_CASE("the recorded flash program plays the steps it was derived from, to th
   CHECK(std::find(fw.allocation_programs.begin(), fw.allocation_programs.end(),
                   "pytorch-bf16-flash-full") == fw.allocation_programs.end());
   fw.allocation_programs = {"pytorch-bf16-naive-full", "pytorch-bf16-flash-full"};
-  MemoryOptions with, without;
-  with.framework = std::make_shared<const FrameworkProfile>(fw);
-  without.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  const auto [with, without] = with_and_without("pytorch", fw.allocation_programs);
   const auto prof = hw::default_profile("h200");
   model::ParallelPlan plan;
   plan.recompute = model::Recompute::full;
@@ -184,11 +193,7 @@ TEST_CASE("an FSDP2 program plays FSDP2's own gathers and reduce-scatters, on on
   CHECK(prog.forward_keeps_output);
   CHECK_FALSE(prog.zero_grad_sequence.empty());
   CHECK(prog.init_sequence[3].size() == 18); // a layer's sharding: nine shards, nine frees
-  FrameworkProfile fw = load_framework("fsdp");
-  fw.allocation_programs = {path};
-  MemoryOptions with, without;
-  with.framework = std::make_shared<const FrameworkProfile>(fw);
-  without.framework = std::make_shared<const FrameworkProfile>(load_framework("fsdp"));
+  const auto [with, without] = with_and_without("fsdp", {path});
   const auto prof = hw::default_profile("h200");
   model::ParallelPlan plan;
   plan.recompute = model::Recompute::full;
@@ -219,14 +224,11 @@ TEST_CASE("an FSDP2 program plays FSDP2's own gathers and reduce-scatters, on on
   two.dp = 2;
   CHECK_FALSE(layer_alloc_program(prog, large, two, s));
   // The eager profile never plays an FSDP2 program, nor the FSDP2 profile an eager one.
-  FrameworkProfile eager = load_framework("pytorch");
-  eager.allocation_programs = {path};
-  MemoryOptions e;
-  e.framework = std::make_shared<const FrameworkProfile>(eager);
-  CHECK(estimate_memory(large, plan, s, prof, e).allocation_program.empty());
-  fw.allocation_programs = {"pytorch-bf16-flash-full"};
-  with.framework = std::make_shared<const FrameworkProfile>(fw);
-  CHECK(estimate_memory(large, plan, s, prof, with).allocation_program.empty());
+  CHECK(estimate_memory(large, plan, s, prof, with_and_without("pytorch", {path}).first)
+            .allocation_program.empty());
+  CHECK(estimate_memory(large, plan, s, prof,
+                        with_and_without("fsdp", {"pytorch-bf16-flash-full"}).first)
+            .allocation_program.empty());
 }
 
 TEST_CASE("malformed programs are refused by name") {

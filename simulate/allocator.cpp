@@ -376,14 +376,13 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
   // Parameters in model order, then persistent buffers; or the recorded initialisation.
   std::vector<Id> keep;
   const auto& init = t.layer_program.init_sequence;
-  if (std::any_of(init.begin(), init.end(), [](const auto& sec) { return !sec.empty(); })) {
+  if (t.layer_program.has_init_sequence()) {
     // Sections before, create (per layer), between, shard (per layer), after; what they never
     // free stays for the run.
     const auto n_layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
     std::array<std::vector<std::vector<Id>>, 5> ids;
     for (std::size_t sec = 0; sec < init.size(); ++sec) {
-      const bool per_layer = sec == 1 || sec == 3;
-      ids[sec].assign(per_layer ? n_layers : 1, {});
+      ids[sec].assign(LayerAllocProgram::per_layer_init_section(sec) ? n_layers : 1, {});
       for (std::size_t l = 0; l < ids[sec].size(); ++l)
         for (const auto& e : init[sec]) {
           if (e.alloc) {
@@ -391,7 +390,7 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
             continue;
           }
           const auto owner = static_cast<std::size_t>(e.section);
-          auto& list = ids[owner][owner == 1 || owner == 3 ? l : 0];
+          auto& list = ids[owner][LayerAllocProgram::per_layer_init_section(owner) ? l : 0];
           if (e.block >= 0 && static_cast<std::size_t>(e.block) < list.size() &&
               list[static_cast<std::size_t>(e.block)] >= 0) {
             a.release(list[static_cast<std::size_t>(e.block)]);

@@ -225,6 +225,16 @@ struct LayerAllocProgram {
     std::int32_t block = -1;  // free: its number among that section's (layer's) blocks
   };
   std::array<std::vector<InitEvent>, 5> init_sequence; // before, create, between, shard, after
+  [[nodiscard]] bool has_init_sequence() const {
+    for (const auto& sec : init_sequence)
+      if (!sec.empty())
+        return true;
+    return false;
+  }
+  // create and shard run once per layer; the others once.
+  [[nodiscard]] static bool per_layer_init_section(std::size_t section) {
+    return section == 1 || section == 3;
+  }
   [[nodiscard]] bool has_around() const {
     for (const auto& a : around)
       if (!a.events.empty())

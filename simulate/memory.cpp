@@ -256,9 +256,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
         st.layer_params = params(pr.init_layer);
         st.head_params = params(pr.init_rest);
         // A recorded initialisation makes these itself.
-        const bool recorded_init = std::any_of(pr.init_sequence.begin(), pr.init_sequence.end(),
-                                               [](const auto& sec) { return !sec.empty(); });
-        if (!recorded_init)
+        if (!pr.has_init_sequence())
           for (double x : pr.init_other)
             st.persistent.push_back(x);
       }
