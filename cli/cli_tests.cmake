@@ -542,6 +542,13 @@ trainsim_cli_test(memory_deepspeed_offload "DeepSpeed ZeRO-3 \\(offload optimize
   --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
 trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: not modelled by trainsim"
   memory --model gpt2 --gpu h100-sxm --seq-len 1024 --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_unknown.json)
+# DeepSpeed's batch rule: 64 = micro x 4 steps x dp 8 gives micro-batch 2; 100 != 4 x 4 x 8.
+trainsim_cli_test(memory_deepspeed_batch_derived "micro-batch 2, seq_len 1024"
+  memory --model gpt2 --cluster dgx-h100 --num-gpus 8 --seq-len 1024
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero2_train_batch.json)
+trainsim_cli_error(memory_deepspeed_batch_mismatch "train_batch_size \\(100\\) must equal train_micro_batch_size_per_gpu \\(4\\) x gradient_accumulation_steps \\(4\\) x data-parallel size \\(8\\)"
+  memory --model gpt2 --cluster dgx-h100 --num-gpus 8 --seq-len 1024
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_batch_mismatch.json)
 
 # Docs that run: every figure block of README.md and docs/*.md is the output of the command in
 # its marker, and every command they show runs (scripts/docs-run.sh; `update` regenerates).

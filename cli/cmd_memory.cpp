@@ -204,12 +204,18 @@ int run_memory(const MemoryOptions& o) {
     // The DeepSpeed config decides what it states: ZeRO stage, micro-batch, precision.
     ds = sim::deepspeed_config_from_json(load_json_file(o.deepspeed), o.deepspeed);
     plan_options.zero_stage = ds->zero_stage;
-    if (ds->micro_batch > 0)
-      s.micro_batch_size = ds->micro_batch;
     s.precision = ds->precision;
     framework = "deepspeed";
   }
   const model::ParallelPlan p = resolve_plan(plan_options, m, s, mc.num_gpus);
+  if (ds) {
+    // Its batch fields, completed and checked as DeepSpeed does on this layout's dp ranks.
+    const sim::DeepSpeedBatch batch = sim::deepspeed_batch(*ds, p.dp, o.deepspeed);
+    if (batch.micro > 0) {
+      s.micro_batch_size = batch.micro;
+      s.global_batch_size = batch.train;
+    }
+  }
   sim::MemoryOptions mo;
   mo.bucket_bytes = ds ? ds->reduce_bucket_elems * dtype_bytes(model::compute_dtype(s.precision)) /
                              (ds->overlap_comm ? 1.0 : 2.0)
@@ -476,7 +482,9 @@ void add_memory(CLI::App& app) {
   add_torch_compile_option(*cmd, o->torch_compile);
   cmd->add_option("--deepspeed", o->deepspeed,
                   "A DeepSpeed config (ds_config.json): its ZeRO stage, offload devices, "
-                  "buckets, micro-batch and precision; prints DeepSpeed's own model-state "
+                  "buckets, batch (train_batch_size, train_micro_batch_size_per_gpu, "
+                  "gradient_accumulation_steps: the missing ones derived and the three checked "
+                  "against dp as DeepSpeed does) and precision; prints DeepSpeed's own model-state "
                   "estimate, host RAM, NVMe and the offload traffic. Keys trainsim does not "
                   "model are refused by name");
   cmd->add_option("--nvme-gb-per-s", o->nvme_gb_per_s,

@@ -242,7 +242,12 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
       return it->second;
   }
   const std::string path = resolve_preset("alloc-programs", name_or_path, "allocation_program");
-  const auto j = load_json_file(path);
+  AllocProgram prog = alloc_program_from_json(load_json_file(path), path);
+  std::lock_guard lock(mu);
+  return cache.emplace(name_or_path, std::move(prog)).first->second;
+}
+
+AllocProgram alloc_program_from_json(const nlohmann::json& j, const std::string& path) {
   Problems p(path);
   AllocProgram prog;
   if (!j.is_object()) {
@@ -520,8 +525,7 @@ const AllocProgram& load_alloc_program(const std::string& name_or_path) {
     if (e.kind == Kind::free_prev || e.kind == Kind::free_input)
       p.add("forward.events: a forward frees only its own blocks");
   p.throw_if_any();
-  std::lock_guard lock(mu);
-  return cache.emplace(name_or_path, std::move(prog)).first->second;
+  return prog;
 }
 
 std::optional<LayerAllocProgram> layer_alloc_program(const AllocProgram& program,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -86,6 +87,9 @@ struct AllocProgram {
 /// freeing a block of a part not yet played.
 /// Read once per name or path and kept for the process.
 [[nodiscard]] const AllocProgram& load_alloc_program(const std::string& name_or_path);
+/// The same from parsed JSON (`source` names it in errors); not cached.
+[[nodiscard]] AllocProgram alloc_program_from_json(const nlohmann::json& j,
+                                                   const std::string& source);
 
 /// The program's events in bytes for this configuration, or nothing when the configuration is
 /// not the one recorded (precision, attention, recompute, one layer kind with the recorded

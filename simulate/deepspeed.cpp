@@ -104,6 +104,26 @@ double number(const nlohmann::json& v, const std::string& where, Problems& p, do
   return v.get<double>();
 }
 
+// A count: a whole number in [lo, hi] (DeepSpeed reads these as ints; 2.5 micro-batches is a
+// mistake, not 2).
+std::int64_t whole(const nlohmann::json& v, const std::string& where, Problems& p, double lo,
+                   double hi) {
+  const double x = number(v, where, p, lo, hi);
+  if (x != 0 && x != std::floor(x)) {
+    p.add(fmt::format("{} = {}: must be a whole number", where, v.dump()));
+    return 0;
+  }
+  return static_cast<std::int64_t>(x);
+}
+
+bool flag(const nlohmann::json& v, const std::string& where, Problems& p, bool fallback) {
+  if (!v.is_boolean()) {
+    p.add(fmt::format("{} = {}: must be true or false", where, v.dump()));
+    return fallback;
+  }
+  return v.get<bool>();
+}
+
 bool enabled(const nlohmann::json& section, const std::string& where, Problems& p) {
   bool on = false;
   if (!section.is_object()) {
@@ -137,11 +157,11 @@ DeepSpeedConfig deepspeed_config_from_json(const nlohmann::json& j, const std::s
   bool bf16 = false, fp16 = false;
   for (const auto& [k, v] : j.items()) {
     if (k == "train_micro_batch_size_per_gpu")
-      c.micro_batch = static_cast<std::int64_t>(number(v, k, p, 1, 1e6));
+      c.micro_batch = whole(v, k, p, 1, 1e6);
     else if (k == "gradient_accumulation_steps")
-      c.grad_accumulation = static_cast<std::int64_t>(number(v, k, p, 1, 1e6));
+      c.grad_accumulation = whole(v, k, p, 1, 1e6);
     else if (k == "train_batch_size")
-      c.train_batch = static_cast<std::int64_t>(number(v, k, p, 1, 1e9));
+      c.train_batch = whole(v, k, p, 1, 1e9);
     else if (k == "bf16")
       bf16 = enabled(v, k, p);
     else if (k == "fp16")
@@ -157,7 +177,7 @@ DeepSpeedConfig deepspeed_config_from_json(const nlohmann::json& j, const std::s
       for (const auto& [zk, zv] : v.items()) {
         const std::string where = "zero_optimization." + zk;
         if (zk == "stage")
-          c.zero_stage = static_cast<std::int64_t>(number(zv, where, p, 0, 3));
+          c.zero_stage = whole(zv, where, p, 0, 3);
         else if (zk == "offload_optimizer")
           c.offload_optimizer = read_device(zv, where, p);
         else if (zk == "offload_param")
@@ -171,9 +191,9 @@ DeepSpeedConfig deepspeed_config_from_json(const nlohmann::json& j, const std::s
         else if (zk == "stage3_max_live_parameters")
           c.max_live_parameters = number(zv, where, p, 0, 1e13);
         else if (zk == "overlap_comm")
-          c.overlap_comm = zv.is_boolean() && zv.get<bool>();
+          c.overlap_comm = flag(zv, where, p, false);
         else if (zk == "contiguous_gradients")
-          c.contiguous_gradients = !zv.is_boolean() || zv.get<bool>();
+          c.contiguous_gradients = flag(zv, where, p, true);
         else if (zk == "reduce_scatter" || zk == "allgather_partitions" ||
                  zk == "stage3_max_reuse_distance" || zk == "stage3_param_persistence_threshold" ||
                  zk == "stage3_gather_16bit_weights_on_model_save" ||
@@ -198,6 +218,45 @@ DeepSpeedConfig deepspeed_config_from_json(const nlohmann::json& j, const std::s
     p.add("zero_optimization.offload_optimizer: needs stage 1, 2 or 3");
   p.throw_if_any();
   return c;
+}
+
+DeepSpeedBatch deepspeed_batch(const DeepSpeedConfig& c, std::int64_t dp,
+                               const std::string& source) {
+  // DeepSpeed's rule (deepspeed/runtime/config.py, DeepSpeedConfig._set_batch_related_parameters
+  // and _batch_assertion): the fields not given follow from those given, with integer
+  // division, and then train_batch_size = micro-batch x accumulation steps x data-parallel
+  // size must hold exactly; a config that breaks it does not start.
+  DeepSpeedBatch b{c.micro_batch, c.grad_accumulation, c.train_batch};
+  if (dp < 1)
+    throw ConfigError(fmt::format("{}: data-parallel size {} must be at least 1", source, dp));
+  if (b.train > 0 && b.micro > 0 && b.grad_acc == 0)
+    b.grad_acc = b.train / b.micro / dp;
+  else if (b.train > 0 && b.grad_acc > 0 && b.micro == 0)
+    b.micro = b.train / dp / b.grad_acc;
+  else if (b.micro > 0 && b.grad_acc > 0 && b.train == 0)
+    b.train = b.micro * b.grad_acc * dp;
+  else if (b.train > 0 && b.micro == 0 && b.grad_acc == 0) {
+    b.grad_acc = 1;
+    b.micro = b.train / dp;
+  } else if (b.micro > 0 && b.train == 0 && b.grad_acc == 0) {
+    b.grad_acc = 1;
+    b.train = b.micro * dp;
+  } else if (b.train == 0 && b.micro == 0) {
+    if (b.grad_acc > 0)
+      throw ConfigError(
+          fmt::format("{}: gradient_accumulation_steps = {} needs train_batch_size or "
+                      "train_micro_batch_size_per_gpu (DeepSpeed derives neither from it)",
+                      source, b.grad_acc));
+    return DeepSpeedBatch{}; // no batch fields: trainsim's own micro-batch stands
+  }
+  if (b.micro < 1 || b.grad_acc < 1 || b.train != b.micro * b.grad_acc * dp)
+    throw ConfigError(fmt::format(
+        "{}: train_batch_size ({}) must equal train_micro_batch_size_per_gpu ({}) x "
+        "gradient_accumulation_steps ({}) x data-parallel size ({}), as DeepSpeed checks",
+        source, c.train_batch > 0 ? fmt::to_string(c.train_batch) : "not given",
+        c.micro_batch > 0 ? fmt::to_string(c.micro_batch) : "not given",
+        c.grad_accumulation > 0 ? fmt::to_string(c.grad_accumulation) : "not given", dp));
+  return b;
 }
 
 OffloadPlacement offload_placement(const DeepSpeedConfig& c, double params, double largest,

@@ -62,6 +62,17 @@ struct DeepSpeedConfig {
 [[nodiscard]] DeepSpeedConfig deepspeed_config_from_json(const nlohmann::json& j,
                                                          const std::string& source);
 
+/// The batch a DeepSpeed config runs on `dp` data-parallel ranks: what it gives of
+/// train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps, the rest
+/// derived as DeepSpeed derives them. All zero when the config gives none (trainsim's own
+/// micro-batch stands). ConfigError naming the fields when train_batch_size != micro-batch x
+/// accumulation steps x dp, which DeepSpeed refuses at start.
+struct DeepSpeedBatch {
+  std::int64_t micro = 0, grad_acc = 0, train = 0;
+};
+[[nodiscard]] DeepSpeedBatch deepspeed_batch(const DeepSpeedConfig& c, std::int64_t dp,
+                                             const std::string& source);
+
 /// Model states of one GPU and its node under a DeepSpeed config, and the traffic offload
 /// adds per optimizer step.
 struct OffloadPlacement {

@@ -9,6 +9,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/json_mutate.hpp"
 #include "common/presets.hpp"
 #include "hardware/load.hpp"
 #include "model/count.hpp"
@@ -493,29 +494,7 @@ TEST_CASE("fuzz: mutated framework profiles load into a valid profile or name th
   // Every framework preset, mutated at the top level and inside "roles" and "fit": a profile
   // that loads must validate and give a finite step; anything else is a ConfigError.
   std::mt19937_64 rng(20261202);
-  auto random_value = [&]() -> nlohmann::json {
-    switch (rng() % 8) {
-    case 0: return -static_cast<std::int64_t>(rng() % 1000);
-    case 1: return static_cast<double>(rng() % 100000) / 7.0;
-    case 2: return std::ldexp(1.0, static_cast<int>(rng() % 200) - 100);
-    case 3: return "x";
-    case 4: return nullptr;
-    case 5: return nlohmann::json::array({1, 2});
-    case 6: return nlohmann::json::object({{"a", 1}});
-    default: return rng() % 2 == 0;
-    }
-  };
-  auto mutate_object = [&](nlohmann::json& j) {
-    if (!j.is_object() || j.empty())
-      return;
-    auto it = j.begin();
-    std::advance(it, static_cast<long>(rng() % j.size()));
-    switch (rng() % 3) {
-    case 0: j.erase(it.key()); break;
-    case 1: j[it.key()] = random_value(); break;
-    default: j["unknown_" + std::to_string(rng() % 3)] = random_value(); break;
-    }
-  };
+  auto mutate_object = [&](nlohmann::json& j) { testing::mutate_json_object(j, rng); };
   Setup a;
   int loaded = 0, refused = 0;
   for (const auto& name : list_presets("frameworks")) {

@@ -1,0 +1,56 @@
+// libFuzzer target for the configuration files a user hands to trainsim beside model and
+// hardware presets: framework profiles (`--framework FILE`), layer allocation programs (a
+// profile's `allocation_program`) and DeepSpeed configs (`memory --deepspeed FILE`). Any input
+// must load into a valid object or throw ConfigError; a crash, another exception or a
+// sanitizer report is a bug, and so is a loaded profile that fails its own validation or a
+// DeepSpeed batch that breaks DeepSpeed's rule. Built with -DTRAINSIM_FUZZ=ON (clang);
+// docs/model.md, "Fuzzing the input parsers", says how to run it.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "simulate/alloc_program.hpp"
+#include "simulate/deepspeed.hpp"
+#include "simulate/framework.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  nlohmann::json j;
+  try {
+    j = trainsim::parse_json_text(text, "fuzz.json");
+  } catch (const trainsim::ConfigError&) {
+    return 0;
+  }
+  std::optional<trainsim::sim::FrameworkProfile> f;
+  try {
+    f = trainsim::sim::framework_from_json(j, "fuzz.json");
+  } catch (const trainsim::ConfigError&) {
+  }
+  if (f) {
+    try {
+      trainsim::sim::validate(*f, "fuzz.json"); // what loads is valid
+    } catch (const trainsim::ConfigError&) {
+      __builtin_trap();
+    }
+  }
+  try {
+    (void)trainsim::sim::alloc_program_from_json(j, "fuzz.json");
+  } catch (const trainsim::ConfigError&) {
+  }
+  try {
+    const auto c = trainsim::sim::deepspeed_config_from_json(j, "fuzz.json");
+    for (std::int64_t dp : {1, 3, 8}) {
+      try {
+        const auto b = trainsim::sim::deepspeed_batch(c, dp, "fuzz.json");
+        if (b.micro > 0 && b.train != b.micro * b.grad_acc * dp)
+          __builtin_trap();
+      } catch (const trainsim::ConfigError&) {
+      }
+    }
+  } catch (const trainsim::ConfigError&) {
+  }
+  return 0;
+}
