@@ -299,7 +299,7 @@ std::uint64_t fingerprint(const StepTensors& t) {
         static_cast<double>(t.steps), t.cap_bytes, t.layer_bwd_transient,
         t.layer_bwd_transient_block, static_cast<double>(t.fsdp2), t.unsharded_bytes_per_param,
         t.reduce_bytes_per_param, static_cast<double>(t.cast_on_gather),
-        static_cast<double>(t.recomputed_layers)})
+        static_cast<double>(t.recomputed_layers), static_cast<double>(t.empty_cache_before_steps)})
     mix(x);
   const auto& lp = t.layer_program;
   for (const auto* events : {&lp.forward, &lp.backward}) {
@@ -405,6 +405,8 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
     alloc_all(t.head_params, t.weight_bytes_per_param, keep);
   }
   alloc_all(t.persistent, 1.0, keep);
+  if (t.empty_cache_before_steps)
+    a.empty_cache();
   // The token batch of a recorded program: made after the parameters, again after each step.
   Id token_batch = t.layer_program.batch_bytes > 0 ? alloc(t.layer_program.batch_bytes) : Id{-1};
   bool states = false;

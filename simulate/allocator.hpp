@@ -64,6 +64,8 @@ class CachingAllocatorModel {
   BlockId allocate(std::int64_t bytes, std::int64_t stream = 0);
   /// Returns a block to the cache. Throws std::logic_error for an unknown or freed id.
   void release(BlockId id);
+  /// torch.cuda.empty_cache(): returns every cached segment that is wholly free.
+  void empty_cache() { release_cached_segments(); }
 
   [[nodiscard]] std::int64_t allocated_bytes() const { return allocated_; }
   [[nodiscard]] std::int64_t reserved_bytes() const { return reserved_; }
@@ -270,6 +272,11 @@ struct StepTensors {
   std::int64_t micro_batches_in_flight = 1;
   std::vector<double> persistent; // buffers allocated once (buckets, gather buffers)
   double cap_bytes = 0;           // what the allocator may reserve (0: no cap)
+  // torch.cuda.empty_cache() between the initialisation (parameters, buffers, FSDP2's sharding)
+  // and the first step, as the OOM probes of scripts/peer_framework_runs.py do
+  // (probe_under_cap); a training loop that never calls it keeps what the initialisation left
+  // cached for the first step to reuse.
+  bool empty_cache_before_steps = false;
   // FSDP2 (fully_shard per layer and the root; recorded traces with streams,
   // validate/results/fixtures/allocator-traces/): before each layer's forward and again before
   // its backward the layer's parameters are gathered into unsharded tensors of

@@ -275,6 +275,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.cap_bytes = options.allocator_cap_bytes > 0 ? options.allocator_cap_bytes
                    : options.device_bytes > 0 ? std::max(options.device_bytes - m.overhead, 1.0)
                                               : 0.0;
+    st.empty_cache_before_steps = options.empty_cache_before_steps;
     step_tensors = std::move(st);
   }
   if (fw.memory_timeline) {

@@ -76,6 +76,10 @@ struct MemoryOptions {
   // (CUDA context, library workspaces), else (both 0) no cap.
   double allocator_cap_bytes = 0;
   double device_bytes = 0;
+  // The caching allocator's cache emptied after the initialisation, before the first step
+  // (StepTensors::empty_cache_before_steps): what the OOM probes that measured trainsim's
+  // boundaries did. Off for a user's own loop.
+  bool empty_cache_before_steps = false;
   // A verdict is all the caller needs above this total (the plan search: the GPU's memory):
   // when the analytic peak of allocated bytes plus the overhead already exceeds it, the
   // allocator is not simulated (reserved >= allocated, so the step cannot fit either way) and

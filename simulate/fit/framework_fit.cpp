@@ -788,6 +788,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       MemoryOptions mo;
       mo.framework = so.framework;
       mo.allocator_cap_bytes = cap;
+      mo.empty_cache_before_steps = true; // the probe's (probe_under_cap)
       model::ParallelPlan plan = run.plan;
       model::TrainingSetup s = run.setup;
       plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
@@ -819,6 +820,9 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     MemoryOptions mo;
     mo.framework = so.framework;
     mo.allocator_cap_bytes = run.memory_cap_bytes; // the allocator frees its cache to stay under
+    // The probes (scripts/peer_framework_runs.py probe_under_cap) empty PyTorch's cache after
+    // building the model and optimizer, before their steps: so does the predicted step.
+    mo.empty_cache_before_steps = true;
     // The measured peaks at the boundary were taken under the cap, where the allocator returns
     // its wholly free cached segments before it reports out of memory: predict them the same way.
     if (run.max_micro_batch > 0) {
