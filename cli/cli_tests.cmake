@@ -529,6 +529,14 @@ trainsim_cli_test(kernel_profiles "GPU time: mean \\|error\\| [0-9.]+%, worst [0
   ${PROJECT_SOURCE_DIR}/validate/results/kernel-profiles-2026-12-02/fsdp-cs336-xl-bf16-mixed-flash-none-b2-s1024.json)
 trainsim_cli_error(kernel_profile_not_one "gpu_busy_s: missing or not a positive number"
   compare --kernel-profiles ${PROJECT_SOURCE_DIR}/presets/frameworks/pytorch.json)
+# As the OOM probes run a step (the cache emptied after the model is built), PyTorch's own
+# traced b197 requests get past the request that failed in the traced process.
+trainsim_cli_test(allocator_trace_empty_cache "out of memory +serves the failed request"
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-capped/fsdp-cs336-medium-bf16-mixed-flash-full-b197-s2048-cap80.trace
+  --empty-cache-at-start)
+trainsim_cli_error(allocator_trace_empty_cache_no_cap "--empty-cache-at-start: needs a cap"
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
 add_test(NAME cli.framework_presets_are_the_fit

@@ -52,6 +52,7 @@ struct CompareOptions {
   double max_reserved_error_pct = 0;      // --allocator-traces: 0 = report only
   double allocator_cap_gb = 0;            // --allocator-traces: also replay under this cap (0: no)
   bool allocator_with_prediction = false; // --allocator-traces: also predict each configuration
+  bool allocator_empty_cache = false;     // --allocator-traces: also replay as an OOM probe runs it
   OutputOptions out;
 };
 
@@ -102,6 +103,9 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
     any_cap = any_cap || r.cap_bytes > 0;
     reads.push_back(std::move(r));
   }
+  if (o.allocator_empty_cache && !any_cap)
+    throw ConfigError("--empty-cache-at-start: needs a cap to say what fits (--allocator-cap-gb, "
+                      "or traces recorded under one)");
   std::vector<std::string> head{"trace",          "events",         "alloc model",
                                 "alloc measured", "reserved model", "reserved measured",
                                 "error"};
@@ -115,6 +119,10 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
   if (any_cap) {
     head.insert(head.end(), {"cap", "model under cap", "PyTorch under cap"});
     keys.insert(keys.end(), {"cap_bytes", "fits_under_cap", "measured_fits_under_cap"});
+    if (o.allocator_empty_cache) {
+      head.push_back("cache emptied at start");
+      keys.push_back("fits_under_cap_cache_emptied");
+    }
   }
   if (o.allocator_with_prediction) {
     head.insert(head.end(), {"step alloc", "step reserved"});
@@ -208,6 +216,27 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
       }
       if (measured >= 0)
         row["measured_fits_under_cap"] = measured == 0;
+      if (o.allocator_empty_cache) {
+        // The same requests as an OOM probe makes them: the cache emptied after the model is
+        // built, before the first step (a trace without the step's start marker: "-").
+        const sim::TraceReplay emptied =
+            rd.cap_bytes > 0 ? sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes, true)
+                             : sim::TraceReplay{};
+        const bool known = rd.cap_bytes > 0 && emptied.cache_emptied;
+        const bool emptied_fits = !emptied.out_of_memory;
+        // A trace PyTorch ran out of memory in ends at the failed request: served, it says
+        // only that the step got that far.
+        const bool ends_at_failure = r.measured_out_of_memory == 1;
+        shown.push_back(!known            ? "-"
+                        : !emptied_fits   ? "out of memory"
+                        : ends_at_failure ? "serves the failed request"
+                                          : "fits");
+        raw.push_back(known ? (emptied_fits ? "true" : "false") : "");
+        if (known) {
+          row["fits_under_cap_cache_emptied"] = emptied_fits;
+          row["trace_ends_at_failure"] = ends_at_failure;
+        }
+      }
     }
     if (o.allocator_with_prediction) {
       const sim::MemoryBreakdown m = predict_traced_step(rd.text, file, rd.cap_bytes, o);
@@ -570,6 +599,8 @@ int run_compare(const CompareOptions& o) {
   require_range("--max-reserved-error-pct", o.max_reserved_error_pct, pct);
   if (!o.plot.empty())
     check_plot_file(o.plot);
+  if (o.allocator_empty_cache && o.allocator_traces.empty())
+    throw ConfigError("--empty-cache-at-start: replays allocator traces; give --allocator-traces");
   if (!o.allocator_traces.empty()) {
     Sink sink(o.out);
     compare_allocator_traces(o, sink);
@@ -755,6 +786,11 @@ void add_compare(CLI::App& app) {
                 "model, batch, precision, recompute, attention; the framework it names, or "
                 "--framework) as `trainsim memory` does, from trainsim's own step, not the trace: "
                 "peak allocated and reserved, and under a cap whether it fits");
+  cmd->add_flag("--empty-cache-at-start", o->allocator_empty_cache,
+                "With --allocator-traces under a cap: also replay each trace with the cache "
+                "emptied at the first step's start, as the OOM probes run a step "
+                "(scripts/peer_framework_runs.py calls torch.cuda.empty_cache() after building "
+                "the model; the traced process did not): whether it would then fit");
   cmd->add_option("--max-reserved-error-pct", o->max_reserved_error_pct,
                   "With --allocator-traces: exit 3 when a trace's reserved |error| exceeds "
                   "this (0 = report)");

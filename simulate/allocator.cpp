@@ -137,12 +137,13 @@ void CachingAllocatorModel::release(BlockId id) {
   insert(p, Key{b->stream, b->size, b->addr, id});
 }
 
-TraceReplay replay_allocator_trace(const std::string& path, std::int64_t cap_bytes) {
-  return replay_allocator_trace_text(read_input_file(path), path, cap_bytes);
+TraceReplay replay_allocator_trace(const std::string& path, std::int64_t cap_bytes,
+                                   bool empty_cache_at_start) {
+  return replay_allocator_trace_text(read_input_file(path), path, cap_bytes, empty_cache_at_start);
 }
 
 TraceReplay replay_allocator_trace_text(std::string_view text, const std::string& path,
-                                        std::int64_t cap_bytes) {
+                                        std::int64_t cap_bytes, bool empty_cache_at_start) {
   std::istringstream in{std::string(text)};
   TraceReplay r;
   r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
@@ -255,7 +256,12 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       model.release(it->second);
       live.erase(it);
       ++r.events;
-    } else if (kind != 'm' && kind != 's' && kind != 'x') {
+    } else if (kind == 'm') {
+      if (empty_cache_at_start && !r.cache_emptied && line == "m 0 start") {
+        model.empty_cache();
+        r.cache_emptied = true;
+      }
+    } else if (kind != 's' && kind != 'x') {
       throw bad("a line is '#', 'a', 'f', 'm', 's' or 'x'");
     }
   }

@@ -116,6 +116,9 @@ struct TraceReplay {
   // "out_of_memory": null when every step ran). 0 and -1 when the header does not say.
   double recorded_cap_bytes = 0;
   int measured_out_of_memory = -1;
+  // Replayed with empty_cache_at_start: whether the trace had the first step's "m 0 start"
+  // marker where the cache was emptied.
+  bool cache_emptied = false;
 };
 /// Replays a trace written by scripts/peer_allocator_trace.py ("a SIZE ID [STREAM]", "f ID", "m
 /// ...", "s SIZE", "x SIZE" lines; its "# {json}" header gives the measured peaks at each phase).
@@ -123,12 +126,17 @@ struct TraceReplay {
 /// block not held, ...) and for a file the input rules refuse (common/json_io.hpp).
 /// cap_bytes > 0 replays it under that cap (what torch.cuda.set_per_process_memory_fraction
 /// allows the allocator to reserve) and says whether the step would have run out of memory.
+/// empty_cache_at_start empties the modelled cache at the first step's start (the "m 0 start"
+/// marker), as the OOM probes do after building the model (scripts/peer_framework_runs.py
+/// probe_under_cap) and the traced process did not.
 [[nodiscard]] TraceReplay replay_allocator_trace(const std::string& path,
-                                                 std::int64_t cap_bytes = 0);
+                                                 std::int64_t cap_bytes = 0,
+                                                 bool empty_cache_at_start = false);
 /// The same for trace text already read; `path` names it in errors.
 [[nodiscard]] TraceReplay replay_allocator_trace_text(std::string_view text,
                                                       const std::string& path,
-                                                      std::int64_t cap_bytes = 0);
+                                                      std::int64_t cap_bytes = 0,
+                                                      bool empty_cache_at_start = false);
 inline constexpr std::int64_t kMaxTraceBlockBytes = std::int64_t{1} << 50;
 
 /// One layer's allocations and frees in the order a recorded PyTorch step makes them

@@ -89,6 +89,26 @@ TEST_CASE("caching allocator: a trace replayed under a cap releases the cache be
   CHECK(replay_allocator_trace_text(text, "cap.trace", 20 * MiB).out_of_memory);
 }
 
+TEST_CASE("caching allocator: the cache emptied at the first step's start, as the OOM probes do") {
+  // Initialisation frees a 100 MiB block; the step then takes 50 MiB of it (the segment is
+  // partly used, so a miss cannot return it) and asks for 200 MiB: under 260 MiB that runs
+  // out of memory (300 MiB reserved), unless the cache was emptied at the step's start (the
+  // 50 MiB in a segment of its own: 250 MiB).
+  const char* text = "a 104857600 0 0\nf 0\nm 0 start\na 52428800 1 0\na 209715200 2 0\n";
+  const auto kept = replay_allocator_trace_text(text, "probe.trace", 260 * MiB);
+  CHECK(kept.out_of_memory);
+  CHECK_FALSE(kept.cache_emptied);
+  const auto emptied = replay_allocator_trace_text(text, "probe.trace", 260 * MiB, true);
+  CHECK(emptied.cache_emptied);
+  CHECK_FALSE(emptied.out_of_memory);
+  CHECK(emptied.model_peak_reserved_bytes == 250.0 * MiB);
+  // No marker, nothing emptied: the replay is the plain one.
+  const auto no_marker = replay_allocator_trace_text(
+      "a 104857600 0 0\nf 0\na 52428800 1 0\na 209715200 2 0\n", "probe.trace", 260 * MiB, true);
+  CHECK_FALSE(no_marker.cache_emptied);
+  CHECK(no_marker.out_of_memory);
+}
+
 TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's reserved bytes") {
   const std::filesystem::path dir =
       std::filesystem::path(TRAINSIM_SOURCE_DIR) / "validate/results/fixtures/allocator-traces";
