@@ -396,10 +396,16 @@ int run_memory(const MemoryOptions& o) {
           "above it the verdict is not monotone: micro-batch {} fits again (the caching "
           "allocator's segments fall differently at each size); {} is the safe answer\n",
           again, max_mb));
-    if (sink.format() == Format::table && !b.allocation_program.empty())
-      sink.write(fmt::format("allocator: the step's blocks in the order recorded from PyTorch "
-                             "(presets/alloc-programs/{}.json)\n",
-                             b.allocation_program));
+    if (sink.format() == Format::table && !b.allocation_program.empty()) {
+      // A preset's name, or a file given by its path (as resolve_preset tells them apart).
+      const bool path = b.allocation_program.find('/') != std::string::npos ||
+                        b.allocation_program.ends_with(".json");
+      sink.write(
+          fmt::format("allocator: the step's blocks in the order recorded from PyTorch "
+                      "({})\n",
+                      path ? b.allocation_program
+                           : fmt::format("presets/alloc-programs/{}.json", b.allocation_program)));
+    }
     if (sink.format() == Format::table && b.host_activation_bytes > 0)
       sink.write(fmt::format("activation offload ({} layers): {} GB of activations in host "
                              "memory, not counted above\n",
