@@ -71,6 +71,13 @@
 #   traces-flash-judge, oom-e: (session 24) eager flash full-recompute traces and OOM
 #           boundaries judging the recorded flash program (declared before the call)
 #   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program
+#   empty-cache-check: (session 25) the OOM probes' torch.cuda.empty_cache() as a mechanism:
+#           FSDP2 cs336-medium s2048 flash full recompute under 80 GB, b185, b191 and b197, each
+#           in fresh processes with the cache emptied before the steps (as every recorded
+#           boundary was probed) and kept (--keep-cache, as a training loop and the traced
+#           processes run), twice each -> empty-cache-check.jsonl. trainsim's replay of
+#           PyTorch's own requests says: kept, b185 and b197 run out of memory; emptied, both
+#           run (docs/frameworks.md, session 25). A check, nothing fitted
 #   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
 #           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
 #           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
@@ -167,6 +174,21 @@ case "$part" in
     # (session 24) OOM boundaries judging the recorded flash program (declared as above)
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e.json --output "$w/oom-e.jsonl" --limit-s 200
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e.jsonl" --out "$w/oom-e-fresh.jsonl" --budget-s 225
+    ;;
+  empty-cache-check)
+    # (session 25) fresh processes, two steps each, the cache emptied or kept before them
+    for rep in 1 2; do
+      for b in 185 191 197; do
+        for keep in "" --keep-cache; do
+          echo "# $(date -u +%T) b$b ${keep:-emptied} rep $rep" >>"$w/log.txt"
+          timeout 120 python3 scripts/peer_oom_leak_check.py --framework fsdp --model cs336-medium \
+            --seq-len 2048 --precision bf16-mixed --attention flash --recompute full \
+            --ok-batch "$b" --cap-gb 80 --steps 2 $keep 2>>"$w/log.txt" | tail -1 \
+            | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['rep']=$rep; print(json.dumps(r))" \
+            >>"$w/empty-cache-check.jsonl" || echo "# exit $? b$b $keep" >>"$w/log.txt"
+        done
+      done
+    done
     ;;
   oom-f)
     # (session 24) FSDP2 OOM boundaries judging the derived FSDP2 program (declared as above)

@@ -291,16 +291,19 @@ def timed_run(a):
     }
 
 
-def probe_under_cap(opt, step, steps, batch, cap_bytes, total):
+def probe_under_cap(opt, step, steps, batch, cap_bytes, total, empty_cache=True):
     """`steps` training steps at `batch` under an allocator cap (set_per_process_memory_fraction),
     after freeing what the previous probe left: whether they ran, the bytes allocated before,
-    the peaks, and the bytes allocated after."""
+    the peaks, and the bytes allocated after. empty_cache=False keeps PyTorch's cached segments
+    (what the model's initialisation left) for the steps, as a training loop that never calls
+    torch.cuda.empty_cache() does."""
     import gc
     import torch
     torch.cuda.set_per_process_memory_fraction(min(cap_bytes / total, 1.0))
     opt.zero_grad(set_to_none=True)
     gc.collect()
-    torch.cuda.empty_cache()
+    if empty_cache:
+        torch.cuda.empty_cache()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     ok = True

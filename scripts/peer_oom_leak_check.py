@@ -28,6 +28,9 @@ def main(argv):
     ap.add_argument("--fail-batch", type=int, default=0,
                     help="0: only one probe of --ok-batch under the cap, in this fresh process")
     ap.add_argument("--cap-gb", type=float, default=80)
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="do not call torch.cuda.empty_cache() before a probe (the search's "
+                         "probes do): the steps start from what the initialisation left cached")
     ap.set_defaults(steps=2, dynamic=False)
     a = ap.parse_args(argv)
     import torch
@@ -35,14 +38,15 @@ def main(argv):
     model, opt, step, cfg = peer.setup(a)
 
     def probe(batch, cap_bytes):
-        return peer.probe_under_cap(opt, step, a.steps, batch, cap_bytes, total)
+        return peer.probe_under_cap(opt, step, a.steps, batch, cap_bytes, total,
+                                    empty_cache=not a.keep_cache)
 
     cap = a.cap_gb * 1e9
     rows = [probe(a.ok_batch, cap)] if a.fail_batch == 0 else [
         probe(a.ok_batch, total), probe(a.fail_batch, cap), probe(a.ok_batch, cap),
         probe(a.fail_batch, cap), probe(a.ok_batch, cap)]
     print(json.dumps({"framework": a.framework, "model": a.model, "seq_len": a.seq_len,
-                      "precision": a.precision, "probes": rows}))
+                      "precision": a.precision, "empty_cache": not a.keep_cache, "probes": rows}))
 
 
 if __name__ == "__main__":
