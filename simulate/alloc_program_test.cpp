@@ -258,11 +258,11 @@ TEST_CASE("the OOM probes' empty_cache: FSDP2's initialisation leaves no segment
   REQUIRE(b.allocation_program == path);
   CHECK(a.peak_reserved() > 80e9);
   CHECK(b.peak_reserved() <= 80e9);
-  // Without a cap the cache emptied changes only where the first step's blocks go.
-  kept.allocator_cap_bytes = emptied.allocator_cap_bytes = 0;
-  CHECK(
-      estimate_memory(medium, plan, s, prof, emptied).peak_reserved() ==
-      doctest::Approx(estimate_memory(medium, plan, s, prof, kept).peak_reserved()).epsilon(0.05));
+  // Without a cap, kept as the traced process ran it, the step reserves what PyTorch's trace
+  // of it did (validate/results/fixtures/allocator-traces/...-b185-s2048.trace: 88.07 GB).
+  kept.allocator_cap_bytes = 0;
+  CHECK(estimate_memory(medium, plan, s, prof, kept).peak_reserved() ==
+        doctest::Approx(88071995392.0).epsilon(1e-3));
 }
 
 TEST_CASE("malformed programs are refused by name") {

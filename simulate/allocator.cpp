@@ -257,7 +257,12 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       live.erase(it);
       ++r.events;
     } else if (kind == 'm') {
-      if (empty_cache_at_start && !r.cache_emptied && line == "m 0 start") {
+      // A phase boundary "m STEP PHASE": the first step's start is where a probe's cache was
+      // emptied.
+      std::int64_t step = -1;
+      std::string phase;
+      if (empty_cache_at_start && !r.cache_emptied && (s >> step >> phase) && step == 0 &&
+          phase == "start") {
         model.empty_cache();
         r.cache_emptied = true;
       }
