@@ -539,6 +539,10 @@ trainsim_cli_error(allocator_trace_empty_cache_no_cap "--empty-cache-at-start: n
   --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
+# Every recorded allocation program is what scripts/derive-alloc-program.py makes of the two
+# traces its "source" names (the FSDP2 program waiting for its judge included).
+add_test(NAME cli.alloc_programs_are_the_derivation
+         COMMAND bash -c "cd ${PROJECT_SOURCE_DIR} && out=$(mktemp) && for f in presets/alloc-programs/*.json validate/results/allocator-traces-2026-12-04-prog/*.json; do traces=$(grep -o 'validate/[^ ]*[.]trace' $f | tr '\\n' ' ') && python3 scripts/derive-alloc-program.py $traces $out > /dev/null && cmp $out $f || exit 1; done; rm -f $out")
 add_test(NAME cli.framework_presets_are_the_fit
          COMMAND bash -c "out=$(mktemp -d) && ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out && for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f) || exit 1; done; rm -rf $out")
 trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
