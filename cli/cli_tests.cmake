@@ -555,7 +555,7 @@ trainsim_cli_test(memory_deepspeed_offload "DeepSpeed ZeRO-3 \\(offload optimize
 trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: not modelled by trainsim"
   memory --model gpt2 --gpu h100-sxm --seq-len 1024 --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_unknown.json)
 # DeepSpeed's batch rule: 64 = micro x 4 steps x dp 8 gives micro-batch 2; 100 != 4 x 4 x 8.
-trainsim_cli_test(memory_deepspeed_batch_derived "micro-batch 2, seq_len 1024"
+trainsim_cli_test(memory_deepspeed_batch_derived "DeepSpeed batch: train_batch_size 64 = micro-batch 2 x 4 accumulation steps x dp 8"
   memory --model gpt2 --cluster dgx-h100 --num-gpus 8 --seq-len 1024
   --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero2_train_batch.json)
 trainsim_cli_error(memory_deepspeed_batch_mismatch "train_batch_size \\(100\\) must equal train_micro_batch_size_per_gpu \\(4\\) x gradient_accumulation_steps \\(4\\) x data-parallel size \\(8\\)"

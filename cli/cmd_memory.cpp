@@ -208,12 +208,13 @@ int run_memory(const MemoryOptions& o) {
     framework = "deepspeed";
   }
   const model::ParallelPlan p = resolve_plan(plan_options, m, s, mc.num_gpus);
+  sim::DeepSpeedBatch ds_batch; // all 0: the config gives no batch
   if (ds) {
     // Its batch fields, completed and checked as DeepSpeed does on this layout's dp ranks.
-    const sim::DeepSpeedBatch batch = sim::deepspeed_batch(*ds, p.dp, o.deepspeed);
-    if (batch.micro > 0) {
-      s.micro_batch_size = batch.micro;
-      s.global_batch_size = batch.train;
+    ds_batch = sim::deepspeed_batch(*ds, p.dp, o.deepspeed);
+    if (ds_batch.micro > 0) {
+      s.micro_batch_size = ds_batch.micro;
+      s.global_batch_size = ds_batch.train;
     }
   }
   sim::MemoryOptions mo;
@@ -337,6 +338,10 @@ int run_memory(const MemoryOptions& o) {
                    {"min_recompute_layers_low", rc_low},
                    {"min_recompute_layers_high", rc_high}};
   j["caveats"] = caveats;
+  if (ds_batch.micro > 0)
+    j["deepspeed_batch"] = {{"train_batch_size", ds_batch.train},
+                            {"train_micro_batch_size_per_gpu", ds_batch.micro},
+                            {"gradient_accumulation_steps", ds_batch.grad_acc}};
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -435,6 +440,10 @@ int run_memory(const MemoryOptions& o) {
           ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
           gb(place.gpu_bytes), gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes),
           place.pcie_s, fmt::format("{:.3g}", link / 1e9), place.nvme_s, o.nvme_gb_per_s));
+      if (ds_batch.micro > 0)
+        sink.write(fmt::format("# DeepSpeed batch: train_batch_size {} = micro-batch {} x {} "
+                               "accumulation steps x dp {}\n",
+                               ds_batch.train, ds_batch.micro, ds_batch.grad_acc, p.dp));
     }
   }
   if (!o.plot.empty()) {
