@@ -76,8 +76,10 @@
 #           in fresh processes with the cache emptied before the steps (as every recorded
 #           boundary was probed) and kept (--keep-cache, as a training loop and the traced
 #           processes run), twice each -> empty-cache-check.jsonl. trainsim's replay of
-#           PyTorch's own requests says: kept, b185 and b197 run out of memory; emptied, both
-#           run (docs/frameworks.md, session 25). A check, nothing fitted
+#           PyTorch's own requests says: kept, b185 and b197 run out of memory; emptied, b185
+#           runs and b197 gets past the request that failed; its step played from the FSDP2
+#           program: kept, all three fail, emptied, all three run (docs/frameworks.md,
+#           session 25). A check, nothing fitted
 #   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
 #           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
 #           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
