@@ -539,6 +539,13 @@ trainsim_cli_error(allocator_trace_empty_cache_no_cap "--empty-cache-at-start: n
   --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
+# A profile naming its allocation program by path: `memory` names that path (it printed
+# presets/alloc-programs/PATH.json).
+add_test(NAME cli.memory_program_by_path
+         COMMAND ${CMAKE_COMMAND} -E env SRC=${PROJECT_SOURCE_DIR} BIN=$<TARGET_FILE:trainsim>
+                 bash -c [=[cd "$SRC" && f=$(mktemp --suffix=.json) && python3 -c "import json, sys; d = json.load(open('presets/frameworks/fsdp.json')); d['allocation_program'] = 'validate/results/allocator-traces-2026-12-04-prog/fsdp-bf16-flash-full.json'; json.dump(d, open(sys.argv[1], 'w'))" "$f" && "$BIN" memory --model cs336-medium --gpu h200 --num-gpus 1 --micro-batch 32 --seq-len 1024 --recompute full --attention flash --framework "$f"; rc=$?; rm -f "$f"; exit $rc]=])
+set_tests_properties(cli.memory_program_by_path PROPERTIES PASS_REGULAR_EXPRESSION
+  "order recorded from PyTorch \\(validate/results/allocator-traces-2026-12-04-prog/fsdp-bf16-flash-full[.]json\\)")
 # Every recorded allocation program is what scripts/derive-alloc-program.py makes of the two
 # traces its "source" names (the FSDP2 program waiting for its judge included).
 add_test(NAME cli.alloc_programs_are_the_derivation
