@@ -10,6 +10,7 @@
 #include "cli/resolve.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/presets.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
@@ -402,9 +403,7 @@ int run_memory(const MemoryOptions& o) {
           "allocator's segments fall differently at each size); {} is the safe answer\n",
           again, max_mb));
     if (sink.format() == Format::table && !b.allocation_program.empty()) {
-      // A preset's name, or a file given by its path (as resolve_preset tells them apart).
-      const bool path = b.allocation_program.find('/') != std::string::npos ||
-                        b.allocation_program.ends_with(".json");
+      const bool path = is_preset_path(b.allocation_program);
       sink.write(
           fmt::format("allocator: the step's blocks in the order recorded from PyTorch "
                       "({})\n",

@@ -60,12 +60,15 @@ std::vector<std::string> list_presets(const std::string& kind) {
   return names;
 }
 
+bool is_preset_path(const std::string& name_or_path) {
+  return name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
+}
+
 std::string resolve_preset(const std::string& kind, const std::string& name_or_path,
                            const std::string& flag) {
   if (name_or_path.empty())
     throw ConfigError(fmt::format("{}: empty value", flag));
-  const bool path_like =
-      name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
+  const bool path_like = is_preset_path(name_or_path);
   std::error_code ec;
   if (path_like) {
     const fs::file_status st = fs::status(name_or_path, ec);

@@ -16,6 +16,8 @@ namespace trainsim {
 
 /// A preset handle ("llama3-8b") or a path to a JSON file; returns the file path.
 /// Unknown handles throw ConfigError with the nearest known names.
+/// Whether a preset argument names a file (a '/' or a ".json" ending) rather than a preset.
+[[nodiscard]] bool is_preset_path(const std::string& name_or_path);
 [[nodiscard]] std::string resolve_preset(const std::string& kind, const std::string& name_or_path,
                                          const std::string& flag);
 

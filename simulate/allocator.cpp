@@ -52,7 +52,7 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   } else {
     const std::int64_t seg = segment_bytes(size);
     if (cap_ > 0 && reserved_ + seg > cap_) {
-      release_cached_segments();
+      empty_cache();
       oom_ = oom_ || reserved_ + seg > cap_;
     }
     id = static_cast<BlockId>(blocks_.size());
@@ -89,7 +89,7 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   return id;
 }
 
-void CachingAllocatorModel::release_cached_segments() {
+void CachingAllocatorModel::empty_cache() {
   for (Pool* p : {&small_pool_, &large_pool_})
     std::erase_if(*p, [&](const Key& k) {
       const Block& b = blocks_[static_cast<std::size_t>(k[3])];

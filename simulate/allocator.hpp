@@ -64,8 +64,9 @@ class CachingAllocatorModel {
   BlockId allocate(std::int64_t bytes, std::int64_t stream = 0);
   /// Returns a block to the cache. Throws std::logic_error for an unknown or freed id.
   void release(BlockId id);
-  /// torch.cuda.empty_cache(): returns every cached segment that is wholly free.
-  void empty_cache() { release_cached_segments(); }
+  /// torch.cuda.empty_cache(): returns every cached segment that is wholly free (what a miss
+  /// under the cap does too, before it retries).
+  void empty_cache();
 
   [[nodiscard]] std::int64_t allocated_bytes() const { return allocated_; }
   [[nodiscard]] std::int64_t reserved_bytes() const { return reserved_; }
@@ -91,7 +92,6 @@ class CachingAllocatorModel {
   Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
   static void insert(Pool& p, const Key& k);
   static void erase(Pool& p, const Key& k);
-  void release_cached_segments();
   std::vector<Block> blocks_;
   Pool small_pool_, large_pool_;
   std::int64_t cap_ = 0;
