@@ -638,3 +638,17 @@ trainsim_cli_test(memory_band_multi_gpu "band \\+-[0-9]+% \\(1 sigma over 10 mul
   --framework fsdp --micro-batch 16 -s 8192 --precision fp8 --recompute full)
 trainsim_cli_test(memory_band_one_gpu "band \\+-[0-9]+% \\(1 sigma over [0-9]+ fsdp runs\\)"
   memory -m cs336-large -g h200 --framework fsdp --zero 3 --micro-batch 4 -s 1024)
+# An unset --zero is the framework's default stage, said under the layout (FSDP2's
+# fully_shard: ZeRO-3; Megatron's distributed optimizer: ZeRO-1); a given one wins, unsaid.
+trainsim_cli_test(zero_default_fsdp "\"zero\": 3[^0-9].*\"zero_stage_note\": \"ZeRO-3: the fsdp profile's default"
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --seq-len 8192 --framework fsdp --format json)
+trainsim_cli_test(zero_default_megatron "ZeRO-1, recompute none.*\n# ZeRO-1: the megatron profile's default, the distributed optimizer"
+  memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --seq-len 8192)
+add_test(NAME cli.zero_given_wins COMMAND trainsim estimate --model llama3-8b --cluster dgx-h100
+         --num-gpus 8 --seq-len 8192 --framework fsdp --zero 0 --format json)
+set_tests_properties(cli.zero_given_wins PROPERTIES PASS_REGULAR_EXPRESSION "\"zero\": 0[^0-9]"
+                     FAIL_REGULAR_EXPRESSION "zero_stage_note")
+trainsim_cli_test(zero_states_only_baseline "\"zero\": 0\n}"
+  memory --params 7.5e9 --num-gpus 64 --format json)
+trainsim_cli_error(zero_negative "--zero = -3: must be 0, 1, 2 or 3"
+  estimate --model llama3-8b --gpu h100-sxm --zero -3)

@@ -32,15 +32,15 @@ int run_estimate(const EstimateOptions& o) {
   const model::ModelSpec m = resolve_model(o.model);
   const Machine mc = resolve_machine(o.machine, 8);
   const model::TrainingSetup s = resolve_setup(o.setup, m);
-  const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus);
   const sim::StepOptions so = resolve_step_flags(o.step);
+  const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus, so.fw().default_zero_stage);
   require_recompute_supported(p.recompute, so.fw());
   require_ep_overlap_applies(so, p);
   require_setup_supported(s, so.fw());
   const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   const auto est = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, so);
   Sink sink(o.out);
-  print_estimate(sink, m, mc, p, s, est, tokens);
+  print_estimate(sink, m, mc, p, s, est, tokens, zero_default_note(o.plan, so.fw()));
   if (!o.plot.empty())
     plot_breakdown(o.plot, m, mc, p, est);
   return 0;

@@ -90,6 +90,16 @@ void breakdown_table(Sink& sink, const sim::MemoryBreakdown& b) {
   t.print(sink);
 }
 
+// --params and --max-params count model states as the ZeRO paper does, with no framework:
+// an unset --zero is its baseline, stage 0.
+std::int64_t states_only_zero(std::int64_t zero) {
+  if (zero == PlanOptions::kZeroFromFramework)
+    return 0;
+  if (zero < 0 || zero > 3)
+    throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", zero));
+  return zero;
+}
+
 int run_max_params(const MemoryOptions& o) {
   const Machine mc = resolve_machine(o.machine);
   sim::check_precision_supported(mc.gpu, parse_precision(o.setup.precision));
@@ -114,7 +124,7 @@ int run_max_params(const MemoryOptions& o) {
               {fmt::format("{}", z), fmt::format("{:.0f}", p), fmt::format("{:.0f}", p)});
   }
   j["max_params_by_zero"] = by_stage;
-  j["max_params"] = by_stage[fmt::format("zero{}", o.plan.zero_stage)];
+  j["max_params"] = by_stage[fmt::format("zero{}", states_only_zero(o.plan.zero_stage))];
   check_finite(j);
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -139,8 +149,7 @@ int run_params_only(const MemoryOptions& o) {
                     : (o.machine.num_gpus == MachineOptions::kUnset ? 1 : o.machine.num_gpus);
   if (dp < 1 || dp > 10000000)
     throw ConfigError(fmt::format("--num-gpus/--dp = {}: must be in 1..10000000", dp));
-  if (o.plan.zero_stage < 0 || o.plan.zero_stage > 3)
-    throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", o.plan.zero_stage));
+  const std::int64_t zero = states_only_zero(o.plan.zero_stage);
   Sink sink(o.out);
   nlohmann::json stages = nlohmann::json::array();
   Table t({"ZeRO stage", "weights (GB)", "gradients (GB)", "optimizer (GB)", "total (GB)"},
@@ -149,21 +158,20 @@ int run_params_only(const MemoryOptions& o) {
     const auto b = sim::model_state_bytes(params, parse_precision(o.setup.precision),
                                           parse_optimizer(o.setup.optimizer), dp, z);
     stages.push_back({{"zero", z}, {"per_gpu_bytes", memory_json(b)}});
-    t.add_row({fmt::format("{}{}", z, z == o.plan.zero_stage ? " *" : ""), gb(b.weights),
-               gb(b.gradients), gb(b.optimizer), gb(b.total)},
+    t.add_row({fmt::format("{}{}", z, z == zero ? " *" : ""), gb(b.weights), gb(b.gradients),
+               gb(b.optimizer), gb(b.total)},
               {fmt::format("{}", z), fmt::format("{:.0f}", b.weights),
                fmt::format("{:.0f}", b.gradients), fmt::format("{:.0f}", b.optimizer),
                fmt::format("{:.0f}", b.total)});
   }
-  const auto sel =
-      sim::model_state_bytes(params, parse_precision(o.setup.precision),
-                             parse_optimizer(o.setup.optimizer), dp, o.plan.zero_stage);
+  const auto sel = sim::model_state_bytes(params, parse_precision(o.setup.precision),
+                                          parse_optimizer(o.setup.optimizer), dp, zero);
   const nlohmann::json j{
       {"params", params},
       {"dp", dp},
       {"precision", std::string(model::to_string(parse_precision(o.setup.precision)))},
       {"optimizer", std::string(model::to_string(parse_optimizer(o.setup.optimizer)))},
-      {"zero", o.plan.zero_stage},
+      {"zero", zero},
       {"per_gpu_bytes", memory_json(sel)},
       {"stages", stages}};
   check_finite(j);
@@ -208,7 +216,14 @@ int run_memory(const MemoryOptions& o) {
     s.precision = ds->precision;
     framework = "deepspeed";
   }
-  const model::ParallelPlan p = resolve_plan(plan_options, m, s, mc.num_gpus);
+  if (ds && o.torch_compile != "none")
+    throw ConfigError("--torch-compile: a DeepSpeed config's run is modelled with the deepspeed "
+                      "profile, which has no torch.compile variant; leave it at none");
+  const auto fw =
+      std::make_shared<const sim::FrameworkProfile>(resolve_framework(framework, o.torch_compile));
+  const model::ParallelPlan p =
+      resolve_plan(plan_options, m, s, mc.num_gpus, fw->default_zero_stage);
+  const std::string zero_note = zero_default_note(plan_options, *fw);
   sim::DeepSpeedBatch ds_batch; // all 0: the config gives no batch
   if (ds) {
     // Its batch fields, completed and checked as DeepSpeed does on this layout's dp ranks.
@@ -222,11 +237,7 @@ int run_memory(const MemoryOptions& o) {
   mo.bucket_bytes = ds ? ds->reduce_bucket_elems * dtype_bytes(model::compute_dtype(s.precision)) /
                              (ds->overlap_comm ? 1.0 : 2.0)
                        : o.bucket_mb * 1024 * 1024;
-  if (ds && o.torch_compile != "none")
-    throw ConfigError("--torch-compile: a DeepSpeed config's run is modelled with the deepspeed "
-                      "profile, which has no torch.compile variant; leave it at none");
-  mo.framework =
-      std::make_shared<const sim::FrameworkProfile>(resolve_framework(framework, o.torch_compile));
+  mo.framework = fw;
   require_recompute_supported(p.recompute, *mo.framework);
   require_setup_supported(s, *mo.framework);
   if (ds) {
@@ -339,6 +350,8 @@ int run_memory(const MemoryOptions& o) {
                    {"min_recompute_layers_low", rc_low},
                    {"min_recompute_layers_high", rc_high}};
   j["caveats"] = caveats;
+  if (!zero_note.empty())
+    j["zero_stage_note"] = zero_note;
   if (ds_batch.micro > 0)
     j["deepspeed_batch"] = {{"train_batch_size", ds_batch.train},
                             {"train_micro_batch_size_per_gpu", ds_batch.micro},
@@ -361,6 +374,8 @@ int run_memory(const MemoryOptions& o) {
                              p.sequence_parallel ? " +SP" : "", p.zero_stage, recompute_label(p, s),
                              s.micro_batch_size, s.seq_len, model::to_string(s.precision),
                              model::to_string(s.optimizer), model::to_string(s.attention)));
+    if (!zero_note.empty())
+      sink.comment(zero_note);
     sink.comment(fmt::format(
         "fullest pipeline stage {}{} holds {} params and {:g} micro-batches "
         "of activations",

@@ -66,7 +66,7 @@ int run_roofline(const RooflineOptions& o) {
     auto plan_opts = o.plan;
     if (plan_opts.dp == 0)
       plan_opts.dp = 1;
-    const auto p = resolve_plan(plan_opts, m, s, 0);
+    const auto p = resolve_plan(plan_opts, m, s, 0, 0); // the ops, not model states
     dtype = model::compute_dtype(s.precision);
     const auto ops = model::build_ops(m, model::make_op_context(p, s));
     std::vector<const std::vector<model::Op>*> lists{&ops.embedding};

@@ -96,6 +96,7 @@ int run_sweep(const SweepOptions& o) {
   Series series{o.metric, {}, "linespoints", {}};
   double first_per_gpu = 0;
   std::string framework;            // every row's profile (the flags are shared)
+  std::string zero_note;            // an unset --zero: the framework's stage (not varied)
   std::vector<std::string> caveats; // the profile's caveats that apply to any row
   for (double v : values) {
     auto mo = o.machine;
@@ -123,8 +124,9 @@ int run_sweep(const SweepOptions& o) {
       sf.bucket_mb = v;
     const Machine mc = resolve_machine(mo, 8);
     const auto s = resolve_setup(so, m);
-    const auto p = resolve_plan(po, m, s, mc.num_gpus);
     const sim::StepOptions step = resolve_step_flags(sf);
+    const auto p = resolve_plan(po, m, s, mc.num_gpus, step.fw().default_zero_stage);
+    zero_note = zero_default_note(po, step.fw());
     require_recompute_supported(p.recompute, step.fw());
     require_ep_overlap_applies(step, p);
     require_setup_supported(s, step.fw());
@@ -165,11 +167,17 @@ int run_sweep(const SweepOptions& o) {
   }
   check_finite(rows); // every printed figure below is one of these
   if (sink.format() == Format::json)
-    sink.json({{"vary", o.vary}, {"model", m.name}, {"framework", framework}, {"rows", rows}});
+    sink.json({{"vary", o.vary},
+               {"model", m.name},
+               {"framework", framework},
+               {"zero_stage_note", zero_note},
+               {"rows", rows}});
   else {
     sink.comment(fmt::format("sweep of {} for {} (framework {}); scaling efficiency = tokens/s "
                              "per GPU relative to the first value",
                              o.vary, m.name, framework));
+    if (!zero_note.empty())
+      sink.comment(zero_note);
     t.print(sink);
     for (const auto& c : caveats) // the rows each name theirs in JSON
       sink.write(fmt::format("caveat ({}): {}\n", framework, c));

@@ -180,7 +180,8 @@ nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
 
 nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                              const model::ParallelPlan& p, const model::TrainingSetup& s,
-                             const sim::StepEstimate& e, double tokens) {
+                             const sim::StepEstimate& e, double tokens,
+                             const std::string& zero_note) {
   nlohmann::json j{{"model", m.name},
                    {"cluster", mc.cluster.name},
                    {"gpu", mc.gpu.name},
@@ -221,6 +222,8 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"ep_overlap", e.ep_overlap},
                    {"ep_overlap_merged_pairs", e.ep_merged_pairs},
                    {"ep_comm_hidden_s", e.ep_hidden_s}};
+  if (!zero_note.empty())
+    j["zero_stage_note"] = zero_note;
   if (tokens > 0) {
     const auto t = sim::training_time(e, model::count_params(m).active, tokens, p.num_gpus());
     j["tokens"] = tokens;
@@ -233,8 +236,8 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
 
 void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                     const model::ParallelPlan& p, const model::TrainingSetup& s,
-                    const sim::StepEstimate& e, double tokens) {
-  const nlohmann::json j = estimate_json(m, mc, p, s, e, tokens);
+                    const sim::StepEstimate& e, double tokens, const std::string& zero_note) {
+  const nlohmann::json j = estimate_json(m, mc, p, s, e, tokens, zero_note);
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -255,6 +258,8 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
       p.interleave > 1 ? fmt::format(", {} chunks/stage", p.interleave) : "", p.zero_stage,
       recompute_label(p, s), model::to_string(s.attention), model::to_string(s.precision),
       s.micro_batch_size, e.micro_batches, p.dp, e.global_batch_size, s.seq_len));
+  if (!zero_note.empty())
+    sink.comment(zero_note);
   const auto& b = e.breakdown_s;
   Table t({"part", "time (ms)", "share"}, {"part", "time_s", "fraction"});
   auto row = [&](const char* name, double v) {

@@ -57,14 +57,17 @@ void require_setup_supported(const model::TrainingSetup& s, const sim::Framework
 [[nodiscard]] std::string expert_note(const model::ParallelPlan& p);
 [[nodiscard]] nlohmann::json breakdown_json(const sim::StepBreakdown& b);
 [[nodiscard]] nlohmann::json memory_json(const sim::MemoryBreakdown& b);
+/// `zero_note`: where an unset --zero's stage came from (zero_default_note), printed under
+/// the layout and given in JSON as "zero_stage_note"; empty when --zero was given.
 [[nodiscard]] nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                                            const model::ParallelPlan& p,
                                            const model::TrainingSetup& s,
-                                           const sim::StepEstimate& e, double tokens);
+                                           const sim::StepEstimate& e, double tokens,
+                                           const std::string& zero_note = {});
 
 void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                     const model::ParallelPlan& p, const model::TrainingSetup& s,
-                    const sim::StepEstimate& e, double tokens);
+                    const sim::StepEstimate& e, double tokens, const std::string& zero_note = {});
 
 void plot_breakdown(const std::string& file, const model::ModelSpec& m, const Machine& mc,
                     const model::ParallelPlan& p, const sim::StepEstimate& e);

@@ -347,9 +347,10 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
                  "needs --sequence-parallel), as NVIDIA's Megatron-Bridge MoE recipes run")
       ->capture_default_str();
   cmd.add_option("--zero", o.zero_stage,
-                 "ZeRO stage 0..3 (shards optimizer / +gradients / "
-                 "+weights over dp)")
-      ->capture_default_str();
+                 "ZeRO stage 0..3 (shards optimizer / +gradients / +weights over dp); default: "
+                 "the framework's: megatron 1 (the distributed optimizer of NeMo's and "
+                 "Megatron-Bridge's recipes), fsdp 3 (FSDP2's fully_shard), deepspeed, pytorch, "
+                 "pytorch-compile and trainsim 0; memory --params / --max-params: 0");
   cmd.add_option("--interleave", o.interleave, "Virtual pipeline chunks per stage (1 = 1F1B)")
       ->capture_default_str();
   cmd.add_flag("--sequence-parallel", o.sequence_parallel,
@@ -366,14 +367,19 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
 }
 
 model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m,
-                                 const model::TrainingSetup& s, std::int64_t num_gpus) {
+                                 const model::TrainingSetup& s, std::int64_t num_gpus,
+                                 std::int64_t default_zero) {
   model::ParallelPlan p;
   p.tp = o.tp;
   p.pp = o.pp;
   p.cp = o.cp;
   p.ep = o.ep;
   p.etp = o.etp;
-  p.zero_stage = o.zero_stage;
+  if (o.zero_stage < 0 && o.zero_stage != PlanOptions::kZeroFromFramework)
+    throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3 (or unset: the "
+                                  "framework's default)",
+                                  o.zero_stage));
+  p.zero_stage = o.zero_stage == PlanOptions::kZeroFromFramework ? default_zero : o.zero_stage;
   p.interleave = o.interleave;
   p.sequence_parallel = o.sequence_parallel;
   p.recompute = parse_recompute(o.recompute);
@@ -393,6 +399,13 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   p.stage_layers = resolve_stage_split(o.stages, m.num_layers, o.pp);
   model::validate(p, m, s, num_gpus, "flags");
   return p;
+}
+
+std::string zero_default_note(const PlanOptions& o, const sim::FrameworkProfile& fw) {
+  if (o.zero_stage != PlanOptions::kZeroFromFramework || fw.default_zero_stage == 0)
+    return {};
+  return fmt::format("ZeRO-{}: the {} profile's default, {}; --zero to choose",
+                     fw.default_zero_stage, fw.name, fw.default_zero_stage_source);
 }
 
 void add_machine_options(CLI::App& cmd, MachineOptions& o, bool with_cluster, bool with_num_gpus) {

@@ -12,6 +12,7 @@
 #include "hardware/gpu.hpp"
 #include "hardware/profile.hpp"
 #include "model/spec.hpp"
+#include "simulate/framework.hpp"
 
 namespace trainsim::cli {
 
@@ -76,16 +77,24 @@ void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers
 resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers, std::int64_t pp);
 
 struct PlanOptions {
-  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, zero_stage = 0, interleave = 1;
+  // --zero left unset: the framework's default stage (FrameworkProfile::default_zero_stage).
+  static constexpr std::int64_t kZeroFromFramework = -1;
+  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, zero_stage = kZeroFromFramework,
+               interleave = 1;
   bool sequence_parallel = false;
   std::string recompute = "none";
   StageSplitOptions stages;
 };
 void add_plan_options(CLI::App& cmd, PlanOptions& o);
-/// dp = 0 means num_gpus / (tp pp cp). Validates against the model and num_gpus.
+/// dp = 0 means num_gpus / (tp pp cp); an unset ZeRO stage is `default_zero` (the framework's,
+/// FrameworkProfile::default_zero_stage). Validates against the model and num_gpus.
 [[nodiscard]] model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m,
-                                               const model::TrainingSetup& s,
-                                               std::int64_t num_gpus);
+                                               const model::TrainingSetup& s, std::int64_t num_gpus,
+                                               std::int64_t default_zero);
+
+/// Where an unset --zero's stage came from, for the output: "ZeRO-3: the fsdp profile's
+/// default, <its source>; --zero to choose"; empty when --zero was given or the default is 0.
+[[nodiscard]] std::string zero_default_note(const PlanOptions& o, const sim::FrameworkProfile& fw);
 
 struct MachineOptions {
   std::string gpu;

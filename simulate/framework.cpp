@@ -145,6 +145,11 @@ void validate(const FrameworkProfile& f, const std::string& source) {
       if (v != -1 && (!std::isfinite(v) || v < 0 || v > 100))
         p.add(fmt::format("roles.{}.{} = {}: must be in [0, 100]", name, field, v));
   }
+  if (f.default_zero_stage < 0 || f.default_zero_stage > 3)
+    p.add(fmt::format("default_zero_stage = {}: must be 0, 1, 2 or 3", f.default_zero_stage));
+  if (f.default_zero_stage > 0 && f.default_zero_stage_source.empty())
+    p.add("default_zero_stage_source: required when default_zero_stage > 0 (where the "
+          "framework's recipes set that sharding)");
   non_negative("host_us_per_kernel", f.host_s_per_kernel * 1e6, 1e4);
   positive("host_bwd_kernel_factor", f.host_bwd_kernel_factor, 10);
   non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
@@ -341,6 +346,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   if (r.get("context_gb", gb))
     f.context_bytes = gb * 1e9;
   r.get("notes", f.notes); // free text: derivations of the values (documentation only)
+  r.get("default_zero_stage", f.default_zero_stage);
+  r.get("default_zero_stage_source", f.default_zero_stage_source);
   if (const auto* cav = r.take("caveats")) {
     if (!cav->is_array()) {
       p.add("caveats: expected an array of {\"when\", \"text\"} objects");
@@ -491,6 +498,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"source", f.source},
       {"version", f.version},
       {"notes", f.notes},
+      {"default_zero_stage", f.default_zero_stage},
+      {"default_zero_stage_source", f.default_zero_stage_source},
       {"caveats", caveats_json(f.caveats)},
       {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
       {"host_us_per_kernel", f.host_s_per_kernel * 1e6},

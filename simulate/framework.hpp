@@ -97,6 +97,10 @@ struct FrameworkProfile {
   std::string source;  // what the profile describes and where its values come from
   std::string version; // framework version the values were derived or fitted for
   std::string notes;   // how the derived values were derived (documentation, kept by fits)
+  // The ZeRO stage a run of this framework has when the user names none (the CLI's --zero
+  // left unset): how the framework's own recipes shard by default, with where that is set.
+  std::int64_t default_zero_stage = 0;
+  std::string default_zero_stage_source;
   // What the profile is known to predict badly, from its recorded comparisons, said beside
   // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
   // model with routed experts; "full_recompute_memory": the memory of a step with full

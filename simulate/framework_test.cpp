@@ -158,6 +158,24 @@ TEST_CASE("bad framework profiles name the field and the rule") {
       doctest::Contains("caveats[0].text: must not be empty"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("caveats", {{{"when", "moe"}}}), "f.json"),
                        doctest::Contains("caveats[0]: expected {\"when\": string"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("default_zero_stage", 4), "f.json"),
+                       doctest::Contains("default_zero_stage = 4: must be 0, 1, 2 or 3"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("default_zero_stage", 2), "f.json"),
+                       doctest::Contains("default_zero_stage_source: required"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("default_zero_stage", 1.5), "f.json"),
+                       doctest::Contains("default_zero_stage"), ConfigError);
+}
+
+TEST_CASE("a framework's default ZeRO stage: FSDP2 shards everything, Megatron the optimizer") {
+  CHECK(load_framework("fsdp").default_zero_stage == 3);
+  CHECK(load_framework("megatron").default_zero_stage == 1);
+  for (const char* name : {"pytorch", "pytorch-compile", "deepspeed", "trainsim"})
+    CHECK(load_framework(name).default_zero_stage == 0);
+  const FrameworkProfile f = load_framework("fsdp");
+  const FrameworkProfile back = framework_from_json(framework_to_json(f), "round trip");
+  CHECK(back.default_zero_stage == 3);
+  CHECK(back.default_zero_stage_source == f.default_zero_stage_source);
 }
 
 TEST_CASE("a profile's caveats are said where they apply, and kept by a round trip") {
