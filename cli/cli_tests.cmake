@@ -652,3 +652,15 @@ trainsim_cli_test(zero_states_only_baseline "\"zero\": 0\n}"
   memory --params 7.5e9 --num-gpus 64 --format json)
 trainsim_cli_error(zero_negative "--zero = -3: must be 0, 1, 2 or 3"
   estimate --model llama3-8b --gpu h100-sxm --zero -3)
+# A ZeRO stage the framework cannot run is refused, naming the ones it can and why; `plan`
+# searches only those (FSDP2 has no optimizer-only sharding: no ZeRO-1 row).
+trainsim_cli_error(zero_fsdp_stage1 "--zero 1: --framework fsdp runs only ZeRO stages 0, 2, 3: FSDP2"
+  estimate --model llama3-8b --cluster dgx-h100 --framework fsdp --zero 1)
+trainsim_cli_error(zero_pytorch_stage3 "--zero 3: --framework pytorch runs only ZeRO stages 0, 1: .*--framework fsdp"
+  memory --model llama3-8b --cluster dgx-h100 --framework pytorch --zero 3)
+trainsim_cli_error(zero_plan_fix "--fix zero=1: --framework fsdp runs only ZeRO stages 0, 2, 3"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 8 --global-batch 64 --seq-len 8192 --framework fsdp --fix zero=1)
+add_test(NAME cli.zero_plan_fsdp_stages COMMAND trainsim plan --model llama3-8b --cluster dgx-h100
+         --num-gpus 8 --global-batch 64 --seq-len 8192 --framework fsdp --top 40 --format json)
+set_tests_properties(cli.zero_plan_fsdp_stages PROPERTIES PASS_REGULAR_EXPRESSION "\"zero\": 2[^0-9]"
+                     FAIL_REGULAR_EXPRESSION "\"zero\": 1[^0-9]")

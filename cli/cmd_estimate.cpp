@@ -35,6 +35,7 @@ int run_estimate(const EstimateOptions& o) {
   const sim::StepOptions so = resolve_step_flags(o.step);
   const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus, so.fw().default_zero_stage);
   require_recompute_supported(p.recompute, so.fw());
+  require_zero_supported(p.zero_stage, so.fw());
   require_ep_overlap_applies(so, p);
   require_setup_supported(s, so.fw());
   const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);

@@ -239,6 +239,8 @@ int run_memory(const MemoryOptions& o) {
                        : o.bucket_mb * 1024 * 1024;
   mo.framework = fw;
   require_recompute_supported(p.recompute, *mo.framework);
+  require_zero_supported(p.zero_stage, *mo.framework,
+                         ds ? "the DeepSpeed config's zero_optimization.stage " : "--zero ");
   require_setup_supported(s, *mo.framework);
   if (ds) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;

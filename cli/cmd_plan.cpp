@@ -195,6 +195,8 @@ int run_plan(const PlanOptionsCli& o) {
     apply_fix(f, so, fixed);
   if (so.fix_recompute >= 0)
     require_recompute_supported(static_cast<model::Recompute>(so.fix_recompute), so.step.fw());
+  if (so.fix_zero >= 0)
+    require_zero_supported(so.fix_zero, so.step.fw(), "--fix zero=");
   if (s.recompute_layers > 0 && so.fix_recompute >= 0 &&
       so.fix_recompute != static_cast<std::int64_t>(model::Recompute::full))
     throw ConfigError(fmt::format(

@@ -128,6 +128,7 @@ int run_sweep(const SweepOptions& o) {
     const auto p = resolve_plan(po, m, s, mc.num_gpus, step.fw().default_zero_stage);
     zero_note = zero_default_note(po, step.fw());
     require_recompute_supported(p.recompute, step.fw());
+    require_zero_supported(p.zero_stage, step.fw());
     require_ep_overlap_applies(step, p);
     require_setup_supported(s, step.fw());
     const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, step);

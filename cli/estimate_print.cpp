@@ -2,6 +2,7 @@
 #include "cli/estimate_print.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/plot.hpp"
 #include "common/errors.hpp"
@@ -89,6 +90,14 @@ void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile
         "option (fsdp, pytorch, pytorch-compile); --framework {} has none (use none, selective "
         "or full)",
         fw.name));
+}
+
+void require_zero_supported(std::int64_t zero, const sim::FrameworkProfile& fw,
+                            const char* option) {
+  if (fw.runs_zero_stage(zero))
+    return;
+  throw ConfigError(fmt::format("{}{}: --framework {} runs only ZeRO stages {}: {}", option, zero,
+                                fw.name, fmt::join(fw.zero_stages, ", "), fw.zero_stages_source));
 }
 
 void require_setup_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw) {

@@ -46,6 +46,10 @@ void require_ep_overlap_applies(const sim::StepOptions& o, const model::Parallel
 /// error naming the framework for a profile that does not model PyTorch (megatron, deepspeed,
 /// trainsim: no caching allocator in their profile).
 void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile& fw);
+/// A ZeRO stage the framework cannot run (FrameworkProfile::zero_stages): ConfigError naming
+/// the stages it can and why (`option` is what precedes the stage: "--zero ", "--fix zero=").
+void require_zero_supported(std::int64_t zero, const sim::FrameworkProfile& fw,
+                            const char* option = "--zero ");
 /// --grad-reduce-dtype fp32|bf16 picks Megatron-Core's main_grad dtype: an error naming the
 /// framework for a profile without them (FrameworkProfile::megatron_main_grads) or for a
 /// precision with no separate gradient dtype (fp32, pure bf16).

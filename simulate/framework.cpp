@@ -147,6 +147,17 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   }
   if (f.default_zero_stage < 0 || f.default_zero_stage > 3)
     p.add(fmt::format("default_zero_stage = {}: must be 0, 1, 2 or 3", f.default_zero_stage));
+  for (std::size_t i = 0; i < f.zero_stages.size(); ++i)
+    if (f.zero_stages[i] < 0 || f.zero_stages[i] > 3 ||
+        (i > 0 && f.zero_stages[i] <= f.zero_stages[i - 1])) {
+      p.add("zero_stages: must be distinct ZeRO stages 0..3 in ascending order");
+      break;
+    }
+  if (!f.runs_zero_stage(f.default_zero_stage))
+    p.add(fmt::format("default_zero_stage = {}: must be one of zero_stages", f.default_zero_stage));
+  if (f.zero_stages.size() < 4 && f.zero_stages_source.empty())
+    p.add("zero_stages_source: required when zero_stages leaves a stage out (why the framework "
+          "cannot run it)");
   if (f.default_zero_stage > 0 && f.default_zero_stage_source.empty())
     p.add("default_zero_stage_source: required when default_zero_stage > 0 (where the "
           "framework's recipes set that sharding)");
@@ -348,6 +359,20 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("notes", f.notes); // free text: derivations of the values (documentation only)
   r.get("default_zero_stage", f.default_zero_stage);
   r.get("default_zero_stage_source", f.default_zero_stage_source);
+  if (const auto* z = r.take("zero_stages")) {
+    f.zero_stages.clear();
+    if (!z->is_array() || z->empty())
+      p.add("zero_stages: expected a non-empty array of ZeRO stages (0..3)");
+    else
+      for (const auto& v : *z) {
+        if (!v.is_number_integer()) {
+          p.add("zero_stages: expected whole numbers 0..3");
+          break;
+        }
+        f.zero_stages.push_back(v.get<std::int64_t>());
+      }
+  }
+  r.get("zero_stages_source", f.zero_stages_source);
   if (const auto* cav = r.take("caveats")) {
     if (!cav->is_array()) {
       p.add("caveats: expected an array of {\"when\", \"text\"} objects");
@@ -500,6 +525,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"notes", f.notes},
       {"default_zero_stage", f.default_zero_stage},
       {"default_zero_stage_source", f.default_zero_stage_source},
+      {"zero_stages", f.zero_stages},
+      {"zero_stages_source", f.zero_stages_source},
       {"caveats", caveats_json(f.caveats)},
       {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
       {"host_us_per_kernel", f.host_s_per_kernel * 1e6},

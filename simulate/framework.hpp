@@ -101,6 +101,14 @@ struct FrameworkProfile {
   // left unset): how the framework's own recipes shard by default, with where that is set.
   std::int64_t default_zero_stage = 0;
   std::string default_zero_stage_source;
+  // The ZeRO stages the framework can run (ascending; the default among them), and how: FSDP2
+  // has no optimizer-only sharding, eager PyTorch's DDP shards at most its optimizer states.
+  // `estimate`, `memory` and `sweep` refuse another; `plan` searches only these.
+  std::vector<std::int64_t> zero_stages{0, 1, 2, 3};
+  std::string zero_stages_source;
+  [[nodiscard]] bool runs_zero_stage(std::int64_t z) const {
+    return std::find(zero_stages.begin(), zero_stages.end(), z) != zero_stages.end();
+  }
   // What the profile is known to predict badly, from its recorded comparisons, said beside
   // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
   // model with routed experts; "full_recompute_memory": the memory of a step with full

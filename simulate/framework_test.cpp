@@ -165,6 +165,19 @@ TEST_CASE("bad framework profiles name the field and the rule") {
                        doctest::Contains("default_zero_stage_source: required"), ConfigError);
   CHECK_THROWS_WITH_AS(framework_from_json(with("default_zero_stage", 1.5), "f.json"),
                        doctest::Contains("default_zero_stage"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("zero_stages", {3, 2}), "f.json"),
+                       doctest::Contains("zero_stages: must be distinct ZeRO stages 0..3 in "
+                                         "ascending order"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("zero_stages", nlohmann::json::array()), "f.json"),
+                       doctest::Contains("zero_stages: expected a non-empty array"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(with("zero_stages", {0, 1}), "f.json"),
+                       doctest::Contains("zero_stages_source: required"), ConfigError);
+  auto j = with("zero_stages", {1, 2});
+  j["zero_stages_source"] = "test";
+  CHECK_THROWS_WITH_AS(framework_from_json(j, "f.json"),
+                       doctest::Contains("default_zero_stage = 0: must be one of zero_stages"),
+                       ConfigError);
 }
 
 TEST_CASE("a framework's default ZeRO stage: FSDP2 shards everything, Megatron the optimizer") {
@@ -176,6 +189,12 @@ TEST_CASE("a framework's default ZeRO stage: FSDP2 shards everything, Megatron t
   const FrameworkProfile back = framework_from_json(framework_to_json(f), "round trip");
   CHECK(back.default_zero_stage == 3);
   CHECK(back.default_zero_stage_source == f.default_zero_stage_source);
+  // The stages each runs: FSDP2 has no optimizer-only sharding; DDP shards at most that.
+  CHECK(back.zero_stages == std::vector<std::int64_t>{0, 2, 3});
+  CHECK(load_framework("pytorch").zero_stages == std::vector<std::int64_t>{0, 1});
+  CHECK(load_framework("trainsim").zero_stages == std::vector<std::int64_t>{0, 1});
+  CHECK(load_framework("megatron").zero_stages == std::vector<std::int64_t>{0, 1, 2, 3});
+  CHECK(load_framework("deepspeed").zero_stages == std::vector<std::int64_t>{0, 1, 2, 3});
 }
 
 TEST_CASE("a profile's caveats are said where they apply, and kept by a round trip") {

@@ -527,8 +527,8 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
       o.fix_pp != static_cast<std::int64_t>(o.fix_stage_layers.size()))
     c.pps.clear();
   c.mbs = filtered(divisors(c.B), o.fix_micro_batch);
-  for (std::int64_t z = 0; z <= 3; ++z)
-    if (o.fix_zero < 0 || o.fix_zero == z)
+  for (std::int64_t z = 0; z <= 3; ++z) // the stages the framework runs
+    if ((o.fix_zero < 0 || o.fix_zero == z) && o.step.fw().runs_zero_stage(z))
       c.zeros.push_back(z);
   for (std::int64_t rc = 0; rc < model::kRecomputePolicies; ++rc) {
     // With FlashAttention nothing quadratic is saved, so selective recompute is the same
@@ -669,7 +669,7 @@ std::vector<PlanNeighbour> plan_neighbours(const model::ModelSpec& m,
       fmt::format("micro-batch {} -> {}", best.micro_batch_size, best.micro_batch_size * 2),
       [](auto&) {}, best.micro_batch_size * 2);
   for (std::int64_t z = 0; z <= 3; ++z)
-    if (z != b.zero_stage)
+    if (z != b.zero_stage && so.fw().runs_zero_stage(z))
       add(
           fmt::format("ZeRO {} -> {}", b.zero_stage, z), [z](auto& p) { p.zero_stage = z; },
           best.micro_batch_size);
