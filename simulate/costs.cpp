@@ -644,7 +644,7 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
       if (model::is_communication(op.kind))
         continue;
       if (r == Recompute::full || op.role == model::OpRole::attention_scores ||
-          op.role == model::OpRole::attention_pv)
+          op.role == model::OpRole::attention_pv || op.role == model::OpRole::attention_core)
         f += op.fwd_flops;
     }
     return f;
@@ -697,7 +697,10 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
       t.layer_recompute[static_cast<int>(Recompute::selective_op)] += w * part * f.gpu_s;
       t.layer_recompute_host[static_cast<int>(Recompute::selective_op)] +=
           part > 0 ? w * f.host_s : 0.0;
-      if (model::is_naive_attention_part(op.role)) {
+      // Selective recompute checkpoints the attention core and re-runs its forward in
+      // backward: naive attention's pieces, or the fused (flash) core (Megatron-Core's
+      // core_attn, torch.utils.checkpoint around SDPA, validate/train).
+      if (model::is_attention_part(op.role)) {
         t.layer_recompute[static_cast<int>(Recompute::selective)] += w * f.gpu_s;
         t.layer_recompute_host[static_cast<int>(Recompute::selective)] += w * f.host_s;
       }

@@ -531,9 +531,10 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     if ((o.fix_zero < 0 || o.fix_zero == z) && o.step.fw().runs_zero_stage(z))
       c.zeros.push_back(z);
   for (std::int64_t rc = 0; rc < model::kRecomputePolicies; ++rc) {
-    // With FlashAttention nothing quadratic is saved, so selective recompute is the same
-    // plan as none: search it only when asked for explicitly. torchtitan's per-op policy is a
-    // PyTorch framework's own option: searched only when asked for.
+    // With FlashAttention nothing quadratic is saved, so selective recompute keeps what none
+    // keeps and re-runs the core's forward: never better than none, searched only when asked
+    // for explicitly. torchtitan's per-op policy is a PyTorch framework's own option: searched
+    // only when asked for.
     const bool same_as_none = rc == 1 && setup.attention == model::AttentionImpl::flash;
     const bool only_if_asked =
         same_as_none || rc == static_cast<std::int64_t>(model::Recompute::selective_op);
