@@ -210,6 +210,22 @@ TEST_CASE("the breakdown sums to the step time; MFU <= HFU <= 1") {
   }
 }
 
+TEST_CASE("selective recompute with flash re-runs the attention core's forward, nothing more") {
+  Job j; // flash attention (the default)
+  const auto none = j.run();
+  j.plan.recompute = model::Recompute::selective;
+  const auto sel = j.run();
+  // The re-run is the core's forward: more than nothing, far less than a layer's forward.
+  CHECK(none.breakdown_s.recompute == 0);
+  CHECK(sel.breakdown_s.recompute > 0);
+  CHECK(sel.breakdown_s.recompute < 0.5 * sel.breakdown_s.forward);
+  CHECK(sel.hfu > none.hfu);
+  CHECK(sel.mfu == doctest::Approx(none.mfu * none.step_time_s / sel.step_time_s));
+  CHECK(sel.memory.total == doctest::Approx(none.memory.total)); // what it drops stays saved
+  j.plan.recompute = model::Recompute::full; // the whole layer's forward re-runs
+  CHECK(j.run().breakdown_s.recompute > 2 * sel.breakdown_s.recompute);
+}
+
 TEST_CASE("FP8: MFU is over the fp8 peak and stays <= 1; GPUs without FP8 units refuse it") {
   Job j;
   j.setup.micro_batch_size = 4; // large GEMMs: near the fp8 roofline
