@@ -170,11 +170,13 @@ struct FrameworkProfile {
     return it == gpu_sdpa_time_factors.end() ? 1.0 : it->second.at(head_dim, backward);
   }
   double memory_bw_scale = 1; // achieved rate of memory-bound kernels / the profile's
-  // Fixed time per MoE layer and micro-batch (forward + backward), exposed: the token
-  // dispatcher copies the per-expert token counts to the host before its all-to-all (a
-  // device-to-host synchronisation in every MoE layer, Megatron-Core's
-  // MoEAlltoAllTokenDispatcher), which drains the launch queue; the dispatcher's small kernels
-  // (counts, permutations, sorts) then run at the host's pace. Fitted; 0 = none.
+  // Fixed time per MoE layer and micro-batch (forward + backward), exposed: what does not
+  // grow with the tokens. Without CUDA graphs the token dispatcher copies the per-expert token
+  // counts to the host before its all-to-all (a device-to-host synchronisation in every MoE
+  // layer, Megatron-Core's MoEAlltoAllTokenDispatcher) and its small kernels run at the host's
+  // pace; published rows run under full-iteration CUDA graphs show the floor too, so most of it
+  // is GPU-side, around the all-to-alls (docs/frameworks.md, Results, session 26). Fitted;
+  // 0 = none.
   double moe_dispatch_s_per_layer = 0;
   // Share of a layer's tensor-parallel collectives hidden behind its GEMMs when the run
   // overlaps them (StepOptions::tp_overlap: Megatron's TP communication overlap, PyTorch's
