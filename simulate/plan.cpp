@@ -535,9 +535,9 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     // keeps and re-runs the core's forward: never better than none, searched only when asked
     // for explicitly. torchtitan's per-op policy is a PyTorch framework's own option: searched
     // only when asked for.
-    const bool same_as_none = rc == 1 && setup.attention == model::AttentionImpl::flash;
+    const bool flash_selective = rc == 1 && setup.attention == model::AttentionImpl::flash;
     const bool only_if_asked =
-        same_as_none || rc == static_cast<std::int64_t>(model::Recompute::selective_op);
+        flash_selective || rc == static_cast<std::int64_t>(model::Recompute::selective_op);
     // Full recompute of some layers only (TrainingSetup::recompute_layers) is a full-recompute
     // plan: the only policy searched then.
     const bool partial_full = setup.recompute_layers > 0;

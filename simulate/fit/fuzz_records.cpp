@@ -3,14 +3,14 @@
 // configuration of a `--kernel-profiles` file), a `bench kernels` document (`--measurements`),
 // a `bench collectives` document (`--collectives`) and the launch, overlap and host-link probes.
 // Any input must be read or refused with ConfigError; a crash, another exception or a sanitizer
-// report is a bug, and so is a figure that comes out non-finite or negative: a run's predicted
-// step time, tokens/s and peaks, a kernel's predicted time, a fitted collective's coefficients,
-// or a probe that leaves the hardware profile failing its own validation. Built with
+// report is a bug, and so is a run's predicted step time, tokens/s or peak that comes out
+// non-finite or negative, a kernel's predicted time likewise, a refusal of a kernel document
+// that does not name its file, or a fit or probe that leaves the hardware profile failing its
+// own validation (every collective series read is fitted and its quality written). Built with
 // -DTRAINSIM_FUZZ=ON (clang); docs/model.md, "Fuzzing the input parsers", says how to run it.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
