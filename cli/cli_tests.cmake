@@ -664,3 +664,11 @@ add_test(NAME cli.zero_plan_fsdp_stages COMMAND trainsim plan --model llama3-8b 
          --num-gpus 8 --global-batch 64 --seq-len 8192 --framework fsdp --top 40 --format json)
 set_tests_properties(cli.zero_plan_fsdp_stages PROPERTIES PASS_REGULAR_EXPRESSION "\"zero\": 2[^0-9]"
                      FAIL_REGULAR_EXPRESSION "\"zero\": 1[^0-9]")
+# Recorded files with a field of the wrong type or a number beyond a double: a named error
+# (exit 1), where they were internal errors (exit 2) until session 26.
+trainsim_cli_error(train_step_source_number "train_step_source_number.jsonl line 1: source: expected a string"
+  compare --calibration h200 --train-step ${PROJECT_SOURCE_DIR}/cli/testdata/train_step_source_number.jsonl)
+trainsim_cli_error(train_step_overflow "train_step_overflow.jsonl line 1.*number overflow"
+  compare --calibration h200 --train-step ${PROJECT_SOURCE_DIR}/cli/testdata/train_step_overflow.jsonl)
+trainsim_cli_error(kernel_profile_wall_string "kernel_profile_wall_string.json: step_wall_s: expected a number"
+  compare --kernel-profiles ${PROJECT_SOURCE_DIR}/cli/testdata/kernel_profile_wall_string.json)

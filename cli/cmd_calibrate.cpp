@@ -227,12 +227,15 @@ int run_calibrate(const CalibrateOptions& o) {
       nlohmann::json device = doc["device"];
       device.erase("hostname");
       metadata["collective_device"] = device;
+      // Provenance only, but a field of the wrong type is named, not taken for another.
+      const std::string& where = o.collectives;
       parts.push_back(device_summary(device.value("gpu_names", nlohmann::json())));
-      parts.push_back("NCCL " + device.value("nccl_version", std::string("?")));
-      parts.push_back("NCCL_NVLS_ENABLE=" + device.value("nccl_nvls_enable", std::string("?")));
-      parts.push_back(fmt::format("launcher {} ({} ranks)",
-                                  device.value("launcher", std::string("?")),
-                                  device.value("num_ranks", std::int64_t{0})));
+      parts.push_back("NCCL " + optional_string(device, "nccl_version", "?", where));
+      parts.push_back("NCCL_NVLS_ENABLE=" +
+                      optional_string(device, "nccl_nvls_enable", "?", where));
+      parts.push_back(fmt::format("launcher {} ({:g} ranks)",
+                                  optional_string(device, "launcher", "?", where),
+                                  optional_number(device, "num_ranks", 0, where)));
     }
     if (!o.topology.empty()) {
       const auto links = hw::topology_links(read_input_file(o.topology), o.topology);

@@ -337,7 +337,7 @@ void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
                                     "profile from scripts/peer_kernel_profile.py)",
                                     file));
     const double busy = j["gpu_busy_s"].get<double>();
-    j["measured"] = {{"step_time_s", j.value("step_wall_s", 0.0)}};
+    j["measured"] = {{"step_time_s", optional_number(j, "step_wall_s", 0.0, file)}};
     const fitting::FrameworkRun run = fitting::parse_framework_run(j, file);
     if (!run.skip_reason.empty())
       throw ConfigError(fmt::format("{}: {}", file, run.skip_reason));

@@ -23,8 +23,8 @@ struct PresetsOptions {
 };
 
 std::string source_of(const std::string& kind, const std::string& name) {
-  const auto j = load_json_file(resolve_preset(kind, name, "preset"));
-  return j.value("source", std::string());
+  const std::string path = resolve_preset(kind, name, "preset");
+  return optional_string(load_json_file(path), "source", "", path);
 }
 
 void list(const PresetsOptions& o) {

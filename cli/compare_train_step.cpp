@@ -79,13 +79,8 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     const std::string where = fmt::format("--train-step {} line {}", file, line_no);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw ConfigError(fmt::format("{}: not JSON: {}", where, e.what()));
-    }
-    if (j.value("source", std::string()) != "trainsim")
+    const nlohmann::json j = parse_json_text(line, where); // ConfigError naming the line
+    if (optional_string(j, "source", "", where) != "trainsim")
       continue; // the PyTorch peer's lines and anything else
     if (!j.contains("inputs") || !j["inputs"].is_object() || !j.contains("time") ||
         !j["time"].contains("step") || !j["time"].contains("dp_comm") || !j.contains("memory") ||

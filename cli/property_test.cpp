@@ -19,7 +19,9 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "cli/app.hpp"
+#include "common/json_mutate.hpp"
 #include "common/presets.hpp"
 
 #ifndef TRAINSIM_SOURCE_DIR
@@ -563,10 +566,73 @@ class Gen {
     opt(a, "--grad-accum", {"1", "2", "4"}, 0.2);
     opt(a, "--gpu", {"h200", "h100-sxm", "a100-80g"}, 0.3);
   }
+  // A recorded file a user hands to `compare`, mutated (a key removed, retyped or added, at the
+  // top or in a nested object, or the text cut short): a train-step line, a kernel profile, a
+  // kernel-measurement document or a framework run. Written under the run's temporary folder,
+  // one file per draw, so that a failing invocation can be re-run.
+  void mutated_record(Args& a, const std::string& results) {
+    const std::string root = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
+    struct Source {
+      std::string path;
+      bool jsonl;
+    };
+    static const std::vector<Source> sources{
+        {results + "h200-train-step.jsonl", true},
+        {root + "kernel-profiles-2026-12-02/fsdp-cs336-medium-bf16-mixed-flash-none-b4-s512.json",
+         false},
+        {results + "h200-held-out.json", false},
+        {results + "runs-2026-12-02/runs-a.jsonl", true}};
+    const std::size_t which = pick_index(sources.size());
+    std::ifstream in(sources[which].path);
+    std::string text, line;
+    if (sources[which].jsonl) {
+      std::vector<std::string> lines;
+      while (std::getline(in, line))
+        if (!line.empty())
+          lines.push_back(line);
+      text = lines.empty() ? "{}" : lines[pick_index(lines.size())];
+    } else {
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    std::string out;
+    if (j.is_discarded() || chance(0.1)) {
+      out = text.substr(0, pick_index(text.size() + 1)); // cut short
+    } else {
+      const std::vector<nlohmann::json> extras{"trainsim", -1, 0, 1e300, "bf16-mixed"};
+      for (std::size_t k = 1 + pick_index(3); k > 0; --k) {
+        nlohmann::json* target = &j;
+        if (chance(0.5) && j.is_object() && !j.empty()) { // one level down, where there is one
+          auto it = j.begin();
+          std::advance(it, static_cast<long>(pick_index(j.size())));
+          if (it->is_object() && !it->empty())
+            target = &*it;
+        }
+        trainsim::testing::mutate_json_object(*target, rng_, extras);
+      }
+      out = j.dump();
+    }
+    const std::string file =
+        fmt::format("{}/mut-{}{}", tmp_, ++mutated_, sources[which].jsonl ? ".jsonl" : ".json");
+    std::ofstream(file) << out << "\n";
+    switch (which) {
+    case 0: a = {"compare", "--calibration", "h200", "--train-step", file}; break;
+    case 1: a = {"compare", "--kernel-profiles", file}; break;
+    case 2: a = {"compare", "--calibration", "h200", "--measurements", file}; break;
+    default: a = {"compare", "--framework-runs", file}; break;
+    }
+  }
+
+ public:
+  std::string tmp_; // the run's temporary folder (set by main)
+
+ private:
+  std::int64_t mutated_ = 0;
+
   // The slower or file-based commands, drawn less often.
   void rare(Args& a) {
     const std::string results = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/fixtures/";
-    switch (pick_index(6)) {
+    switch (pick_index(7)) {
     case 0:
       a = {"validate-published"};
       opt(a, "--max-error-pct", {"10", "5", "50"}, 0.3);
@@ -592,6 +658,7 @@ class Gen {
       opt(a, "--only", {"fit", "test", "all", "half"}, 0.3);
       opt(a, "--max-test-error-pct", {"0", "50", "-1"}, 0.3);
       break;
+    case 5: mutated_record(a, results); break;
     default:
       a = {pick({"frobnicate", "--help", "--version", "estimat", "model"})};
       if (chance(0.3))
@@ -635,6 +702,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(tmp);
 
   Gen gen(seed);
+  gen.tmp_ = tmp.string();
   std::int64_t ok = 0, refused = 0, failures = 0;
   double slowest = 0;
   std::string slowest_line;
@@ -663,7 +731,10 @@ int main(int argc, char** argv) {
   }
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::filesystem::remove_all(tmp);
+  if (failures == 0)
+    std::filesystem::remove_all(tmp);
+  else
+    fmt::print("the mutated files of the failing runs are kept in {}\n", tmp.string());
   fmt::print("property test: {} runs (seed {}) in {:.1f} s ({:.2f} ms each): {} ran, {} refused "
              "with exit 1, {} failed; slowest {:.0f} ms: trainsim {}\n",
              ok + refused, seed, elapsed, 1e3 * elapsed / static_cast<double>(ok + refused), ok,

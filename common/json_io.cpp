@@ -82,6 +82,24 @@ nlohmann::json load_json_file(const std::string& path) {
   return parse_json_text(read_input_file(path), path);
 }
 
+std::string optional_string(const nlohmann::json& j, const std::string& key,
+                            const std::string& fallback, std::string_view where) {
+  if (!j.is_object() || !j.contains(key))
+    return fallback;
+  if (!j[key].is_string())
+    throw ConfigError(fmt::format("{}: {}: expected a string", where, key));
+  return j[key].get<std::string>();
+}
+
+double optional_number(const nlohmann::json& j, const std::string& key, double fallback,
+                       std::string_view where) {
+  if (!j.is_object() || !j.contains(key))
+    return fallback;
+  if (!j[key].is_number())
+    throw ConfigError(fmt::format("{}: {}: expected a number", where, key));
+  return j[key].get<double>();
+}
+
 JsonObjectReader::JsonObjectReader(const nlohmann::json& object, Problems& problems)
     : object_(object), problems_(problems) {
   if (!object_.is_object())

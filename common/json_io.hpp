@@ -28,6 +28,14 @@ inline constexpr std::uintmax_t kMaxInputFileBytes = 16 * 1024 * 1024;
 /// Reads (read_input_file) and parses a file. Throws ConfigError if it cannot be read or parsed.
 [[nodiscard]] nlohmann::json load_json_file(const std::string& path);
 
+/// One optional field of a loosely read object (recorded measurements): its value, `fallback`
+/// when `j` is not an object or has no `key`, and ConfigError "where: key: expected a string"
+/// (a number) when it is there with another type.
+[[nodiscard]] std::string optional_string(const nlohmann::json& j, const std::string& key,
+                                          const std::string& fallback, std::string_view where);
+[[nodiscard]] double optional_number(const nlohmann::json& j, const std::string& key,
+                                     double fallback, std::string_view where);
+
 /// Reads the fields of one JSON object. Each getter records type errors in `problems`;
 /// finish() records every key that no getter asked for ("unknown key").
 class JsonObjectReader {
