@@ -14,7 +14,8 @@
 # variant and bucket size and ZeRO-1, parameters checked against one GPU), collectives. Split over calls on one warm machine, run
 # `kernels` before `train`: the fitted profile is kept in the build folder.
 # Knobs: PERF=0 skips the perf suite and SDPA peer; TESTS_LIMIT_S, TRAIN_LIMIT_S time-box steps;
-# MODELS, DP_MODELS, PEER_MODELS, PEERS, TABLES, STEPS, WARMUP pass to scripts/train-step-bench.sh.
+# MODELS, DP_MODELS, PEER_MODELS, PEERS, TABLES, STEPS, WARMUP, RECOMPUTES pass to
+# scripts/train-step-bench.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}

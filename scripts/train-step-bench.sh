@@ -9,7 +9,11 @@
 # Expect about 6-9 minutes for everything on one H200 (tests ~1 min); to fit a shorter time
 # box, split with MODELS="...", DP_MODELS="..." (empty skips) and SKIP_TESTS=1; PEER_MODELS
 # picks the models run beside the PyTorch peer, PEERS=0 skips it, TABLES=0 skips the tables;
-# CALIBRATION=FILE predicts with that hardware profile (default: the GPU's preset profile).
+# CALIBRATION=FILE predicts with that hardware profile (default: the GPU's preset profile);
+# RECOMPUTES="none full" the single-GPU recompute policies (add "selective" to check that the
+# attention core's forward re-run under selective recompute is priced: docs/frameworks.md,
+# "Fit/test split", session 26; e.g. RECOMPUTES="none selective" MODELS="cs336-small cs336-xl"
+# DP_MODELS= PEERS=0 scripts/device-run.sh train).
 # Writes three files to $OUT: train-step.log (build/test/table output and errors),
 # train-step.jsonl (one JSON object per run: trainsim results, "source": "trainsim", and peer
 # results, "source": "pytorch-eager") and train-step-memory.png (memory over one step).
@@ -116,7 +120,7 @@ for m in $MODELS; do
   # Our FlashAttention-2 supports head_dim 64/128; cs336-2.7b has 2560 / 32 = 80: naive there.
   attn=flash
   [ "$m" = cs336-2.7b ] && attn=naive
-  for rc in none full; do
+  for rc in ${RECOMPUTES:-none full}; do
     measure --model "$m" --batch 4 --seq-len 512 --precision bf16-mixed --attention $attn --recompute "$rc"
     is_peer_model "$m" &&
       peer --model "$m" --batch 4 --seq-len 512 --precision bf16-mixed --attention $attn --recompute "$rc"
