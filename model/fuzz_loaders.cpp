@@ -5,22 +5,18 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 #include "common/errors.hpp"
-#include "common/json_io.hpp"
+#include "common/fuzz_input.hpp"
 #include "hardware/load.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
-  nlohmann::json j;
-  try {
-    j = trainsim::parse_json_text(text, "fuzz.json");
-  } catch (const trainsim::ConfigError&) {
+  const auto parsed = trainsim::testing::fuzz_json(data, size);
+  if (!parsed)
     return 0;
-  }
+  const nlohmann::json& j = *parsed;
   try {
     const auto m = trainsim::model::model_from_json(j, "fuzz.json");
     const auto c = trainsim::model::count_params(m);

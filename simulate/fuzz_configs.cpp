@@ -8,22 +8,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <string_view>
 
 #include "common/errors.hpp"
-#include "common/json_io.hpp"
+#include "common/fuzz_input.hpp"
 #include "simulate/alloc_program.hpp"
 #include "simulate/deepspeed.hpp"
 #include "simulate/framework.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
-  nlohmann::json j;
-  try {
-    j = trainsim::parse_json_text(text, "fuzz.json");
-  } catch (const trainsim::ConfigError&) {
+  const auto parsed = trainsim::testing::fuzz_json(data, size);
+  if (!parsed)
     return 0;
-  }
+  const nlohmann::json& j = *parsed;
   std::optional<trainsim::sim::FrameworkProfile> f;
   try {
     f = trainsim::sim::framework_from_json(j, "fuzz.json");

@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "common/errors.hpp"
-#include "common/json_io.hpp"
+#include "common/fuzz_input.hpp"
 #include "hardware/load.hpp"
 #include "simulate/fit/collective_fit.hpp"
 #include "simulate/fit/framework_fit.hpp"
@@ -125,13 +125,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace trainsim;
   static const hw::GpuSpec gpu = hw::load_gpu("h200");
   static const hw::HardwareProfile base = hw::load_profile("h200");
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
-  nlohmann::json j;
-  try {
-    j = parse_json_text(text, "fuzz.json");
-  } catch (const ConfigError&) {
+  const auto parsed = testing::fuzz_json(data, size);
+  if (!parsed)
     return 0;
-  }
+  const nlohmann::json& j = *parsed;
   run_record(j);
   kernel_document(j, gpu, base);
   collective_document(j);
