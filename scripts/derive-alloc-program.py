@@ -489,6 +489,15 @@ def main():
     attention, framework = traces[0][0]["attention"], traces[0][0]["framework"]
     if traces[1][0]["attention"] != attention or traces[1][0]["framework"] != framework:
         die("the two traces ran different attention or frameworks")
+    # A size's power of B, S or D is read from how it changes between the two traces: where
+    # both share one, a block of B x S x D and one of B x D (times the shared S) fit both alike
+    # and the program is wrong elsewhere (session 27: an eager flash program derived from two
+    # s1024 traces missed PyTorch's peak by 9-20% at s2048 and s4096). V is the recorded
+    # vocabulary's, F and H follow D (the program applies only there).
+    for dim, what in (("B", "micro-batch"), ("S", "sequence length"), ("D", "hidden size")):
+        if traces[0][1][dim] == traces[1][1][dim]:
+            die(f"both traces have {what} {dim} = {traces[0][1][dim]}: the two must differ in "
+                "B, S and D, or a size's power of it cannot be told from a constant")
     parts, layer_input, cuts = {}, {}, {}
     for name, begin, end in (("forward", "start", "forward"), ("backward", "forward", "backward")):
         progs = []

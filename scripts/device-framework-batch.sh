@@ -70,7 +70,10 @@
 #           recompute and none) for deriving recorded programs; fit material only
 #   traces-flash-judge, oom-e: (session 24) eager flash full-recompute traces and OOM
 #           boundaries judging the recorded flash program (declared before the call)
-#   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program
+#   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program (ONLY=id,id
+#           for part of the plan: three searches and their fresh boundaries exceed one call)
+#   traces-flash-judge2, oom-e2: (session 27) the judge of the eager flash program derived
+#           again at two sequence lengths (declared in docs/frameworks.md before the call)
 #   empty-cache-check: (session 25) the OOM probes' torch.cuda.empty_cache() as a mechanism:
 #           FSDP2 cs336-medium s2048 flash full recompute under 80 GB, b185, b191 and b197, each
 #           in fresh processes with the cache emptied before the steps (as every recorded
@@ -172,9 +175,27 @@ case "$part" in
     t --model cs336-xl --batch 4 --seq-len 4096
     t --model cs336-medium --batch 64 --seq-len 512
     ;;
+  traces-flash-judge2)
+    # (session 27) uncapped eager flash full-recompute traces at shapes no trace has, judging
+    # the program derived again at s1024 and s2048 (declared in docs/frameworks.md)
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --framework pytorch \
+      --attention flash --recompute full "$@"; }
+    t --model cs336-small --batch 16 --seq-len 4096
+    t --model cs336-medium --batch 32 --seq-len 2048
+    t --model cs336-large --batch 16 --seq-len 2048
+    t --model cs336-large --batch 4 --seq-len 8192
+    t --model cs336-xl --batch 8 --seq-len 2048
+    t --model cs336-medium --batch 128 --seq-len 512
+    ;;
+  oom-e2)
+    # (session 27) OOM boundaries judging that program (two configurations, so that the
+    # search and the fresh boundaries fit one call)
+    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e2.json --output "$w/oom-e2.jsonl" --limit-s 200
+    box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 225
+    ;;
   oom-e)
     # (session 24) OOM boundaries judging the recorded flash program (declared as above)
-    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e.json --output "$w/oom-e.jsonl" --limit-s 200
+    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e.json --output "$w/oom-e.jsonl" --limit-s 200 ${ONLY:+--only "$ONLY"}
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e.jsonl" --out "$w/oom-e-fresh.jsonl" --budget-s 225
     ;;
   empty-cache-check)
@@ -194,7 +215,7 @@ case "$part" in
     ;;
   oom-f)
     # (session 24) FSDP2 OOM boundaries judging the derived FSDP2 program (declared as above)
-    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-f.json --output "$w/oom-f.jsonl" --limit-s 200
+    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-f.json --output "$w/oom-f.jsonl" --limit-s 200 ${ONLY:+--only "$ONLY"}
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-f.jsonl" --out "$w/oom-f-fresh.jsonl" --budget-s 225
     ;;
   recompute-boundary-q)
