@@ -72,6 +72,7 @@
 #           boundaries judging the recorded flash program (declared before the call)
 #   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program (ONLY=id,id
 #           for part of the plan: three searches and their fresh boundaries exceed one call)
+#   traces-e-capped: (session 27) capped eager flash traces at oom-e's boundaries (mechanism)
 #   traces-flash-judge2, oom-e2: (session 27) the judge of the eager flash program derived
 #           again at two sequence lengths (declared in docs/frameworks.md before the call)
 #   empty-cache-check: (session 25) the OOM probes' torch.cuda.empty_cache() as a mechanism:
@@ -192,6 +193,17 @@ case "$part" in
     # search and the fresh boundaries fit one call)
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e2.json --output "$w/oom-e2.jsonl" --limit-s 200
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 225
+    ;;
+  traces-e-capped)
+    # (session 27) capped traces where the eager flash boundaries of oom-e sit below trainsim's
+    # (played from the flash program derived at two sequence lengths, which reserves PyTorch's
+    # uncapped peak to the figure at these shapes, trainsim says b33 and b55 fit; without it
+    # b30 and b54): b28 runs and b29 fails at 24 GB, b54 fails at 80 GB; mechanism only
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --framework pytorch \
+      --attention flash --recompute full "$@"; }
+    t --model cs336-large --batch 28 --seq-len 1024 --memory-cap-gb 24
+    t --model cs336-large --batch 29 --seq-len 1024 --memory-cap-gb 24
+    t --model cs336-xl --batch 54 --seq-len 2048 --memory-cap-gb 80
     ;;
   oom-e)
     # (session 24) OOM boundaries judging the recorded flash program (declared as above)
