@@ -123,12 +123,15 @@ TEST_CASE("the recorded program applies where it was recorded, nowhere else") {
                        doctest::Contains("allocation_program"), ConfigError);
 }
 
-TEST_CASE("the recorded flash program plays the steps it was derived from, to the byte") {
-  // presets/alloc-programs/pytorch-bf16-flash-full.json, derived from two eager flash
-  // full-recompute traces (validate/results/allocator-traces-2026-12-04-prog/): played by a
-  // profile that lists it, the generated step reserves what PyTorch reserved in each (their
-  // headers' last max_reserved_bytes; the op-list step without the program: 13.97 and
-  // 25.30 GB). No profile lists it until its declared judge (docs/frameworks.md) has run.
+TEST_CASE("the recorded flash program plays the steps it was derived from") {
+  // presets/alloc-programs/pytorch-bf16-flash-full.json, derived (session 27) from two eager
+  // flash full-recompute traces at two sequence lengths: cs336-large b24 s1024
+  // (validate/results/allocator-traces-2026-12-04-prog/) and cs336-medium b16 s2048
+  // (allocator-traces-2026-12-05-judge/). Played by a profile that lists it, the generated
+  // step reserves what PyTorch reserved (their headers' last max_reserved_bytes): to the byte
+  // at s1024, here and in the earlier cs336-medium b32 s1024 trace; within one 2 MiB
+  // small-pool segment at s2048. No profile lists it until its declared judge
+  // (docs/frameworks.md) has run.
   const AllocProgram& prog = load_alloc_program("pytorch-bf16-flash-full");
   CHECK(prog.attention == model::AttentionImpl::flash);
   FrameworkProfile fw = load_framework("pytorch");
@@ -142,17 +145,21 @@ TEST_CASE("the recorded flash program plays the steps it was derived from, to th
   struct Case {
     const char* model;
     std::int64_t batch;
+    std::int64_t seq;
     double reserved_bytes; // PyTorch's, from the trace
+    double tolerance_bytes;
   };
-  for (const Case c :
-       {Case{"cs336-medium", 32, 14243856384.0}, Case{"cs336-large", 24, 26107445248.0}}) {
+  for (const Case c : {Case{"cs336-large", 24, 1024, 26107445248.0, 0.0},
+                       Case{"cs336-medium", 32, 1024, 14243856384.0, 0.0},
+                       Case{"cs336-medium", 16, 2048, 14245953536.0, 2097152.0}}) {
     CAPTURE(c.model);
-    auto s = naive_full(c.batch, 1024);
+    CAPTURE(c.seq);
+    auto s = naive_full(c.batch, c.seq);
     s.attention = model::AttentionImpl::flash;
     const auto m = model::load_model(c.model);
     const MemoryBreakdown played = estimate_memory(m, plan, s, prof, with);
     CHECK(played.allocation_program == "pytorch-bf16-flash-full");
-    CHECK(played.peak_reserved() == doctest::Approx(c.reserved_bytes).epsilon(1e-6));
+    CHECK(std::abs(played.peak_reserved() - c.reserved_bytes) <= c.tolerance_bytes);
     const MemoryBreakdown generated = estimate_memory(m, plan, s, prof, without);
     CHECK(generated.allocation_program.empty());
     CHECK(std::abs(generated.peak_reserved() / c.reserved_bytes - 1) > 0.01);
