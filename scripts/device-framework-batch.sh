@@ -73,6 +73,8 @@
 #   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program (ONLY=id,id
 #           for part of the plan: three searches and their fresh boundaries exceed one call)
 #   traces-e-capped: (session 27) capped eager flash traces at oom-e's boundaries (mechanism)
+#   traces-e-capped2: (session 27) capped and uncapped eager flash traces where trainsim's
+#           capped verdict is not monotone in the batch (mechanism)
 #   traces-flash-judge2, oom-e2: (session 27) the judge of the eager flash program derived
 #           again at two sequence lengths (declared in docs/frameworks.md before the call)
 #   empty-cache-check: (session 25) the OOM probes' torch.cuda.empty_cache() as a mechanism:
@@ -204,6 +206,19 @@ case "$part" in
     t --model cs336-large --batch 28 --seq-len 1024 --memory-cap-gb 24
     t --model cs336-large --batch 29 --seq-len 1024 --memory-cap-gb 24
     t --model cs336-xl --batch 54 --seq-len 2048 --memory-cap-gb 80
+    ;;
+  traces-e-capped2)
+    # (session 27) where trainsim's capped step is not monotone in the batch: played from the
+    # flash program derived again, cs336-large s1024 under 24 GB fails at b29 but fits at b30
+    # to b33, where PyTorch's probes failed at b30, b31 and b33; PyTorch's own requests at b30
+    # and b33 under the cap, and uncapped at b29, b30 and b33 (mechanism only)
+    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --framework pytorch \
+      --attention flash --recompute full --model cs336-large --seq-len 1024 "$@"; }
+    t --batch 30 --memory-cap-gb 24
+    t --batch 33 --memory-cap-gb 24
+    t --batch 29
+    t --batch 30
+    t --batch 33
     ;;
   oom-e)
     # (session 24) OOM boundaries judging the recorded flash program (declared as above)
