@@ -59,6 +59,8 @@
 #   runs-k: (session 22) scripts/framework-runs-k.json -> runs-k.jsonl (trial 2 of full
 #           recompute of some layers: twelve new configurations trainsim predicts GPU-bound;
 #           all compared, none fitted)
+#   runs-l: (session 27) scripts/framework-runs-l.json -> runs-l.jsonl (eager and torch.compile
+#           at Llama 3 8B's widths, four layers, seq 8192; compared, not fitted)
 #   recompute-boundary: (session 23) the least full recompute (first N layers) that lets a step
 #           fit under a cap set from its own uncapped peaks, one fresh process per probe
 #           (scripts/peer_recompute_boundary.py, scripts/framework-recompute-boundary.json ->
@@ -135,6 +137,11 @@ case "$part" in
     ;;
   runs-j)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-j.json --output "$w/runs-j.jsonl" --limit-s 120
+    ;;
+  runs-l)
+    # (session 27) eager against torch.compile at Llama 3 8B's widths (four layers, seq 8192):
+    # scripts/framework-runs-l.json -> runs-l.jsonl; compared, not fitted (docs/frameworks.md)
+    box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-l.json --output "$w/runs-l.jsonl" --limit-s 150
     ;;
   runs-k)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-k.json --output "$w/runs-k.jsonl" --limit-s 120
