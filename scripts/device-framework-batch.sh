@@ -200,8 +200,9 @@ case "$part" in
   oom-e2)
     # (session 27) OOM boundaries judging that program (two configurations, so that the
     # search and the fresh boundaries fit one call)
-    box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e2.json --output "$w/oom-e2.jsonl" --limit-s 200
-    box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 225
+    # (oom-e's searches took 90-164 s each: two fit the first box, the fresh walks the second)
+    box 400 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e2.json --output "$w/oom-e2.jsonl" --limit-s 200
+    box 180 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 170
     ;;
   traces-e-capped)
     # (session 27) capped traces where the eager flash boundaries of oom-e sit below trainsim's
