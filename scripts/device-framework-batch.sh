@@ -198,11 +198,12 @@ case "$part" in
     t --model cs336-medium --batch 128 --seq-len 512
     ;;
   oom-e2)
-    # (session 27) OOM boundaries judging that program (two configurations, so that the
-    # search and the fresh boundaries fit one call)
-    # (oom-e's searches took 90-164 s each: two fit the first box, the fresh walks the second)
-    box 400 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e2.json --output "$w/oom-e2.jsonl" --limit-s 200
-    box 180 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 170
+    # (session 27) OOM boundaries judging that program
+    # oom-e's searches took 90-164 s each and their fresh walks up to 121 s per cap: one
+    # configuration per call, ONLY=oom-pytorch-cs336-medium-bf16-mixed-flash-full-s2048, then
+    # ONLY=oom-pytorch-cs336-small-bf16-mixed-flash-full-s4096
+    box 240 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e2.json --output "$w/oom-e2.jsonl" --limit-s 230 ${ONLY:+--only "$ONLY"}
+    box 340 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 330
     ;;
   traces-e-capped)
     # (session 27) capped traces where the eager flash boundaries of oom-e sit below trainsim's
