@@ -23,6 +23,7 @@ for n in "${steps[@]}"; do
       python3 -c 'import json,sys; t=json.load(sys.stdin)["allocator_traces"][0]; print(t["fits_under_cap_cache_emptied"])')
     if [ "$verdict" = True ]; then hi=$mid; else lo=$mid; fi
   done
+  if [ "$hi" -ge 2000 ]; then out+="  >200"; continue; fi # not even under 200 GB
   out+="  $(awk -v m="$hi" 'BEGIN { printf "%.1f", m / 10 }')"
 done
 echo "$out"

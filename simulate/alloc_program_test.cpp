@@ -159,7 +159,9 @@ TEST_CASE("the recorded flash program plays the steps it was derived from") {
     const auto m = model::load_model(c.model);
     const MemoryBreakdown played = estimate_memory(m, plan, s, prof, with);
     CHECK(played.allocation_program == "pytorch-bf16-flash-full");
-    CHECK(std::abs(played.peak_reserved() - c.reserved_bytes) <= c.tolerance_bytes);
+    // (plus a millionth, as rounding in the sums may leave)
+    CHECK(std::abs(played.peak_reserved() - c.reserved_bytes) <=
+          c.tolerance_bytes + 1e-6 * c.reserved_bytes);
     const MemoryBreakdown generated = estimate_memory(m, plan, s, prof, without);
     CHECK(generated.allocation_program.empty());
     CHECK(std::abs(generated.peak_reserved() / c.reserved_bytes - 1) > 0.01);
