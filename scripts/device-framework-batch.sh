@@ -109,6 +109,9 @@ export PYTHONUNBUFFERED=1
   nproc
 } >"$w/gpu.txt" 2>&1
 box() { local limit=$1; shift; echo "# $(date -u +%T) $*" >>"$w/log.txt"; timeout "$limit" "$@" >>"$w/log.txt" 2>&1 || echo "# exit $? : $*" >>"$w/log.txt"; }
+# One allocator trace of a flash full-recompute step: FRAMEWORK, then the trace's options.
+flash_full_trace() { local fw=$1; shift; box 150 python3 scripts/peer_allocator_trace.py --out "$w" \
+  --framework "$fw" --attention flash --recompute full "$@"; }
 case "$part" in
   traces)
     box 120 python3 scripts/peer_allocator_trace.py --out "$w" --framework fsdp --model llama3.2-1b --batch 4 --seq-len 2048
@@ -176,8 +179,7 @@ case "$part" in
     # docs/frameworks.md "Fit/test split" before the call
     fw=pytorch
     [ "$part" = traces-fsdp-judge ] && fw=fsdp
-    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --framework "$fw" \
-      --attention flash --recompute full "$@"; }
+    t() { flash_full_trace "$fw" "$@"; }
     t --model cs336-small --batch 32 --seq-len 2048
     t --model cs336-medium --batch 16 --seq-len 2048
     t --model cs336-large --batch 8 --seq-len 4096
@@ -188,8 +190,7 @@ case "$part" in
   traces-flash-judge2)
     # (session 27) uncapped eager flash full-recompute traces at shapes no trace has, judging
     # the program derived again at s1024 and s2048 (declared in docs/frameworks.md)
-    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --framework pytorch \
-      --attention flash --recompute full "$@"; }
+    t() { flash_full_trace pytorch "$@"; }
     t --model cs336-small --batch 16 --seq-len 4096
     t --model cs336-medium --batch 32 --seq-len 2048
     t --model cs336-large --batch 16 --seq-len 2048
@@ -210,8 +211,7 @@ case "$part" in
     # (played from the flash program derived at two sequence lengths, which reserves PyTorch's
     # uncapped peak to the figure at these shapes, trainsim says b33 and b55 fit; without it
     # b30 and b54): b28 runs and b29 fails at 24 GB, b54 fails at 80 GB; mechanism only
-    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --framework pytorch \
-      --attention flash --recompute full "$@"; }
+    t() { flash_full_trace pytorch --peak-frames "$@"; }
     t --model cs336-large --batch 28 --seq-len 1024 --memory-cap-gb 24
     t --model cs336-large --batch 29 --seq-len 1024 --memory-cap-gb 24
     t --model cs336-xl --batch 54 --seq-len 2048 --memory-cap-gb 80
@@ -221,8 +221,7 @@ case "$part" in
     # flash program derived again, cs336-large s1024 under 24 GB fails at b29 but fits at b30
     # to b33, where PyTorch's probes failed at b30, b31 and b33; PyTorch's own requests at b30
     # and b33 under the cap, and uncapped at b29, b30 and b33 (mechanism only)
-    t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --framework pytorch \
-      --attention flash --recompute full --model cs336-large --seq-len 1024 "$@"; }
+    t() { flash_full_trace pytorch --peak-frames --model cs336-large --seq-len 1024 "$@"; }
     t --batch 30 --memory-cap-gb 24
     t --batch 33 --memory-cap-gb 24
     t --batch 29
