@@ -131,6 +131,18 @@ trainsim_cli_test(estimate_recompute_layers "recompute full \\(16 layers per chu
 trainsim_cli_test(estimate_recompute_layers_json "\"recompute_layers\": 16"
   estimate --model llama3-8b --cluster dgx-a100 --num-gpus 64 --framework fsdp --zero 3 --global-batch 64
   --seq-len 8192 --recompute full --recompute-layers 16 --format json)
+trainsim_cli_test(memory_recompute_modules "recompute selective \\(core_attn,layernorm,moe_act\\)"
+  memory --model gpt-oss-120b --cluster dgx-h100 --num-gpus 64 --pp 4 --ep 8 --micro-batch 4 --global-batch 512
+  --seq-len 4096 --grad-reduce-dtype bf16 --recompute selective --recompute-modules core_attn,layernorm,moe_act)
+trainsim_cli_test(estimate_recompute_modules_json "\"recompute_modules\": \"core_attn,moe\""
+  estimate --model mixtral-8x7b --cluster dgx-h100 --num-gpus 8 --ep 8 --global-batch 16 --seq-len 4096
+  --recompute selective --recompute-modules core_attn --recompute-modules moe --format json)
+trainsim_cli_error(recompute_modules_unknown "--recompute-modules 'moe_acts': unknown module"
+  estimate --model mixtral-8x7b --gpu h100-sxm --ep 8 --recompute selective --recompute-modules moe_acts)
+trainsim_cli_error(recompute_modules_not_selective "--recompute-modules moe_act: needs --recompute selective"
+  estimate --model mixtral-8x7b --gpu h100-sxm --ep 8 --recompute full --recompute-modules moe_act)
+trainsim_cli_error(recompute_modules_framework "--framework fsdp does not have them"
+  memory --model mixtral-8x7b --gpu h100-sxm --num-gpus 8 --ep 8 --framework fsdp --zero 3 --recompute selective --recompute-modules moe_act)
 trainsim_cli_test(memory_min_recompute_layers "recompute needed to fit: full recompute of [0-9]+ layers per model chunk \\(--recompute full --recompute-layers [0-9]+\\)"
   memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --framework fsdp --zero 3 --micro-batch 2 --seq-len 8192)
 trainsim_cli_test(memory_min_recompute_layers_band "within the memory band \\(\\+-[0-9]+%\\): [0-9]+ to [0-9]+"

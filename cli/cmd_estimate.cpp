@@ -38,6 +38,7 @@ int run_estimate(const EstimateOptions& o) {
   require_zero_supported(p.zero_stage, so.fw());
   require_ep_overlap_applies(so, p);
   require_setup_supported(s, so.fw());
+  require_modules_recompute(p.recompute, s);
   const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
   const auto est = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, so);
   Sink sink(o.out);

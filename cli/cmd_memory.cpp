@@ -242,6 +242,7 @@ int run_memory(const MemoryOptions& o) {
   require_zero_supported(p.zero_stage, *mo.framework,
                          ds ? "the DeepSpeed config's zero_optimization.stage " : "--zero ");
   require_setup_supported(s, *mo.framework);
+  require_modules_recompute(p.recompute, s);
   if (ds) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;

@@ -207,6 +207,8 @@ int run_plan(const PlanOptionsCli& o) {
     throw ConfigError(fmt::format("--recompute-layers {}: must not exceed num_layers = {}",
                                   s.recompute_layers, m.num_layers));
   require_setup_supported(s, so.step.fw());
+  if (so.fix_recompute >= 0)
+    require_modules_recompute(static_cast<model::Recompute>(so.fix_recompute), s);
   if (so.fix_tp > 0 && (m.num_heads % so.fix_tp || m.num_kv_heads % so.fix_tp))
     throw ConfigError(fmt::format("--fix tp={}: must divide num_heads = {} and num_kv_heads = {}",
                                   so.fix_tp, m.num_heads, m.num_kv_heads));

@@ -131,6 +131,7 @@ int run_sweep(const SweepOptions& o) {
     require_zero_supported(p.zero_stage, step.fw());
     require_ep_overlap_applies(step, p);
     require_setup_supported(s, step.fw());
+    require_modules_recompute(p.recompute, s);
     const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s, step);
     const double per_gpu = e.tokens_per_s / static_cast<double>(p.num_gpus());
     if (first_per_gpu == 0)

@@ -83,6 +83,14 @@ double parse_tokens(const std::string& text) {
   return require_range("--tokens", parse_count(text, "--tokens"), Interval{0, 1e18, "tokens"});
 }
 
+void require_modules_recompute(model::Recompute r, const model::TrainingSetup& s) {
+  if (s.recompute_modules != model::kRecomputeCoreAttn && r != model::Recompute::selective)
+    throw ConfigError(fmt::format("--recompute-modules {}: needs --recompute selective (the "
+                                  "modules are what selective recompute re-runs), not {}",
+                                  model::recompute_modules_string(s.recompute_modules),
+                                  model::to_string(r)));
+}
+
 void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile& fw) {
   if (r == model::Recompute::selective_op && !fw.caching_allocator)
     throw ConfigError(fmt::format(
@@ -101,6 +109,12 @@ void require_zero_supported(std::int64_t zero, const sim::FrameworkProfile& fw,
 }
 
 void require_setup_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw) {
+  if (s.recompute_modules != model::kRecomputeCoreAttn && !fw.megatron_main_grads)
+    throw ConfigError(fmt::format(
+        "--recompute-modules {}: Megatron-Core's selective recompute modules "
+        "(recompute_modules); --framework {} does not have them (its selective recompute is "
+        "the attention core; use --framework megatron)",
+        model::recompute_modules_string(s.recompute_modules), fw.name));
   if (s.offload_activation_layers > 0 && !fw.megatron_main_grads)
     throw ConfigError(fmt::format(
         "--offload-activation-layers {}: Megatron-Core's activation CPU offload "

@@ -46,6 +46,9 @@ void require_ep_overlap_applies(const sim::StepOptions& o, const model::Parallel
 /// error naming the framework for a profile that does not model PyTorch (megatron, deepspeed,
 /// trainsim: no caching allocator in their profile).
 void require_recompute_supported(model::Recompute r, const sim::FrameworkProfile& fw);
+/// --recompute-modules (TrainingSetup::recompute_modules other than the attention core alone)
+/// shapes selective recompute only: an error under another policy.
+void require_modules_recompute(model::Recompute r, const model::TrainingSetup& s);
 /// A ZeRO stage the framework cannot run (FrameworkProfile::zero_stages): ConfigError naming
 /// the stages it can and why (`option` is what precedes the stage: "--zero ", "--fix zero=").
 void require_zero_supported(std::int64_t zero, const sim::FrameworkProfile& fw,

@@ -200,6 +200,20 @@ void add_framework_setup_options(CLI::App& cmd, SetupOptions& o) {
                  "of every k-th layer is num_layers / k of them); 0 = every layer; plan: searches "
                  "only full recompute then")
       ->capture_default_str();
+  cmd.add_option(
+         "--recompute-modules", o.recompute_modules,
+         "With --recompute selective and --framework megatron: the modules re-run in "
+         "backward, comma-separated, as Megatron-Core's --recompute-modules names them: "
+         "core_attn (the default alone), layernorm (the pre-MLP norm of MoE layers and "
+         "MLA's input norm: Transformer Engine fuses the others into the next GEMM), mlp "
+         "(dense layers' MLP), moe_act (the experts' activation), moe (the whole MoE block, "
+         "all-to-alls included), shared_experts; e.g. core_attn,layernorm,moe_act "
+         "(docs/model.md)")
+      ->delimiter(',');
+}
+
+std::uint32_t parse_recompute_modules(const std::vector<std::string>& names) {
+  return model::parse_recompute_modules(names, "--recompute-modules");
 }
 
 std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag, const model::ModelSpec& m) {
@@ -222,6 +236,7 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
   s.moe_imbalance_factor = o.moe_imbalance_factor;
   s.offload_activation_layers = o.offload_activation_layers;
   s.recompute_layers = o.recompute_layers;
+  s.recompute_modules = parse_recompute_modules(o.recompute_modules);
   if (o.grad_reduce_dtype == "fp32")
     s.grad_reduce_bytes = 4;
   else if (o.grad_reduce_dtype == "bf16")
@@ -480,13 +495,17 @@ nlohmann::json setup_json(const model::TrainingSetup& s) {
           {"moe_imbalance_factor", s.moe_imbalance_factor},
           {"grad_reduce_bytes_per_param", s.grad_reduce_bytes},
           {"offload_activation_layers", s.offload_activation_layers},
-          {"recompute_layers", s.recompute_layers}};
+          {"recompute_layers", s.recompute_layers},
+          {"recompute_modules", model::recompute_modules_string(s.recompute_modules)}};
 }
 
 std::string recompute_label(const model::ParallelPlan& p, const model::TrainingSetup& s) {
   if (p.recompute == model::Recompute::full && s.recompute_layers > 0)
     return fmt::format("full ({} layer{} per chunk)", s.recompute_layers,
                        s.recompute_layers == 1 ? "" : "s");
+  if (p.recompute == model::Recompute::selective &&
+      s.recompute_modules != model::kRecomputeCoreAttn)
+    return fmt::format("selective ({})", model::recompute_modules_string(s.recompute_modules));
   return std::string(model::to_string(p.recompute));
 }
 

@@ -41,6 +41,7 @@ struct SetupOptions {
   std::string grad_reduce_dtype = "framework"; // --grad-reduce-dtype (commands with a framework)
   std::int64_t offload_activation_layers = 0;  // --offload-activation-layers
   std::int64_t recompute_layers = 0;           // --recompute-layers
+  std::vector<std::string> recompute_modules;  // --recompute-modules (empty: core_attn)
 };
 void add_setup_options(CLI::App& cmd, SetupOptions& o);
 /// --grad-reduce-dtype framework|fp32|bf16, --offload-activation-layers N and
@@ -124,6 +125,10 @@ struct Machine {
 [[nodiscard]] model::Precision parse_precision(const std::string& s);
 [[nodiscard]] model::Optimizer parse_optimizer(const std::string& s);
 [[nodiscard]] model::Recompute parse_recompute(const std::string& s);
+/// Megatron-Core's recompute_modules names (core_attn, layernorm, mlp, moe_act, moe,
+/// shared_experts; comma-separated items allowed) as model::RecomputeModule bits; empty: the
+/// attention core alone. Unknown and unmodelled names (mla_up_proj) are a ConfigError.
+[[nodiscard]] std::uint32_t parse_recompute_modules(const std::vector<std::string>& names);
 [[nodiscard]] model::AttentionImpl parse_attention(const std::string& s);
 
 [[nodiscard]] nlohmann::json setup_json(const model::TrainingSetup& s);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <utility>
 
 #include "common/errors.hpp"
 
@@ -54,6 +55,48 @@ std::string_view to_string(Recompute r) {
   case Recompute::selective_op: return "selective-op";
   }
   return "?";
+}
+namespace {
+constexpr std::pair<std::uint32_t, const char*> kRecomputeModuleNames[] = {
+    {kRecomputeCoreAttn, "core_attn"},
+    {kRecomputeLayernorm, "layernorm"},
+    {kRecomputeMlp, "mlp"},
+    {kRecomputeMoeAct, "moe_act"},
+    {kRecomputeMoe, "moe"},
+    {kRecomputeSharedExperts, "shared_experts"}};
+} // namespace
+std::string recompute_modules_string(std::uint32_t modules) {
+  std::string out;
+  for (const auto& [bit, name] : kRecomputeModuleNames)
+    if ((modules & bit) != 0) {
+      if (!out.empty())
+        out += ',';
+      out += name;
+    }
+  return out;
+}
+std::uint32_t parse_recompute_modules(const std::vector<std::string>& names,
+                                      std::string_view what) {
+  if (names.empty())
+    return kRecomputeCoreAttn;
+  std::uint32_t bits = 0;
+  for (const auto& name : names) {
+    const auto* it =
+        std::find_if(std::begin(kRecomputeModuleNames), std::end(kRecomputeModuleNames),
+                     [&](const auto& entry) { return name == entry.second; });
+    if (it != std::end(kRecomputeModuleNames))
+      bits |= it->first;
+    else if (name == "mla_up_proj")
+      throw ConfigError(fmt::format("{} mla_up_proj: Megatron-Core's MLA up-projection recompute "
+                                    "is not modelled (use core_attn, layernorm, mlp, moe_act, moe "
+                                    "or shared_experts)",
+                                    what));
+    else
+      throw ConfigError(fmt::format("{} '{}': unknown module (Megatron-Core's names: core_attn, "
+                                    "layernorm, mlp, moe_act, moe, shared_experts)",
+                                    what, name));
+  }
+  return bits;
 }
 std::string_view to_string(AttentionImpl a) {
   return a == AttentionImpl::flash ? "flash" : "naive";
@@ -433,6 +476,10 @@ void validate(const TrainingSetup& s, const std::string& source) {
   if (s.recompute_layers < 0 || s.recompute_layers > (1 << 20))
     p.add(fmt::format("recompute_layers = {}: must be in [0, num_layers] (0 = every layer)",
                       s.recompute_layers));
+  if (s.recompute_modules == 0 || (s.recompute_modules & ~kRecomputeModulesAll) != 0)
+    p.add(fmt::format("recompute_modules = {:#x}: must name at least one of core_attn, "
+                      "layernorm, mlp, moe_act, moe, shared_experts",
+                      s.recompute_modules));
   if (s.offload_activation_layers < 0 || s.offload_activation_layers > (1 << 20))
     p.add(fmt::format("offload_activation_layers = {}: must be in [0, num_layers)",
                       s.offload_activation_layers));

@@ -120,6 +120,27 @@ enum class Precision { fp32, bf16_mixed, fp16_mixed, bf16, fp8_delayed, fp8_curr
 /// other aten.mm of a layer and of scaled-dot-product attention, recomputes everything else.
 enum class Recompute { none, selective, full, selective_op };
 inline constexpr int kRecomputePolicies = 4;
+/// Megatron-Core's selective recompute modules (TransformerConfig.recompute_modules,
+/// megatron/core/transformer/transformer_config.py, Megatron-Core 0.13+): core_attn, mlp, moe
+/// and shared_experts are checkpointed (their inputs kept, everything inside re-made in
+/// backward); layernorm and moe_act discard their outputs after the next op has used them and
+/// re-make them before backward needs them ("output-discarding checkpointing").
+enum RecomputeModule : std::uint32_t {
+  kRecomputeCoreAttn = 1u << 0,      // the attention core
+  kRecomputeLayernorm = 1u << 1,     // input_layernorm and pre_mlp_layernorm, where not fused
+  kRecomputeMlp = 1u << 2,           // a dense layer's MLP
+  kRecomputeMoeAct = 1u << 3,        // the routed experts' activation function
+  kRecomputeMoe = 1u << 4,           // the whole MoE block (router, dispatch, experts, combine)
+  kRecomputeSharedExperts = 1u << 5, // the shared experts of an MoE block
+};
+inline constexpr std::uint32_t kRecomputeModulesAll = (1u << 6) - 1;
+/// "core_attn,moe_act" (Megatron-Core's names, in the order above).
+[[nodiscard]] std::string recompute_modules_string(std::uint32_t modules);
+/// Megatron-Core's names (core_attn, layernorm, mlp, moe_act, moe, shared_experts) as
+/// RecomputeModule bits; empty: the attention core alone. An unknown or unmodelled name
+/// (mla_up_proj) is a ConfigError naming `what` (the flag or the record field).
+[[nodiscard]] std::uint32_t parse_recompute_modules(const std::vector<std::string>& names,
+                                                    std::string_view what);
 enum class AttentionImpl { flash, naive };
 enum class Optimizer { adamw, sgd };
 
@@ -227,6 +248,11 @@ struct TrainingSetup {
   // --recompute-num-layers N; torchtitan's every-k-th-layer checkpointing is the same cost with
   // num_layers / k of them). Needs recompute = full. 0: every layer.
   std::int64_t recompute_layers = 0;
+  // Under recompute = selective, which modules of a layer re-run their forward in backward: a
+  // set of RecomputeModule bits (Megatron-Core's TransformerConfig.recompute_modules). The
+  // default, the attention core alone, is selective recompute as Korthikanti et al. 2022 (Sec.
+  // 4.2) define it and as every other framework's selective policy runs.
+  std::uint32_t recompute_modules = kRecomputeCoreAttn;
 };
 
 /// Transformer layers of a pipeline stage holding `stage_layers` of them that run the plan's

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
+#include <string_view>
 
 #include "simulate/roofline.hpp"
 
@@ -320,6 +322,150 @@ OpSac op_sac(const std::vector<model::Op>& l) {
   return r;
 }
 
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+bool is_ffn_role(model::OpRole r) {
+  return r == model::OpRole::ffn_up || r == model::OpRole::ffn_act || r == model::OpRole::ffn_down;
+}
+bool is_moe_block_role(model::OpRole r) {
+  using model::OpRole;
+  return r == OpRole::router || r == OpRole::router_topk || r == OpRole::router_aux_loss ||
+         r == OpRole::expert_permute || r == OpRole::ep_dispatch || r == OpRole::expert_up ||
+         r == OpRole::expert_act || r == OpRole::expert_down || r == OpRole::ep_combine ||
+         r == OpRole::expert_combine;
+}
+// The tensor-parallel collectives around a layer's MLP or MoE block (inside Megatron-Core's
+// MLP and MoELayer modules: TE's column-parallel fc1 gathers, the row-parallel fc2 scatters).
+bool is_ffn_tp_comm(const model::Op& op) {
+  return op.role == model::OpRole::tp_comm &&
+         (ends_with(op.name, "mlp.tp_in") || ends_with(op.name, "mlp.tp_out"));
+}
+} // namespace
+
+ModuleRecompute module_recompute(const std::vector<model::Op>& l, std::uint32_t modules) {
+  using model::OpRole;
+  ModuleRecompute r;
+  r.rerun.assign(l.size(), 0);
+  const auto has = [&](OpRole role) {
+    return std::any_of(l.begin(), l.end(), [&](const model::Op& op) { return op.role == role; });
+  };
+  const bool moe_layer = has(OpRole::router);
+  // Under MLA the input norm is a module of its own (TENorm before the down-projections);
+  // elsewhere Transformer Engine fuses it into the QKV projection (TELayerNormColumnParallel-
+  // Linear: an IdentityOp that recompute skips), and the pre-MLP norm into fc1 in dense layers.
+  const bool mla = has(OpRole::kv_down_proj);
+  const auto member = [&](const model::Op& op, std::uint32_t module) {
+    switch (module) {
+    case model::kRecomputeCoreAttn: return model::is_attention_part(op.role);
+    case model::kRecomputeLayernorm:
+      return op.role == OpRole::norm && ((moe_layer && ends_with(op.name, "mlp.norm")) ||
+                                         (mla && ends_with(op.name, "attn.norm")));
+    case model::kRecomputeMoeAct: return op.role == OpRole::expert_act;
+    case model::kRecomputeSharedExperts:
+      return moe_layer && (is_ffn_role(op.role) ||
+                           (op.role == OpRole::quantize && contains(op.name, "moe.shared.")));
+    case model::kRecomputeMlp: // the pre-MLP norm is inside (fused into fc1)
+      return !moe_layer && (is_ffn_role(op.role) || is_ffn_tp_comm(op) ||
+                            (op.role == OpRole::quantize && contains(op.name, "mlp.fc2")) ||
+                            (op.role == OpRole::norm && ends_with(op.name, "mlp.norm")));
+    case model::kRecomputeMoe: // the pre-MLP norm is outside (its output is the input)
+      return moe_layer &&
+             (is_moe_block_role(op.role) || is_ffn_role(op.role) || is_ffn_tp_comm(op) ||
+              (op.role == OpRole::quantize && contains(op.name, "moe.shared.")));
+    default: return false;
+    }
+  };
+  auto drop = [&](const std::string& id) {
+    if (std::find(r.dropped.begin(), r.dropped.end(), id) == r.dropped.end())
+      r.dropped.push_back(id);
+  };
+  for (std::uint32_t module = 1; module <= model::kRecomputeModulesAll; module <<= 1) {
+    if ((modules & module) == 0)
+      continue;
+    std::vector<char> in(l.size(), 0);
+    for (std::size_t i = 0; i < l.size(); ++i)
+      in[i] = member(l[i], module) ? 1 : 0;
+    for (std::size_t i = 0; i < l.size(); ++i)
+      r.rerun[i] = r.rerun[i] || in[i];
+    if (module == model::kRecomputeCoreAttn) {
+      // The scores and probabilities of naive attention; flash keeps only its inputs and the
+      // output the projection saves anyway (Korthikanti et al. 2022, Sec. 4.2).
+      for (std::size_t i = 0; i < l.size(); ++i)
+        for (const auto& t : l[i].saved)
+          if (in[i] && t.quadratic)
+            drop(t.id);
+      continue;
+    }
+    if (module == model::kRecomputeLayernorm) {
+      // Output-discarding: the norm's output, which the next GEMMs saved as their input.
+      for (const auto& op : l)
+        if (op.role == OpRole::router || op.role == OpRole::q_down_proj ||
+            op.role == OpRole::kv_down_proj)
+          for (const auto& t : op.saved)
+            if (t.role != model::TensorRole::mla_latent)
+              drop(t.id);
+      continue;
+    }
+    if (module == model::kRecomputeMoeAct) {
+      // Output-discarding: the activation's output, saved by the experts' fc2.
+      for (const auto& op : l)
+        if (op.role == OpRole::expert_down)
+          for (const auto& t : op.saved)
+            drop(t.id);
+      continue;
+    }
+    // A checkpointed module keeps its input: the router's (the pre-MLP norm's output) for the
+    // MoE block and the shared experts, the norm's input for a dense MLP.
+    std::vector<std::string> kept;
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const model::Op& op = l[i];
+      if (op.role == OpRole::router && !op.saved.empty())
+        kept.push_back(op.saved.front().id);
+      if (in[i] && op.role == OpRole::norm && !op.saved.empty())
+        kept.push_back(op.saved.front().id);
+      if (!in[i]) // saved outside the module as well: not the module's to drop
+        for (const auto& t : op.saved)
+          kept.push_back(t.id);
+    }
+    for (std::size_t i = 0; i < l.size(); ++i)
+      if (in[i])
+        for (const auto& t : l[i].saved)
+          if (std::find(kept.begin(), kept.end(), t.id) == kept.end())
+            drop(t.id);
+  }
+  return r;
+}
+
+namespace {
+// The layer's ops without the saved tensors `dropped` names.
+std::vector<model::Op> without_saved(const std::vector<model::Op>& l,
+                                     const std::vector<std::string>& dropped) {
+  std::vector<model::Op> out = l;
+  for (auto& op : out)
+    op.saved.erase(std::remove_if(op.saved.begin(), op.saved.end(),
+                                  [&](const model::SavedTensor& t) {
+                                    return std::find(dropped.begin(), dropped.end(), t.id) !=
+                                           dropped.end();
+                                  }),
+                   op.saved.end());
+  return out;
+}
+// Model FLOPs an op's forward re-runs: attention counts its GEMM-like parts only (the scores,
+// P V, or the fused core), as the model FLOPs do.
+double rerun_flops(const model::Op& op) {
+  if (model::is_communication(op.kind))
+    return 0;
+  if (model::is_attention_part(op.role) && op.role != model::OpRole::attention_scores &&
+      op.role != model::OpRole::attention_pv && op.role != model::OpRole::attention_core)
+    return 0;
+  return op.fwd_flops;
+}
+
 // Tensor-by-tensor lists for the caching-allocator model (MicroBatchAccounting::Tensors).
 void list_tensors(MicroBatchAccounting& a, const model::OpList& ops,
                   const model::ParallelPlan& plan, const FrameworkProfile& fw, bool fp32,
@@ -513,8 +659,14 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
                                 : fw.activation_bytes_factor;
   a.layer_act[static_cast<int>(Recompute::none)] =
       layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, true, fw, fp32); });
-  a.layer_act[static_cast<int>(Recompute::selective)] =
-      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, false, fw, fp32); });
+  const std::uint32_t rc_modules = setup.recompute_modules;
+  const bool default_modules = rc_modules == model::kRecomputeCoreAttn;
+  a.layer_act[static_cast<int>(Recompute::selective)] = layer_mean(ops, [&](const auto& l) {
+    return default_modules
+               ? framework_saved_bytes(l, false, fw, fp32)
+               : framework_saved_bytes(without_saved(l, module_recompute(l, rc_modules).dropped),
+                                       true, fw, fp32);
+  });
   // Autocast over fp32 weights (framework.hpp): 16-bit weight copies saved per layer, and a
   // fp32 residual stream (what a checkpointed layer keeps).
   const bool autocast =
@@ -652,6 +804,15 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   for (auto r : {Recompute::full, Recompute::selective})
     a.layer_recompute_flops[static_cast<int>(r)] =
         layer_mean(ops, [&](const auto& l) { return recompute(l, r); });
+  if (!default_modules)
+    a.layer_recompute_flops[static_cast<int>(Recompute::selective)] =
+        layer_mean(ops, [&](const auto& l) {
+          const ModuleRecompute mr = module_recompute(l, rc_modules);
+          double f = 0;
+          for (std::size_t i = 0; i < l.size(); ++i)
+            f += mr.rerun[i] ? rerun_flops(l[i]) : 0.0;
+          return f;
+        });
   a.emb_params = model::sum_params(ops.embedding);
   // The MTP modules' weights sit with the head; their routed experts split over ep.
   a.head_params =
@@ -667,10 +828,9 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
 }
 
 MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpList& ops,
-                                 const model::ParallelPlan& plan,
-                                 const model::TrainingSetup& /*setup*/, const hw::GpuSpec& gpu,
-                                 const hw::HardwareProfile& profile, const hw::ClusterSpec& cluster,
-                                 const FrameworkProfile& fw) {
+                                 const model::ParallelPlan& plan, const model::TrainingSetup& setup,
+                                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
+                                 const hw::ClusterSpec& cluster, const FrameworkProfile& fw) {
   const Placement pl = place_groups(plan, cluster);
   MicroBatchTimes t;
   // Per layer kind, then the mean over layers (exact totals over the model).
@@ -685,8 +845,18 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
     t.layer_fwd_host += w * lf.host;
     t.layer_bwd_host += w * lb.host;
     const OpSac sac = op_sac(kind.ops);
+    // Selective recompute: the attention core, or the modules Megatron-Core is told to re-run
+    // (TrainingSetup::recompute_modules), with the collectives inside them.
+    const bool default_modules = setup.recompute_modules == model::kRecomputeCoreAttn;
+    const ModuleRecompute modules =
+        default_modules ? ModuleRecompute{} : module_recompute(kind.ops, setup.recompute_modules);
     for (std::size_t i = 0; i < kind.ops.size(); ++i) {
       const model::Op& op = kind.ops[i];
+      if (!default_modules && modules.rerun[i] && op.kind == model::OpKind::tp_comm &&
+          op.fwd_comm != model::CommKind::none)
+        t.layer_tp_rerun_selective +=
+            w * collective_cost(to_collective(op.fwd_comm), op.comm_bytes, pl.tp, cluster, profile)
+                    .time_s;
       if (model::is_communication(op.kind))
         continue;
       const FrameworkOpTime f = framework_op_time(op, Pass::forward, gpu, profile, fw);
@@ -700,7 +870,7 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
       // Selective recompute checkpoints the attention core and re-runs its forward in
       // backward: naive attention's pieces, or the fused (flash) core (Megatron-Core's
       // core_attn, torch.utils.checkpoint around SDPA, validate/train).
-      if (model::is_attention_part(op.role)) {
+      if (default_modules ? model::is_attention_part(op.role) : modules.rerun[i] != 0) {
         t.layer_recompute[static_cast<int>(Recompute::selective)] += w * f.gpu_s;
         t.layer_recompute_host[static_cast<int>(Recompute::selective)] += w * f.host_s;
       }
@@ -771,6 +941,9 @@ MicroBatchTimes time_micro_batch(const model::ModelSpec& /*m*/, const model::OpL
       t.layer_ep += w * a2a.total();
       t.layer_ep_a2a_fwd += w * a2a.fwd;
       t.layer_ep_a2a_bwd += w * a2a.bwd;
+      // The recomputed MoE block dispatches and combines its tokens again.
+      if ((setup.recompute_modules & model::kRecomputeMoe) != 0)
+        t.layer_ep_rerun_selective += w * a2a.fwd;
     }
     // The token dispatcher's fixed cost per MoE layer (the framework's, with or without ep).
     if (std::any_of(kind.ops.begin(), kind.ops.end(),

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "hardware/gpu.hpp"
@@ -51,6 +52,21 @@ struct MicroBatchAccounting {
   } tensors;
 };
 
+/// Megatron-Core's selective recompute by module (model::RecomputeModule) over one layer's
+/// ops, as its Transformer Engine layer spec builds the layer: which ops re-run their forward in
+/// backward, and which saved tensors are not kept. A checkpointed module (core_attn, mlp, moe,
+/// shared_experts) keeps its input and drops what it saved inside; layernorm drops the norm's
+/// output and moe_act the activation's (what the next GEMM saved). Where Transformer Engine
+/// fuses a norm into the following GEMM (the input norm before QKV, a dense layer's pre-MLP
+/// norm) layernorm has nothing to re-make; mlp applies to dense layers, moe, moe_act and
+/// shared_experts to MoE layers.
+struct ModuleRecompute {
+  std::vector<char> rerun;          // by op of the layer
+  std::vector<std::string> dropped; // saved-tensor ids
+};
+[[nodiscard]] ModuleRecompute module_recompute(const std::vector<model::Op>& layer,
+                                               std::uint32_t modules);
+
 /// Seconds of one micro-batch on one GPU.
 struct MicroBatchTimes {
   double layer_fwd = 0, layer_bwd = 0;                    // roofline compute
@@ -71,6 +87,10 @@ struct MicroBatchTimes {
   // The per-op checkpointing policy's dispatch mode, one pass over a layer's forward kernels
   // (FrameworkProfile::host_s_per_sac_kernel): paid in the forward and in the re-run forward.
   double layer_sac_dispatch_host = 0;
+  // Selective recompute of Megatron-Core modules with collectives inside them
+  // (TrainingSetup::recompute_modules): the tensor-parallel collectives of a re-run MLP or MoE
+  // block, and the MoE block's forward all-to-alls, run again in backward.
+  double layer_tp_rerun_selective = 0, layer_ep_rerun_selective = 0;
   double emb_fwd_host = 0, emb_bwd_host = 0, head_fwd_host = 0, head_bwd_host = 0;
 };
 

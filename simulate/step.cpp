@@ -42,7 +42,9 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
                           : plan.recompute == Recompute::selective_op
                               ? (plan.sequence_parallel ? 0.5 : 1.0)
                               : 0.0;
-  double tp_layer = t.layer_tp_fwd + t.layer_tp_bwd + tp_rerun * t.layer_tp_fwd;
+  const bool selective = plan.recompute == Recompute::selective;
+  double tp_layer = t.layer_tp_fwd + t.layer_tp_bwd + tp_rerun * t.layer_tp_fwd +
+                    (selective ? t.layer_tp_rerun_selective : 0.0);
   const FrameworkProfile& fw = options.fw();
   // Overlapped, the framework's share of the collectives hides behind the layer's GEMMs (no
   // more than its compute time); the rest stays exposed.
@@ -52,7 +54,8 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   const int rc = static_cast<int>(plan.recompute);
   const double cp_layer =
       t.layer_cp + (plan.recompute == Recompute::full ? t.layer_cp_recompute : 0.0);
-  c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc], tp_layer, cp_layer, t.layer_ep};
+  c.layer = {t.layer_fwd, t.layer_bwd, t.layer_recompute[rc],
+             tp_layer,    cp_layer,    t.layer_ep + (selective ? t.layer_ep_rerun_selective : 0.0)};
   // Combined 1F1B: in a merged pair the forward's dispatch and combine run beside the other
   // micro-batch's backward (with its recompute) and the backward's beside the forward
   // (Megatron-Core combined_1f1b.py: "EP A2A in forward step is hidden by the attention/mlp

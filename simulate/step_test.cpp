@@ -674,6 +674,123 @@ TEST_CASE("Megatron-Core's gradient dtype sets the bytes data parallelism reduce
   CHECK(fp32.memory.gradients == doctest::Approx(2 * bf16.memory.gradients).epsilon(1e-12));
 }
 
+// The saved tensors of one layer of `ops` whose id contains `part`, in bytes.
+double saved_with(const std::vector<model::Op>& layer, const std::string& part) {
+  double b = 0;
+  for (const auto& op : layer)
+    for (const auto& t : op.saved)
+      if (t.id.find(part) != std::string::npos)
+        b += t.bytes;
+  return b;
+}
+
+TEST_CASE("Megatron-Core's recompute modules: what each drops and re-runs in an MoE layer") {
+  MegatronDp8 x; // Mixtral: every layer MoE, flash attention; megatron: activation factor 1
+  x.plan.ep = 8;
+  x.plan.recompute = model::Recompute::selective;
+  const auto ops = model::build_ops(x.m, model::make_op_context(x.plan, x.setup));
+  REQUIRE(ops.layers.size() == 1);
+  const auto& l = ops.layers.front().ops;
+  const double act_out = saved_with(l, "moe.experts.act.out");
+  const double norm_out = saved_with(l, "mlp.fc1.in"); // the pre-MLP norm's output (router)
+  REQUIRE(act_out > 0);
+  REQUIRE(norm_out > 0);
+  auto with = [&](std::uint32_t modules) {
+    x.setup.recompute_modules = modules;
+    return account_micro_batch(x.m, ops, x.plan, x.setup, *x.o.framework);
+  };
+  auto times = [&](std::uint32_t modules) {
+    x.setup.recompute_modules = modules;
+    return time_micro_batch(x.m, ops, x.plan, x.setup, x.gpu, x.prof, x.cluster, *x.o.framework);
+  };
+  const int sel = static_cast<int>(model::Recompute::selective);
+  const auto core = with(model::kRecomputeCoreAttn);
+  // moe_act drops the experts' activation output (fc2's saved input), nothing else.
+  CHECK(core.layer_act[sel] -
+            with(model::kRecomputeCoreAttn | model::kRecomputeMoeAct).layer_act[sel] ==
+        doctest::Approx(act_out));
+  // layernorm drops the pre-MLP norm's output (the router's saved input): Transformer Engine
+  // fuses the input norm into QKV, so that one has nothing to drop.
+  CHECK(core.layer_act[sel] -
+            with(model::kRecomputeCoreAttn | model::kRecomputeLayernorm).layer_act[sel] ==
+        doctest::Approx(norm_out));
+  // moe keeps the block's input (that norm output) and drops the rest of the block.
+  const auto moe = with(model::kRecomputeCoreAttn | model::kRecomputeMoe);
+  CHECK(core.layer_act[sel] - moe.layer_act[sel] ==
+        doctest::Approx(saved_with(l, "moe.")).epsilon(1e-12));
+  // mlp is a dense layer's; this model has none.
+  CHECK(with(model::kRecomputeCoreAttn | model::kRecomputeMlp).layer_act[sel] ==
+        core.layer_act[sel]);
+  // Re-run time: the activation's forward; the whole block's forward, whose all-to-alls run
+  // again; the flops follow.
+  const auto tc = times(model::kRecomputeCoreAttn);
+  const auto ta = times(model::kRecomputeCoreAttn | model::kRecomputeMoeAct);
+  const auto tm = times(model::kRecomputeCoreAttn | model::kRecomputeMoe);
+  double act_fwd = 0;
+  for (const auto& op : l)
+    if (op.role == model::OpRole::expert_act)
+      act_fwd += framework_op_time(op, Pass::forward, x.gpu, x.prof, *x.o.framework).gpu_s;
+  CHECK(ta.layer_recompute[sel] - tc.layer_recompute[sel] == doctest::Approx(act_fwd));
+  CHECK(tm.layer_recompute[sel] > 10 * act_fwd);
+  CHECK(tc.layer_ep_rerun_selective == 0);
+  CHECK(tm.layer_ep_rerun_selective == doctest::Approx(tm.layer_ep_a2a_fwd));
+  CHECK(moe.layer_recompute_flops[sel] > core.layer_recompute_flops[sel]);
+  // The default reproduces selective recompute as it was: the attention core.
+  CHECK(with(model::kRecomputeCoreAttn).layer_act[sel] ==
+        with(model::kRecomputeCoreAttn).layer_act[static_cast<int>(model::Recompute::none)]);
+  // In the step: less memory, more time, and nothing changes under another policy.
+  x.setup.recompute_modules = model::kRecomputeCoreAttn;
+  const auto step_core = x.step();
+  x.setup.recompute_modules = model::kRecomputeCoreAttn | model::kRecomputeMoe;
+  const auto step_moe = x.step();
+  CHECK(step_moe.memory.activations < step_core.memory.activations);
+  CHECK(step_moe.breakdown_s.recompute > step_core.breakdown_s.recompute);
+  CHECK(step_moe.breakdown_s.ep_comm > step_core.breakdown_s.ep_comm);
+  x.plan.recompute = model::Recompute::none;
+  const auto none_moe = x.step();
+  x.setup.recompute_modules = model::kRecomputeCoreAttn;
+  const auto none_core = x.step();
+  CHECK(none_moe.step_time_s == none_core.step_time_s);
+  CHECK(none_moe.memory.total == none_core.memory.total);
+}
+
+TEST_CASE("Megatron-Core's recompute modules in a dense layer: mlp, and naive attention's core") {
+  Job j;
+  j.setup.attention = model::AttentionImpl::naive;
+  j.plan.recompute = model::Recompute::selective;
+  const auto ops = model::build_ops(j.m, model::make_op_context(j.plan, j.setup));
+  const auto& l = ops.layers.front().ops;
+  const auto fw = load_framework("megatron");
+  const int sel = static_cast<int>(model::Recompute::selective);
+  auto act = [&](std::uint32_t modules) {
+    j.setup.recompute_modules = modules;
+    return account_micro_batch(j.m, ops, j.plan, j.setup, fw).layer_act[sel];
+  };
+  double quadratic = 0, in_mlp = 0;
+  std::vector<std::string> seen; // one allocation per id (the probabilities: softmax and P V)
+  for (const auto& op : l)
+    for (const auto& t : op.saved) {
+      if (std::find(seen.begin(), seen.end(), t.id) != seen.end())
+        continue;
+      seen.push_back(t.id);
+      quadratic += t.quadratic ? t.bytes : 0;
+      in_mlp +=
+          t.id.find("mlp.") != std::string::npos && t.id.find("mlp.norm.in") == std::string::npos
+              ? t.bytes
+              : 0;
+    }
+  REQUIRE(quadratic > 0);
+  // Without core_attn the scores stay; mlp drops what the MLP saved beyond its input (the
+  // residual stream before the fused norm), the norm's statistics included.
+  CHECK(act(model::kRecomputeMlp) - act(model::kRecomputeCoreAttn) ==
+        doctest::Approx(quadratic - in_mlp));
+  CHECK(act(model::kRecomputeCoreAttn | model::kRecomputeMlp) ==
+        doctest::Approx(act(model::kRecomputeCoreAttn) - in_mlp));
+  // layernorm has nothing to re-make where Transformer Engine fuses both norms.
+  CHECK(act(model::kRecomputeCoreAttn | model::kRecomputeLayernorm) ==
+        act(model::kRecomputeCoreAttn));
+}
+
 TEST_CASE("activation offload: host copies hide behind the pass unless the link is too slow") {
   MegatronDp8 x;
   const auto none = x.step();

@@ -319,6 +319,26 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
         std::max<std::int64_t>(run.plan.pp, 1) * std::max<std::int64_t>(run.plan.interleave, 1);
     run.setup.recompute_layers = std::max<std::int64_t>(run.model.num_layers / chunks / 2, 1);
   }
+  // Megatron-Core's selective recompute modules, as the run set them (recompute_modules).
+  if (const auto rm = j.find("recompute_modules"); rm != j.end() && !rm->is_null()) {
+    std::vector<std::string> names;
+    if (rm->is_array())
+      for (const auto& v : *rm)
+        if (v.is_string())
+          names.push_back(v.get<std::string>());
+    if (!rm->is_array() || names.size() != rm->size() || names.empty())
+      throw ConfigError(fmt::format("{}: recompute_modules must be a non-empty list of module "
+                                    "names (e.g. [\"core_attn\", \"moe_act\"]), got {}",
+                                    where, rm->dump()));
+    run.setup.recompute_modules =
+        model::parse_recompute_modules(names, fmt::format("{}: recompute_modules", where));
+    if (run.plan.recompute != model::Recompute::selective)
+      throw ConfigError(fmt::format("{}: recompute_modules needs recompute \"selective\"", where));
+    if (run.framework != "megatron")
+      throw ConfigError(fmt::format("{}: recompute_modules is Megatron-Core's; framework \"{}\" "
+                                    "has none",
+                                    where, run.framework));
+  }
   if (const auto mr = m.find("min_recompute_layers"); mr != m.end() && !mr->is_null()) {
     // A recompute boundary: its answer under the cap, and the probe its peaks come from.
     const std::int64_t n = mr->get<std::int64_t>();

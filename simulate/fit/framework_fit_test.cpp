@@ -660,6 +660,42 @@ TEST_CASE("framework runs: torchtitan's layer checkpointing and recompute_layers
   }
 }
 
+TEST_CASE("framework runs: Megatron-Core's recompute_modules") {
+  auto row = [](const std::string& framework, const std::string& extra) {
+    return nlohmann::json::parse(
+        R"({"id": "rm", "framework": ")" + framework +
+        R"(", "model": "mixtral-8x7b", "gpu": "h100-sxm", "num_gpus": 8, "ep": 8,)"
+        R"( "precision": "bf16", "seq_len": 4096, "global_batch": 16, "micro_batch": 1, )" +
+        extra + R"(, "measured": {"tokens_per_s_per_gpu": 1000}})");
+  };
+  const auto act = parse_framework_run(
+      row("megatron", R"("recompute": "selective", "recompute_modules": ["core_attn", "moe_act"])"),
+      "r");
+  CAPTURE(act.skip_reason);
+  REQUIRE(act.skip_reason.empty());
+  CHECK(act.setup.recompute_modules == (model::kRecomputeCoreAttn | model::kRecomputeMoeAct));
+  const auto core = parse_framework_run(row("megatron", R"("recompute": "selective")"), "r");
+  CHECK(core.setup.recompute_modules == model::kRecomputeCoreAttn);
+  const FrameworkProfile fw = load_framework("megatron");
+  CHECK(predict_run(act, fw).peak_allocated_bytes < predict_run(core, fw).peak_allocated_bytes);
+  for (const auto& [framework, extra, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"megatron", R"("recompute": "full", "recompute_modules": ["moe_act"])",
+            "recompute_modules needs recompute \"selective\""},
+           {"megatron", R"("recompute": "selective", "recompute_modules": ["moe_acts"])",
+            "'moe_acts': unknown module"},
+           {"megatron", R"("recompute": "selective", "recompute_modules": "moe_act")",
+            "must be a non-empty list"},
+           {"megatron", R"("recompute": "selective", "recompute_modules": [])",
+            "must be a non-empty list"},
+           {"fsdp", R"("recompute": "selective", "recompute_modules": ["moe_act"])",
+            "framework \"fsdp\" has none"}}) {
+    CAPTURE(extra);
+    CHECK_THROWS_WITH_AS((void)parse_framework_run(row(framework, extra), "r"),
+                         doctest::Contains(message.c_str()), ConfigError);
+  }
+}
+
 TEST_CASE("framework runs: a row's own split overrides the file's alternating order") {
   const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/runs-2026-12-04/";
   const auto runs = read_framework_runs({dir + "oom-d.jsonl"});
