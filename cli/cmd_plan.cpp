@@ -359,6 +359,9 @@ int run_plan(const PlanOptionsCli& o) {
         model::to_string(s.attention), so.step.fw().name,
         s.recompute_layers > 0
             ? fmt::format("; full recompute of {} layers per chunk only", s.recompute_layers)
+        : s.recompute_modules != model::kRecomputeCoreAttn
+            ? fmt::format("; selective recompute re-runs {}",
+                          model::recompute_modules_string(s.recompute_modules))
             : "",
         o.objective));
     sink.comment(
