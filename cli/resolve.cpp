@@ -212,10 +212,6 @@ void add_framework_setup_options(CLI::App& cmd, SetupOptions& o) {
       ->delimiter(',');
 }
 
-std::uint32_t parse_recompute_modules(const std::vector<std::string>& names) {
-  return model::parse_recompute_modules(names, "--recompute-modules");
-}
-
 std::int64_t resolve_seq_len(const std::optional<std::int64_t>& flag, const model::ModelSpec& m) {
   model::TrainingSetup s;
   s.seq_len = flag ? *flag : model::default_seq_len(m);
@@ -236,7 +232,7 @@ model::TrainingSetup resolve_setup(const SetupOptions& o, const model::ModelSpec
   s.moe_imbalance_factor = o.moe_imbalance_factor;
   s.offload_activation_layers = o.offload_activation_layers;
   s.recompute_layers = o.recompute_layers;
-  s.recompute_modules = parse_recompute_modules(o.recompute_modules);
+  s.recompute_modules = model::parse_recompute_modules(o.recompute_modules, "--recompute-modules");
   if (o.grad_reduce_dtype == "fp32")
     s.grad_reduce_bytes = 4;
   else if (o.grad_reduce_dtype == "bf16")

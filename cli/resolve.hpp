@@ -125,10 +125,6 @@ struct Machine {
 [[nodiscard]] model::Precision parse_precision(const std::string& s);
 [[nodiscard]] model::Optimizer parse_optimizer(const std::string& s);
 [[nodiscard]] model::Recompute parse_recompute(const std::string& s);
-/// Megatron-Core's recompute_modules names (core_attn, layernorm, mlp, moe_act, moe,
-/// shared_experts; comma-separated items allowed) as model::RecomputeModule bits; empty: the
-/// attention core alone. Unknown and unmodelled names (mla_up_proj) are a ConfigError.
-[[nodiscard]] std::uint32_t parse_recompute_modules(const std::vector<std::string>& names);
 [[nodiscard]] model::AttentionImpl parse_attention(const std::string& s);
 
 [[nodiscard]] nlohmann::json setup_json(const model::TrainingSetup& s);

@@ -659,14 +659,8 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
                                 : fw.activation_bytes_factor;
   a.layer_act[static_cast<int>(Recompute::none)] =
       layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, true, fw, fp32); });
-  const std::uint32_t rc_modules = setup.recompute_modules;
-  const bool default_modules = rc_modules == model::kRecomputeCoreAttn;
-  a.layer_act[static_cast<int>(Recompute::selective)] = layer_mean(ops, [&](const auto& l) {
-    return default_modules
-               ? framework_saved_bytes(l, false, fw, fp32)
-               : framework_saved_bytes(without_saved(l, module_recompute(l, rc_modules).dropped),
-                                       true, fw, fp32);
-  });
+  a.layer_act[static_cast<int>(Recompute::selective)] =
+      layer_mean(ops, [&](const auto& l) { return framework_saved_bytes(l, false, fw, fp32); });
   // Autocast over fp32 weights (framework.hpp): 16-bit weight copies saved per layer, and a
   // fp32 residual stream (what a checkpointed layer keeps).
   const bool autocast =
@@ -804,15 +798,21 @@ MicroBatchAccounting account_micro_batch(const model::ModelSpec& m, const model:
   for (auto r : {Recompute::full, Recompute::selective})
     a.layer_recompute_flops[static_cast<int>(r)] =
         layer_mean(ops, [&](const auto& l) { return recompute(l, r); });
-  if (!default_modules)
-    a.layer_recompute_flops[static_cast<int>(Recompute::selective)] =
-        layer_mean(ops, [&](const auto& l) {
-          const ModuleRecompute mr = module_recompute(l, rc_modules);
-          double f = 0;
-          for (std::size_t i = 0; i < l.size(); ++i)
-            f += mr.rerun[i] ? rerun_flops(l[i]) : 0.0;
-          return f;
-        });
+  // Megatron-Core's recompute modules other than the attention core alone: what selective
+  // recompute keeps and re-runs, one walk of each layer kind (weighted by its layers).
+  if (setup.recompute_modules != model::kRecomputeCoreAttn && ops.num_layers > 0) {
+    double kept = 0, flops = 0;
+    for (const auto& kind : ops.layers) {
+      const double w = static_cast<double>(kind.num_layers) / static_cast<double>(ops.num_layers);
+      const ModuleRecompute mr = module_recompute(kind.ops, setup.recompute_modules);
+      kept += w * (framework_saved_bytes(without_saved(kind.ops, mr.dropped), true, fw, fp32) +
+                   copies(kind.ops));
+      for (std::size_t i = 0; i < kind.ops.size(); ++i)
+        flops += mr.rerun[i] ? w * rerun_flops(kind.ops[i]) : 0.0;
+    }
+    a.layer_act[static_cast<int>(Recompute::selective)] = kept;
+    a.layer_recompute_flops[static_cast<int>(Recompute::selective)] = flops;
+  }
   a.emb_params = model::sum_params(ops.embedding);
   // The MTP modules' weights sit with the head; their routed experts split over ep.
   a.head_params =
