@@ -507,6 +507,11 @@ trainsim_cli_error(hf_unsupported_feature "mlp_only_layers = \\[3\\]: not suppor
 # half; the presets are exactly what the declared fit produces from the recorded runs.
 trainsim_cli_test(framework_named "framework: pytorch"
   estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
+# deepspeed: no measured run checks it; every estimate and plan says its step is a lower bound.
+trainsim_cli_test(framework_deepspeed_caveat "no error band: the deepspeed profile has no fit residuals.*caveat \\(deepspeed\\): no DeepSpeed run was measured.*lower bound"
+  estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --framework deepspeed --zero 3 --micro-batch 1 --seq-len 4096 --recompute full)
+trainsim_cli_test(plan_deepspeed_caveat "framework deepspeed.*caveat \\(deepspeed\\): no DeepSpeed run was measured"
+  plan --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework deepspeed --seq-len 2048 --global-batch 64 --top 3)
 trainsim_cli_test(framework_host_bound "host \\(CPU-bound\\)"
   estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
 trainsim_cli_test(framework_host_json "\"host_issue_s\": \\{[^}]*\"backward\": [0-9.e-]+,[^}]*\"optimizer\""

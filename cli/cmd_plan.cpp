@@ -1,6 +1,7 @@
 // `trainsim plan`: exhaustive search over parallel layouts, micro-batch, ZeRO stage,
 // recompute, sequence parallelism and interleaving; top plans, rejections by reason,
 // --explain, a frontier plot, and --bench for evaluations per second.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -327,9 +328,15 @@ int run_plan(const PlanOptionsCli& o) {
   bool listed_cp = false;
   for (std::size_t i = 0; i < r.plans.size() && static_cast<std::int64_t>(i) < o.top; ++i)
     listed_cp = listed_cp || r.plans[i].plan.cp > 1;
+  // Those of every plan (MoE, and the ones said always), then the context-parallel ones alone.
   const auto moe_caveats = sim::applicable_caveats(so.step.fw(), m.is_moe(), false);
-  const auto cp_caveats =
-      listed_cp ? sim::applicable_caveats(so.step.fw(), false, true) : std::vector<std::string>{};
+  std::vector<std::string> cp_caveats;
+  if (listed_cp) {
+    const auto always = sim::applicable_caveats(so.step.fw(), false, false);
+    for (auto& c : sim::applicable_caveats(so.step.fw(), false, true))
+      if (std::find(always.begin(), always.end(), c) == always.end())
+        cp_caveats.push_back(std::move(c));
+  }
   if (sink.format() == Format::json) {
     nlohmann::json rej = nlohmann::json::object();
     for (std::size_t k = 0; k < r.rejected.size(); ++k)

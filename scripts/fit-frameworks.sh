@@ -28,3 +28,7 @@ done
   --fit-only tp-overlap --out "$out/fsdp.json" -q
 "$bin" calibrate --framework-runs "$pub/nvidia-megatron-bridge.jsonl" \
   --framework-runs "$pub/nvidia-nemo.jsonl" --framework megatron --out "$out/megatron.json" -q
+# deepspeed: not fitted (no DeepSpeed run exists here) but derived from the eager model it wraps,
+# the refitted fsdp and pytorch profiles (scripts/derive-deepspeed-profile.py, docs/frameworks.md).
+python3 scripts/derive-deepspeed-profile.py presets/frameworks/deepspeed.json \
+  "$out/fsdp.json" "$out/pytorch.json" "$out/deepspeed.json"

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
@@ -26,6 +29,28 @@ double FitResiduals::time_band_fraction(int k) const {
 }
 
 namespace {
+
+// A caveat's case, as profiles spell it.
+using CaveatWhen = FrameworkProfile::Caveat::When;
+constexpr std::pair<CaveatWhen, std::string_view> kCaveatWhenNames[] = {
+    {CaveatWhen::context_parallel, "context_parallel"},
+    {CaveatWhen::moe, "moe"},
+    {CaveatWhen::full_recompute_memory, "full_recompute_memory"},
+    {CaveatWhen::always, "always"}};
+
+std::optional<CaveatWhen> caveat_when_from(std::string_view s) {
+  for (const auto& [w, name] : kCaveatWhenNames)
+    if (name == s)
+      return w;
+  return std::nullopt;
+}
+
+std::string caveat_when_name(CaveatWhen w) {
+  for (const auto& [k, name] : kCaveatWhenNames)
+    if (k == w)
+      return std::string(name);
+  return "always";
+}
 
 model::OpRole parse_role(std::string_view s, bool& ok) {
   for (std::size_t i = 0; i < static_cast<std::size_t>(model::OpRole::count_); ++i) {
@@ -385,15 +410,13 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
           p.add(fmt::format("{}: expected {{\"when\": string, \"text\": string}}", at));
           continue;
         }
-        using When = FrameworkProfile::Caveat::When;
         const std::string when = c["when"].get<std::string>();
-        FrameworkProfile::Caveat one{when == "moe"                     ? When::moe
-                                     : when == "full_recompute_memory" ? When::full_recompute_memory
-                                                                       : When::context_parallel,
+        const auto kind = caveat_when_from(when);
+        FrameworkProfile::Caveat one{kind.value_or(FrameworkProfile::Caveat::When::always),
                                      c["text"].get<std::string>()};
-        if (when != "context_parallel" && when != "moe" && when != "full_recompute_memory")
-          p.add(fmt::format("{}.when = \"{}\": must be context_parallel, moe or "
-                            "full_recompute_memory",
+        if (!kind)
+          p.add(fmt::format("{}.when = \"{}\": must be context_parallel, moe, "
+                            "full_recompute_memory or always",
                             at, when));
         else if (one.text.empty())
           p.add(fmt::format("{}.text: must not be empty", at));
@@ -486,12 +509,8 @@ nlohmann::json sdpa_json(const std::map<std::string, FrameworkProfile::SdpaFacto
 }
 nlohmann::json caveats_json(const std::vector<FrameworkProfile::Caveat>& caveats) {
   nlohmann::json j = nlohmann::json::array();
-  using When = FrameworkProfile::Caveat::When;
   for (const auto& c : caveats)
-    j.push_back({{"when", c.when == When::moe                     ? "moe"
-                          : c.when == When::full_recompute_memory ? "full_recompute_memory"
-                                                                  : "context_parallel"},
-                 {"text", c.text}});
+    j.push_back({{"when", caveat_when_name(c.when)}, {"text", c.text}});
   return j;
 }
 
@@ -502,7 +521,8 @@ std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe
   std::vector<std::string> out;
   using When = FrameworkProfile::Caveat::When;
   for (const auto& c : fw.caveats)
-    if (c.when == When::moe ? moe : c.when == When::context_parallel && context_parallel)
+    if (c.when == When::always || (c.when == When::moe && moe) ||
+        (c.when == When::context_parallel && context_parallel))
       out.push_back(c.text);
   return out;
 }

@@ -47,6 +47,7 @@ struct RoleCost {
   [[nodiscard]] double saved_factor(bool fp32) const {
     return fp32 && saved_bytes_factor_fp32 >= 0 ? saved_bytes_factor_fp32 : saved_bytes_factor;
   }
+  bool operator==(const RoleCost&) const = default;
   [[nodiscard]] double compute_factor(bool backward, bool fp32) const {
     const double f32 = backward ? bwd_compute_factor_fp32 : fwd_compute_factor_fp32;
     return fp32 && f32 >= 0 ? f32 : backward ? bwd_compute_factor : fwd_compute_factor;
@@ -113,9 +114,10 @@ struct FrameworkProfile {
   // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
   // model with routed experts; "full_recompute_memory": the memory of a step with full
   // recompute whose blocks the allocator model generates rather than plays from a recorded
-  // program), `text` what was measured and where it is written up.
+  // program; "always": every step time, e.g. a profile no run of its framework has checked),
+  // `text` what was measured and where it is written up.
   struct Caveat {
-    enum class When { context_parallel, moe, full_recompute_memory };
+    enum class When { context_parallel, moe, full_recompute_memory, always };
     When when = When::context_parallel;
     std::string text;
   };
@@ -327,8 +329,9 @@ struct FrameworkProfile {
 /// Loads presets/frameworks/<name>.json (or a path); strict keys, every problem reported.
 [[nodiscard]] FrameworkProfile load_framework(const std::string& name_or_path);
 
-/// The texts of `fw`'s caveats that apply to a run of a model with routed experts (`moe`) or
-/// with context parallelism (`context_parallel`), in the profile's order.
+/// The texts of `fw`'s time caveats that apply to a run of a model with routed experts (`moe`)
+/// or with context parallelism (`context_parallel`), and those said always, in the profile's
+/// order.
 [[nodiscard]] std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe,
                                                           bool context_parallel);
 /// The texts of `fw`'s memory caveats that apply to a step with full recompute whose blocks

@@ -149,9 +149,9 @@ TEST_CASE("bad framework profiles name the field and the rule") {
   CHECK_THROWS_WITH_AS(framework_from_json(with("caveats", "slow"), "f.json"),
                        doctest::Contains("caveats: expected an array"), ConfigError);
   CHECK_THROWS_WITH_AS(
-      framework_from_json(with("caveats", {{{"when", "always"}, {"text", "t"}}}), "f.json"),
-      doctest::Contains(
-          "caveats[0].when = \"always\": must be context_parallel, moe or full_recompute_memory"),
+      framework_from_json(with("caveats", {{{"when", "sometimes"}, {"text", "t"}}}), "f.json"),
+      doctest::Contains("caveats[0].when = \"sometimes\": must be context_parallel, moe, "
+                        "full_recompute_memory or always"),
       ConfigError);
   CHECK_THROWS_WITH_AS(
       framework_from_json(with("caveats", {{{"when", "moe"}, {"text", ""}}}), "f.json"),
@@ -209,6 +209,20 @@ TEST_CASE("a profile's caveats are said where they apply, and kept by a round tr
   CHECK(back.caveats[1].when == When::moe);
   CHECK(back.caveats[1].text == "MoE layers: least certain");
   CHECK(back.caveats[2].when == When::full_recompute_memory);
+  {
+    // "always": said beside every step time, first among the others in the profile's order,
+    // never as a memory caveat; kept by a round trip.
+    auto all = fw;
+    all.caveats.insert(all.caveats.begin(), {When::always, "never measured"});
+    const FrameworkProfile again = framework_from_json(framework_to_json(all), "round trip");
+    REQUIRE(again.caveats.size() == 4);
+    CHECK(again.caveats[0].when == When::always);
+    CHECK(applicable_caveats(all, false, false) == std::vector<std::string>{"never measured"});
+    CHECK(applicable_caveats(all, true, true) ==
+          std::vector<std::string>{"never measured", "ring attention: slower than predicted",
+                                   "MoE layers: least certain"});
+    CHECK(memory_caveats(all, true, false) == std::vector<std::string>{"generated order"});
+  }
   // The memory caveat: with full recompute through a generated step only, never for time.
   CHECK(memory_caveats(fw, true, false) == std::vector<std::string>{"generated order"});
   CHECK(memory_caveats(fw, false, false).empty());
@@ -233,6 +247,35 @@ TEST_CASE("a profile's caveats are said where they apply, and kept by a round tr
   const auto e = moe.run(&fw);
   REQUIRE(e.caveats.size() == 1);
   CHECK(e.caveats[0] == "MoE layers: least certain");
+}
+
+TEST_CASE("deepspeed runs the eager model of the fsdp and pytorch profiles, with its own states") {
+  // Derived, not fitted (scripts/derive-deepspeed-profile.py): DeepSpeed's bf16 module is the
+  // fsdp profile's eager decoder (bf16 parameters, no autocast), issued at eager PyTorch's
+  // host cost; its ZeRO states and optimizer are its own.
+  const auto ds = load_framework("deepspeed");
+  const auto fsdp = load_framework("fsdp");
+  const auto eager = load_framework("pytorch");
+  CHECK(ds.roles == fsdp.roles);
+  CHECK(ds.gpu_sdpa_time_factors == fsdp.gpu_sdpa_time_factors);
+  CHECK(ds.activation_bytes_factor == fsdp.activation_bytes_factor);
+  CHECK(ds.expand_kv_heads == fsdp.expand_kv_heads);
+  CHECK(ds.logits_peak_bytes(false) == fsdp.logits_peak_bytes(false));
+  CHECK(ds.host_model == eager.host_model);
+  CHECK(ds.host_s_per_kernel == eager.host_s_per_kernel);
+  CHECK(ds.host_s_per_checkpoint == eager.host_s_per_checkpoint);
+  CHECK(!ds.fsdp2_copies);       // FSDP2's own copies are not DeepSpeed's
+  CHECK(!ds.pp_unsharded_stage); // nor torchtitan's pipeline rule
+  CHECK(!ds.autocast_cast_passes);
+  CHECK(ds.optimizer_bytes_factor == 1); // FusedAdam: one pass over flat fp32 partitions
+  CHECK(ds.fit.time_runs == 0);          // no band: nothing measured
+  // Its step is the eager model's: slower than our fused trainer's, and it says why.
+  Setup a;
+  const auto ours = a.run(nullptr);
+  const auto e = a.run(&ds);
+  CHECK(e.step_time_s > 1.2 * ours.step_time_s);
+  REQUIRE(e.caveats.size() == 1);
+  CHECK(e.caveats[0].find("lower bound") != std::string::npos);
 }
 
 TEST_CASE("MoE dispatch: a fixed cost per MoE layer and micro-batch, none for dense layers") {
