@@ -512,6 +512,20 @@ trainsim_cli_test(framework_deepspeed_caveat "no error band: the deepspeed profi
   estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --framework deepspeed --zero 3 --micro-batch 1 --seq-len 4096 --recompute full)
 trainsim_cli_test(plan_deepspeed_caveat "framework deepspeed.*caveat \\(deepspeed\\): no DeepSpeed run was measured"
   plan --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework deepspeed --seq-len 2048 --global-batch 64 --top 3)
+# The parallelisms a framework runs (presets/frameworks/*.json "parallelisms"): eager PyTorch's
+# DDP is data parallelism only; DeepSpeed's pipeline engine refuses ZeRO-2/3, and it has no ring
+# context parallelism. plan searches only what the framework runs, and says so.
+trainsim_cli_error(framework_pytorch_tp "--tp 2: --framework pytorch runs data parallelism only, not tensor parallelism: eager PyTorch"
+  estimate --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework pytorch --tp 2 --seq-len 2048)
+trainsim_cli_error(framework_deepspeed_pp_zero3 "--pp 2 with ZeRO-3: --framework deepspeed runs pipeline parallelism only with ZeRO stages 0, 1: PipelineModule"
+  memory --model llama3-70b --cluster dgx-h100 --num-gpus 8 --seq-len 4096 --pp 2 --recompute full
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
+trainsim_cli_error(framework_deepspeed_cp "--cp 2: --framework deepspeed runs data, tensor, pipeline and expert parallelism .*not context parallelism: DeepSpeed's long-sequence parallelism is DeepSpeed-Ulysses"
+  sweep --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework deepspeed --seq-len 8192 --vary cp --values 1,2)
+trainsim_cli_error(plan_fix_tp_pytorch "--fix: --tp 2: --framework pytorch runs data parallelism only"
+  plan --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework pytorch --seq-len 2048 --global-batch 64 --fix tp=2)
+trainsim_cli_test(plan_framework_layouts "layouts: --framework deepspeed runs data, tensor, pipeline and expert parallelism \\(tensor with ZeRO 0, 1, 2; pipeline with ZeRO 0, 1\\).*rejected, the framework runs that layout with other ZeRO stages"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 16 --framework deepspeed --seq-len 4096 --global-batch 64 --top 3)
 trainsim_cli_test(framework_host_bound "host \\(CPU-bound\\)"
   estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
 trainsim_cli_test(framework_host_json "\"host_issue_s\": \\{[^}]*\"backward\": [0-9.e-]+,[^}]*\"optimizer\""

@@ -36,6 +36,7 @@ int run_estimate(const EstimateOptions& o) {
   const model::ParallelPlan p = resolve_plan(o.plan, m, s, mc.num_gpus, so.fw().default_zero_stage);
   require_recompute_supported(p.recompute, so.fw());
   require_zero_supported(p.zero_stage, so.fw());
+  require_layout_supported(p, so.fw());
   require_ep_overlap_applies(so, p);
   require_setup_supported(s, so.fw());
   require_modules_recompute(p.recompute, s);

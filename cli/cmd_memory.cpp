@@ -241,6 +241,7 @@ int run_memory(const MemoryOptions& o) {
   require_recompute_supported(p.recompute, *mo.framework);
   require_zero_supported(p.zero_stage, *mo.framework,
                          ds ? "the DeepSpeed config's zero_optimization.stage " : "--zero ");
+  require_layout_supported(p, *mo.framework);
   require_setup_supported(s, *mo.framework);
   require_modules_recompute(p.recompute, s);
   if (ds) {

@@ -198,6 +198,24 @@ int run_plan(const PlanOptionsCli& o) {
     require_recompute_supported(static_cast<model::Recompute>(so.fix_recompute), so.step.fw());
   if (so.fix_zero >= 0)
     require_zero_supported(so.fix_zero, so.step.fw(), "--fix zero=");
+  {
+    // Fixed degrees the framework does not run (at any ZeRO stage it may search) find nothing.
+    model::ParallelPlan fixed;
+    fixed.tp = std::max<std::int64_t>(so.fix_tp, 1);
+    fixed.pp = std::max<std::int64_t>(so.fix_pp, 1);
+    fixed.cp = std::max<std::int64_t>(so.fix_cp, 1);
+    fixed.ep = std::max<std::int64_t>(so.fix_ep, 1);
+    const auto& fw = so.step.fw();
+    const auto zeros = so.fix_zero >= 0 ? std::vector<std::int64_t>{so.fix_zero} : fw.zero_stages;
+    const bool any = std::any_of(zeros.begin(), zeros.end(), [&](std::int64_t z) {
+      fixed.zero_stage = z;
+      return fw.runs_layout(fixed);
+    });
+    if (!any) {
+      fixed.zero_stage = zeros.front();
+      throw ConfigError("--fix: " + fw.layout_refusal(fixed));
+    }
+  }
   if (s.recompute_layers > 0 && so.fix_recompute >= 0 &&
       so.fix_recompute != static_cast<std::int64_t>(model::Recompute::full))
     throw ConfigError(fmt::format(
@@ -292,10 +310,14 @@ int run_plan(const PlanOptionsCli& o) {
             fmt::format("\n  {}: {}", sim::to_string(static_cast<sim::Reject>(k)), r.rejected[k]);
     throw ConfigError(fmt::format(
         "no feasible plan for {} on {} x {} (global batch {}, seq {}): all "
-        "{} candidates rejected:{}{}",
+        "{} candidates rejected:{}{}{}",
         m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len, r.space_size, reasons,
         r.rejected[static_cast<std::size_t>(sim::Reject::does_not_fit)] == r.space_size
             ? "\n  try more GPUs, a smaller --seq-len, or --precision bf16"
+            : "",
+        so.step.fw().parallelisms_limited()
+            ? fmt::format("\n  --framework {} runs {}; another framework may find a plan",
+                          so.step.fw().name, so.step.fw().parallelisms_text())
             : ""));
   }
   nlohmann::json plans = nlohmann::json::array();
@@ -346,6 +368,7 @@ int run_plan(const PlanOptionsCli& o) {
       caveats.push_back("plans with cp > 1: " + c);
     sink.json({{"model", m.name},
                {"framework", so.step.fw().name},
+               {"framework_parallelisms", so.step.fw().parallelisms_text()},
                {"caveats", caveats},
                {"num_gpus", mc.num_gpus},
                {"gpu", mc.gpu.name},
@@ -371,6 +394,9 @@ int run_plan(const PlanOptionsCli& o) {
                           model::recompute_modules_string(s.recompute_modules))
             : "",
         o.objective));
+    if (so.step.fw().parallelisms_limited())
+      sink.comment(fmt::format("layouts: --framework {} runs {}", so.step.fw().name,
+                               so.step.fw().parallelisms_text()));
     sink.comment(
         fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated{}, {} "
                     "feasible",

@@ -129,6 +129,7 @@ int run_sweep(const SweepOptions& o) {
     zero_note = zero_default_note(po, step.fw());
     require_recompute_supported(p.recompute, step.fw());
     require_zero_supported(p.zero_stage, step.fw());
+    require_layout_supported(p, step.fw());
     require_ep_overlap_applies(step, p);
     require_setup_supported(s, step.fw());
     require_modules_recompute(p.recompute, s);

@@ -108,6 +108,11 @@ void require_zero_supported(std::int64_t zero, const sim::FrameworkProfile& fw,
                                 fw.name, fmt::join(fw.zero_stages, ", "), fw.zero_stages_source));
 }
 
+void require_layout_supported(const model::ParallelPlan& p, const sim::FrameworkProfile& fw) {
+  if (const std::string why = fw.layout_refusal(p); !why.empty())
+    throw ConfigError(why);
+}
+
 void require_setup_supported(const model::TrainingSetup& s, const sim::FrameworkProfile& fw) {
   if (s.recompute_modules != model::kRecomputeCoreAttn && !fw.megatron_main_grads)
     throw ConfigError(fmt::format(

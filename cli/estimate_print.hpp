@@ -53,6 +53,9 @@ void require_modules_recompute(model::Recompute r, const model::TrainingSetup& s
 /// the stages it can and why (`option` is what precedes the stage: "--zero ", "--fix zero=").
 void require_zero_supported(std::int64_t zero, const sim::FrameworkProfile& fw,
                             const char* option = "--zero ");
+/// A layout the framework does not run (FrameworkProfile::parallelisms: a parallelism it has
+/// not, or one it runs only with other ZeRO stages): ConfigError with the rule and its source.
+void require_layout_supported(const model::ParallelPlan& p, const sim::FrameworkProfile& fw);
 /// --grad-reduce-dtype fp32|bf16 picks Megatron-Core's main_grad dtype: an error naming the
 /// framework for a profile without them (FrameworkProfile::megatron_main_grads) or for a
 /// precision with no separate gradient dtype (fp32, pure bf16).

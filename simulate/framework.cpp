@@ -52,6 +52,19 @@ std::string caveat_when_name(CaveatWhen w) {
   return "always";
 }
 
+// The parallelisms a profile may limit, as profiles and the CLI spell them.
+constexpr std::array<std::string_view, FrameworkProfile::kParallelDims> kParallelDimKeys = {
+    "tp", "pp", "cp", "ep"};
+constexpr std::array<std::string_view, FrameworkProfile::kParallelDims> kParallelDimNames = {
+    "tensor parallelism", "pipeline parallelism", "context parallelism", "expert parallelism"};
+
+std::optional<std::size_t> parallel_dim_from(std::string_view s) {
+  for (std::size_t i = 0; i < kParallelDimKeys.size(); ++i)
+    if (kParallelDimKeys[i] == s)
+      return i;
+  return std::nullopt;
+}
+
 model::OpRole parse_role(std::string_view s, bool& ok) {
   for (std::size_t i = 0; i < static_cast<std::size_t>(model::OpRole::count_); ++i) {
     const auto r = static_cast<model::OpRole>(i);
@@ -89,6 +102,62 @@ bool same(const RoleCost& a, const RoleCost& b) {
 
 double default_kernels(model::OpKind kind, bool backward) {
   return kind == model::OpKind::gemm && backward ? 2.0 : 1.0;
+}
+
+bool FrameworkProfile::parallelisms_limited() const {
+  return std::any_of(parallelisms.begin(), parallelisms.end(),
+                     [](const ParallelismRule& r) { return !r.runs || !r.zero_stages.empty(); });
+}
+
+std::string FrameworkProfile::parallelisms_text() const {
+  std::vector<std::string> runs{"data"}, limits;
+  for (std::size_t k = 0; k < kParallelDims; ++k) {
+    if (!parallelisms[k].runs)
+      continue;
+    const std::string word(kParallelDimNames[k].substr(0, kParallelDimNames[k].find(' ')));
+    runs.push_back(word);
+    if (!parallelisms[k].zero_stages.empty())
+      limits.push_back(
+          fmt::format("{} with ZeRO {}", word, fmt::join(parallelisms[k].zero_stages, ", ")));
+  }
+  if (runs.size() == 1)
+    return "data parallelism only";
+  return fmt::format("{} and {} parallelism{}", fmt::join(runs.begin(), runs.end() - 1, ", "),
+                     runs.back(),
+                     limits.empty() ? "" : fmt::format(" ({})", fmt::join(limits, "; ")));
+}
+
+bool FrameworkProfile::runs_layout(const model::ParallelPlan& plan) const {
+  const std::array<std::int64_t, kParallelDims> degree{plan.tp, plan.pp, plan.cp, plan.ep};
+  for (std::size_t d = 0; d < kParallelDims; ++d) {
+    const ParallelismRule& rule = parallelisms[d];
+    if (degree[d] > 1 && (!rule.runs || (!rule.zero_stages.empty() &&
+                                         std::find(rule.zero_stages.begin(), rule.zero_stages.end(),
+                                                   plan.zero_stage) == rule.zero_stages.end())))
+      return false;
+  }
+  return true;
+}
+
+std::string FrameworkProfile::layout_refusal(const model::ParallelPlan& plan) const {
+  const std::array<std::int64_t, kParallelDims> degree{plan.tp, plan.pp, plan.cp, plan.ep};
+  for (std::size_t d = 0; d < kParallelDims; ++d) {
+    if (degree[d] <= 1)
+      continue;
+    const ParallelismRule& rule = parallelisms[d];
+    if (!rule.runs) {
+      return fmt::format("--{} {}: --framework {} runs {}, not {}: {}", kParallelDimKeys[d],
+                         degree[d], name, parallelisms_text(), kParallelDimNames[d],
+                         parallelisms_source);
+    }
+    if (!rule.zero_stages.empty() && std::find(rule.zero_stages.begin(), rule.zero_stages.end(),
+                                               plan.zero_stage) == rule.zero_stages.end())
+      return fmt::format("--{} {} with ZeRO-{}: --framework {} runs {} only with ZeRO stages {}: "
+                         "{}",
+                         kParallelDimKeys[d], degree[d], plan.zero_stage, name,
+                         kParallelDimNames[d], fmt::join(rule.zero_stages, ", "), rule.source);
+  }
+  return {};
 }
 
 bool FrameworkProfile::is_identity() const {
@@ -182,6 +251,26 @@ void validate(const FrameworkProfile& f, const std::string& source) {
     p.add(fmt::format("default_zero_stage = {}: must be one of zero_stages", f.default_zero_stage));
   if (f.zero_stages.size() < 4 && f.zero_stages_source.empty())
     p.add("zero_stages_source: required when zero_stages leaves a stage out (why the framework "
+          "cannot run it)");
+  for (std::size_t d = 0; d < f.parallelisms.size(); ++d) {
+    const auto& rule = f.parallelisms[d];
+    const auto& zs = rule.zero_stages;
+    for (std::size_t i = 0; i < zs.size(); ++i)
+      if (!f.runs_zero_stage(zs[i]) || (i > 0 && zs[i] <= zs[i - 1])) {
+        p.add(fmt::format("parallelisms.{}.zero_stages: must be distinct stages of zero_stages "
+                          "({}) in ascending order",
+                          kParallelDimKeys[d], fmt::join(f.zero_stages, ", ")));
+        break;
+      }
+    if (!zs.empty() && rule.source.empty())
+      p.add(fmt::format("parallelisms.{}.source: required with zero_stages (where the framework "
+                        "limits them)",
+                        kParallelDimKeys[d]));
+  }
+  if (f.parallelisms_source.empty() &&
+      std::any_of(f.parallelisms.begin(), f.parallelisms.end(),
+                  [](const FrameworkProfile::ParallelismRule& r) { return !r.runs; }))
+    p.add("parallelisms_source: required when parallelisms leaves one out (why the framework "
           "cannot run it)");
   if (f.default_zero_stage > 0 && f.default_zero_stage_source.empty())
     p.add("default_zero_stage_source: required when default_zero_stage > 0 (where the "
@@ -398,6 +487,51 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       }
   }
   r.get("zero_stages_source", f.zero_stages_source);
+  if (const auto* par = r.take("parallelisms")) {
+    if (!par->is_object()) {
+      p.add("parallelisms: expected an object naming the parallelisms the framework runs (tp, "
+            "pp, cp, ep), each {\"zero_stages\": [...], \"source\": \"...\"}");
+    } else {
+      for (auto& rule : f.parallelisms)
+        rule.runs = false;
+      for (auto it = par->begin(); it != par->end(); ++it) {
+        const auto dim = parallel_dim_from(it.key());
+        if (!dim) {
+          p.add(fmt::format("parallelisms.{}: not a parallelism trainsim models (tp, pp, cp, ep; "
+                            "data parallelism is always run)",
+                            it.key()));
+          continue;
+        }
+        auto& rule = f.parallelisms[*dim];
+        rule.runs = true;
+        const auto& v = it.value();
+        if (!v.is_object()) {
+          p.add(fmt::format("parallelisms.{}: expected an object, e.g. {{\"source\": \"...\"}}",
+                            it.key()));
+          continue;
+        }
+        for (auto jt = v.begin(); jt != v.end(); ++jt) {
+          if (jt.key() == "source" && jt.value().is_string()) {
+            rule.source = jt.value().get<std::string>();
+          } else if (jt.key() == "zero_stages" && jt.value().is_array() && !jt.value().empty()) {
+            for (const auto& z : jt.value()) {
+              if (!z.is_number_integer()) {
+                p.add(fmt::format("parallelisms.{}.zero_stages: expected whole numbers 0..3",
+                                  it.key()));
+                break;
+              }
+              rule.zero_stages.push_back(z.get<std::int64_t>());
+            }
+          } else {
+            p.add(fmt::format("parallelisms.{}.{}: expected \"source\" (a string) or "
+                              "\"zero_stages\" (a non-empty array of ZeRO stages)",
+                              it.key(), jt.key()));
+          }
+        }
+      }
+    }
+  }
+  r.get("parallelisms_source", f.parallelisms_source);
   if (const auto* cav = r.take("caveats")) {
     if (!cav->is_array()) {
       p.add("caveats: expected an array of {\"when\", \"text\"} objects");
@@ -625,6 +759,23 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
     roles[std::string(model::to_string(static_cast<model::OpRole>(i)))] = rj;
   }
   j["roles"] = roles;
+  if (f.parallelisms_limited()) { // the rule as the profile wrote it (absent: all, any stage)
+    nlohmann::json par = nlohmann::json::object();
+    for (std::size_t d = 0; d < FrameworkProfile::kParallelDims; ++d) {
+      const auto& rule = f.parallelisms[d];
+      if (!rule.runs)
+        continue;
+      nlohmann::json one = nlohmann::json::object();
+      if (!rule.zero_stages.empty())
+        one["zero_stages"] = rule.zero_stages;
+      if (!rule.source.empty())
+        one["source"] = rule.source;
+      par[std::string(kParallelDimKeys[d])] = one;
+    }
+    j["parallelisms"] = par;
+  }
+  if (!f.parallelisms_source.empty())
+    j["parallelisms_source"] = f.parallelisms_source;
   auto fit_json = [](const FitResiduals& r) {
     return nlohmann::json{
         {"time_runs", r.time_runs},

@@ -110,6 +110,36 @@ struct FrameworkProfile {
   [[nodiscard]] bool runs_zero_stage(std::int64_t z) const {
     return std::find(zero_stages.begin(), zero_stages.end(), z) != zero_stages.end();
   }
+  // The parallelisms beyond data parallelism the framework runs (tp, pp, cp, ep), each perhaps
+  // only with some ZeRO stages (DeepSpeed's pipeline engine: ZeRO-0/1; its AutoTP training:
+  // ZeRO-0/1/2): `estimate`, `memory` and `sweep` refuse a degree > 1 of one the framework does
+  // not run, or with another stage, naming the rule's source; `plan` never searches it. A
+  // profile without the key runs all four with any of zero_stages.
+  enum class ParallelDim { tp, pp, cp, ep };
+  static constexpr std::size_t kParallelDims = 4;
+  struct ParallelismRule {
+    bool runs = true;
+    std::vector<std::int64_t> zero_stages; // with a degree > 1; empty: any of zero_stages
+    std::string source;                    // where the framework runs it (and with which stages)
+    bool operator==(const ParallelismRule&) const = default;
+  };
+  std::array<ParallelismRule, kParallelDims> parallelisms{};
+  std::string parallelisms_source; // why the ones left out are not run (required then)
+  [[nodiscard]] const ParallelismRule& parallelism(ParallelDim d) const {
+    return parallelisms[static_cast<std::size_t>(d)];
+  }
+  [[nodiscard]] bool runs(ParallelDim d) const { return parallelism(d).runs; }
+  /// Whether any parallelism is left out or limited to some ZeRO stages.
+  [[nodiscard]] bool parallelisms_limited() const;
+  /// What the framework runs, in words: "data parallelism only", or e.g. "data, tensor,
+  /// pipeline and expert parallelism (tensor with ZeRO 0, 1, 2; pipeline with ZeRO 0, 1)".
+  [[nodiscard]] std::string parallelisms_text() const;
+  /// Whether the framework runs `plan`'s layout at its ZeRO stage (layout_refusal() empty).
+  [[nodiscard]] bool runs_layout(const model::ParallelPlan& plan) const;
+  /// Empty when the framework runs `plan`'s layout at its ZeRO stage; else why not, naming the
+  /// degree, the rule and its source.
+  [[nodiscard]] std::string layout_refusal(const model::ParallelPlan& plan) const;
+
   // What the profile is known to predict badly, from its recorded comparisons, said beside
   // every estimate it applies to: `when` names the case ("context_parallel": cp > 1; "moe": a
   // model with routed experts; "full_recompute_memory": the memory of a step with full

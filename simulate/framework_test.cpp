@@ -197,6 +197,98 @@ TEST_CASE("a framework's default ZeRO stage: FSDP2 shards everything, Megatron t
   CHECK(load_framework("deepspeed").zero_stages == std::vector<std::int64_t>{0, 1, 2, 3});
 }
 
+TEST_CASE("the parallelisms a framework runs: refused layouts name the rule and its source") {
+  model::ParallelPlan plan; // 1 x 1 x 1 x 1: data parallelism, every framework runs it
+  auto with = [&](std::int64_t tp, std::int64_t pp, std::int64_t cp, std::int64_t ep,
+                  std::int64_t zero) {
+    model::ParallelPlan p = plan;
+    p.tp = tp;
+    p.pp = pp;
+    p.cp = cp;
+    p.ep = ep;
+    p.zero_stage = zero;
+    return p;
+  };
+  // Eager PyTorch with DDP: data parallelism only.
+  const auto eager = load_framework("pytorch");
+  CHECK(eager.parallelisms_limited());
+  CHECK(eager.runs_layout(with(1, 1, 1, 1, 1)));
+  CHECK(eager.layout_refusal(with(1, 1, 1, 1, 1)).empty());
+  CHECK(!eager.runs_layout(with(2, 1, 1, 1, 0)));
+  CHECK(eager.layout_refusal(with(2, 1, 1, 1, 0))
+            .starts_with("--tp 2: --framework pytorch runs data parallelism only, not tensor "
+                         "parallelism: eager PyTorch with DistributedDataParallel"));
+  CHECK(!eager.runs_layout(with(1, 1, 1, 8, 0)));
+  CHECK(eager.parallelisms_text() == "data parallelism only");
+  // DeepSpeed: pipeline with ZeRO-0/1 only (its PipelineEngine asserts it), AutoTP with
+  // ZeRO-0/1/2, expert parallelism, no ring context parallelism (its own is Ulysses).
+  const auto ds = load_framework("deepspeed");
+  CHECK(ds.runs_layout(with(1, 4, 1, 1, 1)));
+  CHECK(!ds.runs_layout(with(1, 4, 1, 1, 2)));
+  CHECK(ds.layout_refusal(with(1, 4, 1, 1, 3))
+            .starts_with("--pp 4 with ZeRO-3: --framework deepspeed runs pipeline parallelism "
+                         "only with ZeRO stages 0, 1: PipelineModule"));
+  CHECK(ds.runs_layout(with(2, 1, 1, 1, 2)));
+  CHECK(!ds.runs_layout(with(2, 1, 1, 1, 3)));
+  CHECK(ds.runs_layout(with(1, 1, 1, 8, 3)));
+  CHECK(ds.layout_refusal(with(1, 1, 2, 1, 0)).find("not context parallelism: DeepSpeed's") !=
+        std::string::npos);
+  CHECK(ds.parallelisms_text() == "data, tensor, pipeline and expert parallelism (tensor with "
+                                  "ZeRO 0, 1, 2; pipeline with ZeRO 0, 1)");
+  // Megatron-Core and FSDP2 (torchtitan) run all four, with any of their stages.
+  for (const char* name : {"megatron", "fsdp", "trainsim"}) {
+    const auto fw = load_framework(name);
+    CHECK(!fw.parallelisms_limited());
+    CHECK(fw.runs_layout(with(8, 8, 2, 8, fw.zero_stages.back())));
+  }
+  // A round trip keeps the rules; an unlimited profile writes none.
+  const auto back = framework_from_json(framework_to_json(ds), "round trip");
+  CHECK(back.parallelisms == ds.parallelisms);
+  CHECK(back.parallelisms_source == ds.parallelisms_source);
+  CHECK(!framework_to_json(load_framework("megatron")).contains("parallelisms"));
+  CHECK(framework_to_json(eager)["parallelisms"] == nlohmann::json::object());
+
+  // Bad rules name the field.
+  const nlohmann::json base = {{"name", "x"}, {"source", "test"}, {"version", "1"}};
+  auto bad = [&](nlohmann::json par, const char* source = "why") {
+    auto j = base;
+    j["parallelisms"] = std::move(par);
+    if (source)
+      j["parallelisms_source"] = source;
+    return j;
+  };
+  CHECK_THROWS_WITH_AS(framework_from_json(bad("tp"), "f.json"),
+                       doctest::Contains("parallelisms: expected an object"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(bad({{"dp", nlohmann::json::object()}}), "f.json"),
+                       doctest::Contains("parallelisms.dp: not a parallelism trainsim models"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(bad({{"tp", 1}}), "f.json"),
+                       doctest::Contains("parallelisms.tp: expected an object"), ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(bad({{"tp", {{"stages", {0}}}}}), "f.json"),
+                       doctest::Contains("parallelisms.tp.stages: expected \"source\""),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(bad({{"pp", {{"zero_stages", {1, 0}}, {"source", "s"}}}}), "f.json"),
+      doctest::Contains("parallelisms.pp.zero_stages: must be distinct stages of zero_stages"),
+      ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(bad({{"pp", {{"zero_stages", {0, 1}}}}}), "f.json"),
+                       doctest::Contains("parallelisms.pp.source: required with zero_stages"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(bad({{"tp", nlohmann::json::object()}}, nullptr), "f.json"),
+      doctest::Contains("parallelisms_source: required when parallelisms "
+                        "leaves one out"),
+      ConfigError);
+  // All four listed with no stage limits: the same as leaving the key out.
+  const auto all = framework_from_json(bad({{"tp", nlohmann::json::object()},
+                                            {"pp", nlohmann::json::object()},
+                                            {"cp", nlohmann::json::object()},
+                                            {"ep", nlohmann::json::object()}},
+                                           nullptr),
+                                       "f.json");
+  CHECK(!all.parallelisms_limited());
+}
+
 TEST_CASE("a profile's caveats are said where they apply, and kept by a round trip") {
   auto fw = load_framework("trainsim");
   using When = FrameworkProfile::Caveat::When;

@@ -33,6 +33,7 @@ const char* to_string(Reject r) {
   case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
   case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
+  case Reject::framework_layout: return "the framework runs that layout with other ZeRO stages";
   case Reject::count_: break;
   }
   return "?";
@@ -140,6 +141,7 @@ struct Context {
   std::int64_t N, B;
   std::vector<std::int64_t> pps, mbs, zeros, rcs, vs_pipelined;
   double flops_per_token;
+  bool fw_limited = false; // the framework runs some parallelism with some ZeRO stages only
 };
 
 // The search's reason for the first broken rule, in the order tp, cp, experts, positions,
@@ -456,6 +458,11 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
               for (std::int64_t rc : c.rcs) {
                 model::ParallelPlan& plan = plans[static_cast<std::size_t>(rc)];
                 plan.zero_stage = z;
+                if (c.fw_limited && !c.o.step.fw().runs_layout(plan)) {
+                  ++r.space_size;
+                  ++r.rejected[static_cast<std::size_t>(Reject::framework_layout)];
+                  continue;
+                }
                 ++r.space_size;
                 ++r.evaluated;
                 if (split != Split::even)
@@ -550,9 +557,20 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
     if (o.fix_interleave < 0 || o.fix_interleave == v)
       c.vs_pipelined.push_back(v);
 
+  // A parallelism the framework does not run is not searched (FrameworkProfile::parallelisms);
+  // one it runs only with some ZeRO stages is rejected plan by plan (Reject::framework_layout).
+  using Dim = FrameworkProfile::ParallelDim;
+  const FrameworkProfile& fw = o.step.fw();
+  c.fw_limited = fw.parallelisms_limited();
+  if (!fw.runs(Dim::pp))
+    std::erase_if(c.pps, [](std::int64_t pp) { return pp > 1; });
   const std::int64_t max_tp = o.max_tp > 0 ? o.max_tp : cluster.gpus_per_node;
-  const auto tps = filtered(divisors(c.N), o.fix_tp, o.fix_tp > 0 ? 0 : max_tp);
-  const auto cps = filtered(divisors(c.N), o.fix_cp, o.fix_cp > 0 ? 0 : o.max_cp);
+  auto tps = filtered(divisors(c.N), o.fix_tp, o.fix_tp > 0 ? 0 : max_tp);
+  auto cps = filtered(divisors(c.N), o.fix_cp, o.fix_cp > 0 ? 0 : o.max_cp);
+  if (!fw.runs(Dim::tp))
+    std::erase_if(tps, [](std::int64_t tp) { return tp > 1; });
+  if (!fw.runs(Dim::cp))
+    std::erase_if(cps, [](std::int64_t cp) { return cp > 1; });
   std::vector<std::pair<std::int64_t, std::int64_t>> work;
   for (auto tp : tps)
     for (auto cp : cps)

@@ -36,6 +36,8 @@ enum class Reject {
   seq_too_long,       // seq_len above the model's learned positions
   out_of_range,       // a degree beyond model::validate's limits
   does_not_fit,       // memory per GPU above capacity
+  framework_layout,   // the framework runs that parallelism only with other ZeRO stages
+                      // (FrameworkProfile::parallelisms; one it does not run is not searched)
   count_
 };
 [[nodiscard]] const char* to_string(Reject r);

@@ -205,6 +205,36 @@ TEST_CASE("searching the fewest re-run layers: partial plans that fit, each the 
     CHECK(r.plans[i].recompute_layers == two.plans[i].recompute_layers);
 }
 
+TEST_CASE("a framework's parallelisms: plans it cannot run are never offered, and counted") {
+  Search a;
+  a.o.top_k = 1000;
+  // DeepSpeed: pipelines only with ZeRO-0/1, tensor parallelism only with ZeRO-0/1/2, no cp.
+  a.o.step.framework = std::make_shared<const FrameworkProfile>(load_framework("deepspeed"));
+  const auto r = a.run();
+  REQUIRE(!r.plans.empty());
+  bool pipelined = false;
+  for (const auto& c : r.plans) {
+    CHECK(a.o.step.fw().runs_layout(c.plan));
+    CHECK(c.plan.cp == 1);
+    pipelined = pipelined || c.plan.pp > 1;
+  }
+  CHECK(pipelined); // pipelines are searched, with the stages that run them
+  CHECK(r.rejected[static_cast<std::size_t>(Reject::framework_layout)] > 0);
+  std::int64_t rejected = 0;
+  for (auto n : r.rejected)
+    rejected += n;
+  CHECK(rejected + r.feasible == r.space_size); // every candidate counted once
+  // Eager PyTorch with DDP: data parallelism alone.
+  Search b;
+  b.m.num_layers = 4; // fits with replicated states
+  b.o.step.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  const auto e = b.run();
+  REQUIRE(!e.plans.empty());
+  for (const auto& c : e.plans)
+    CHECK((c.plan.tp == 1 && c.plan.pp == 1 && c.plan.cp == 1 && c.plan.ep == 1));
+  CHECK(e.rejected[static_cast<std::size_t>(Reject::framework_layout)] == 0);
+}
+
 TEST_CASE("no feasible plan: everything rejected with reasons") {
   Search a;
   a.m = model::load_model("llama3-405b");
