@@ -322,7 +322,11 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
     sink.write(fmt::format("caveat ({}): {}\n", e.framework, c));
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.4g} GB: {}\n", e.memory.total / 1e9,
                          mc.gpu.memory_bytes / 1e9,
-                         e.memory.total <= mc.gpu.memory_bytes ? "fits" : "DOES NOT FIT"));
+                         e.memory.total <= mc.gpu.memory_bytes
+                             ? "fits"
+                             : "DOES NOT FIT (`trainsim memory` with the same options breaks it "
+                               "down and says what recompute would fit; `trainsim plan` searches "
+                               "the layouts that fit)"));
   if (e.offload_bytes_per_micro_batch > 0)
     sink.write(fmt::format(
         "activation offload: {:.2f} GB per micro-batch to host memory and "
