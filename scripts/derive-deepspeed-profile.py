@@ -49,7 +49,7 @@ FROM_PYTORCH = [
 
 def main() -> int:
     if len(sys.argv) != 5:
-        print(__doc__.strip().splitlines()[-3], file=sys.stderr)
+        print("usage: derive-deepspeed-profile.py BASE FSDP PYTORCH OUT", file=sys.stderr)
         return 2
     base_path, fsdp_path, pytorch_path, out_path = sys.argv[1:]
     with open(base_path) as f:

@@ -127,37 +127,40 @@ std::string FrameworkProfile::parallelisms_text() const {
                      limits.empty() ? "" : fmt::format(" ({})", fmt::join(limits, "; ")));
 }
 
-bool FrameworkProfile::runs_layout(const model::ParallelPlan& plan) const {
-  const std::array<std::int64_t, kParallelDims> degree{plan.tp, plan.pp, plan.cp, plan.ep};
-  for (std::size_t d = 0; d < kParallelDims; ++d) {
-    const ParallelismRule& rule = parallelisms[d];
+namespace {
+// The first parallelism of `plan` with a degree above 1 that `f` does not run at the plan's
+// ZeRO stage, if any.
+std::optional<std::size_t> refused_dim(const FrameworkProfile& f, const model::ParallelPlan& plan) {
+  const std::array<std::int64_t, FrameworkProfile::kParallelDims> degree{plan.tp, plan.pp, plan.cp,
+                                                                         plan.ep};
+  for (std::size_t d = 0; d < degree.size(); ++d) {
+    const auto& rule = f.parallelisms[d];
     if (degree[d] > 1 && (!rule.runs || (!rule.zero_stages.empty() &&
                                          std::find(rule.zero_stages.begin(), rule.zero_stages.end(),
                                                    plan.zero_stage) == rule.zero_stages.end())))
-      return false;
+      return d;
   }
-  return true;
+  return std::nullopt;
+}
+} // namespace
+
+bool FrameworkProfile::runs_layout(const model::ParallelPlan& plan) const {
+  return !refused_dim(*this, plan);
 }
 
 std::string FrameworkProfile::layout_refusal(const model::ParallelPlan& plan) const {
+  const auto d = refused_dim(*this, plan);
+  if (!d)
+    return {};
   const std::array<std::int64_t, kParallelDims> degree{plan.tp, plan.pp, plan.cp, plan.ep};
-  for (std::size_t d = 0; d < kParallelDims; ++d) {
-    if (degree[d] <= 1)
-      continue;
-    const ParallelismRule& rule = parallelisms[d];
-    if (!rule.runs) {
-      return fmt::format("--{} {}: --framework {} runs {}, not {}: {}", kParallelDimKeys[d],
-                         degree[d], name, parallelisms_text(), kParallelDimNames[d],
-                         parallelisms_source);
-    }
-    if (!rule.zero_stages.empty() && std::find(rule.zero_stages.begin(), rule.zero_stages.end(),
-                                               plan.zero_stage) == rule.zero_stages.end())
-      return fmt::format("--{} {} with ZeRO-{}: --framework {} runs {} only with ZeRO stages {}: "
-                         "{}",
-                         kParallelDimKeys[d], degree[d], plan.zero_stage, name,
-                         kParallelDimNames[d], fmt::join(rule.zero_stages, ", "), rule.source);
-  }
-  return {};
+  const ParallelismRule& rule = parallelisms[*d];
+  if (!rule.runs)
+    return fmt::format("--{} {}: --framework {} runs {}, not {}: {}", kParallelDimKeys[*d],
+                       degree[*d], name, parallelisms_text(), kParallelDimNames[*d],
+                       parallelisms_source);
+  return fmt::format("--{} {} with ZeRO-{}: --framework {} runs {} only with ZeRO stages {}: {}",
+                     kParallelDimKeys[*d], degree[*d], plan.zero_stage, name, kParallelDimNames[*d],
+                     fmt::join(rule.zero_stages, ", "), rule.source);
 }
 
 bool FrameworkProfile::is_identity() const {
