@@ -526,6 +526,9 @@ trainsim_cli_error(plan_fix_tp_pytorch "--fix: --tp 2: --framework pytorch runs 
   plan --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework pytorch --seq-len 2048 --global-batch 64 --fix tp=2)
 trainsim_cli_test(plan_framework_layouts "layouts: --framework deepspeed runs data, tensor, pipeline and expert parallelism \\(tensor with ZeRO 0, 1, 2; pipeline with ZeRO 0, 1\\).*rejected, the framework runs that layout with other ZeRO stages"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 16 --framework deepspeed --seq-len 4096 --global-batch 64 --top 3)
+# A profile with no fit residuals (deepspeed) has no band: compare says so, not "0% inside".
+trainsim_cli_test(compare_no_band "deepspeed/fit: 1 runs, time mean \\|error\\| [0-9.]+%, worst [0-9.]+%, no band \\(the profile has no fit residuals\\)"
+  compare --framework-runs ${CMAKE_CURRENT_SOURCE_DIR}/testdata/records-no-band.jsonl)
 trainsim_cli_test(framework_host_bound "host \\(CPU-bound\\)"
   estimate --model cs336-small --gpu h200 --num-gpus 1 --micro-batch 4 --seq-len 512 --framework pytorch)
 trainsim_cli_test(framework_host_json "\"host_issue_s\": \\{[^}]*\"backward\": [0-9.e-]+,[^}]*\"optimizer\""

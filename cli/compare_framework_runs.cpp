@@ -18,6 +18,7 @@ namespace {
 
 struct Tally {
   std::int64_t n = 0, in1 = 0, in2 = 0;
+  std::int64_t banded = 0; // runs whose profile has a band (fit residuals): the coverage's base
   double sum_abs = 0, worst = 0;
   std::int64_t mem_n = 0, alloc_n = 0;
   double mem_sum_abs = 0, mem_worst = 0, alloc_sum_abs = 0, alloc_worst = 0;
@@ -34,8 +35,22 @@ struct Tally {
     worst = std::max(worst, std::abs(e));
     // The bands are +-sigma and +-2 sigma around the prediction (as prediction intervals:
     // FitResiduals::time_band_fraction): measured inside when |error| is within.
+    // A profile without residuals has no band: its runs count in no coverage.
+    if (sigma <= 0)
+      return;
+    ++banded;
     in1 += std::abs(e) <= sigma ? 1 : 0;
     in2 += std::abs(e) <= sigma2 ? 1 : 0;
+  }
+  // "inside 1 sigma 80%, 2 sigma 100%", over the runs with a band ("of 4 with a band" when
+  // some have none), or that none has one.
+  [[nodiscard]] std::string coverage_text() const {
+    if (banded == 0)
+      return "no band (the profile has no fit residuals)";
+    return fmt::format("inside 1 sigma {:.0f}%, 2 sigma {:.0f}%{}",
+                       100.0 * static_cast<double>(in1) / static_cast<double>(banded),
+                       100.0 * static_cast<double>(in2) / static_cast<double>(banded),
+                       banded < n ? fmt::format(" (of {} runs with a band)", banded) : "");
   }
   void memory(double e) {
     ++mem_n;
@@ -52,8 +67,11 @@ struct Tally {
     if (n > 0) {
       j["time_mean_abs_error_pct"] = 100 * sum_abs / static_cast<double>(n);
       j["time_worst_abs_error_pct"] = 100 * worst;
-      j["inside_1_sigma_fraction"] = static_cast<double>(in1) / static_cast<double>(n);
-      j["inside_2_sigma_fraction"] = static_cast<double>(in2) / static_cast<double>(n);
+      j["banded_runs"] = banded;
+      if (banded > 0) {
+        j["inside_1_sigma_fraction"] = static_cast<double>(in1) / static_cast<double>(banded);
+        j["inside_2_sigma_fraction"] = static_cast<double>(in2) / static_cast<double>(banded);
+      }
     }
     if (alloc_n > 0) {
       j["allocated_runs"] = alloc_n;
@@ -318,11 +336,9 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
   for (const auto& [key, k] : tally) {
     std::string line = fmt::format("{}: ", key);
     if (k.n > 0)
-      line += fmt::format("{} runs, time mean |error| {:.1f}%, worst {:.1f}%, inside 1 sigma "
-                          "{:.0f}%, 2 sigma {:.0f}%",
-                          k.n, 100 * k.sum_abs / static_cast<double>(k.n), 100 * k.worst,
-                          100.0 * static_cast<double>(k.in1) / static_cast<double>(k.n),
-                          100.0 * static_cast<double>(k.in2) / static_cast<double>(k.n));
+      line +=
+          fmt::format("{} runs, time mean |error| {:.1f}%, worst {:.1f}%, {}", k.n,
+                      100 * k.sum_abs / static_cast<double>(k.n), 100 * k.worst, k.coverage_text());
     if (k.mem_n > 0)
       line += fmt::format("{}memory mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
                           k.n > 0 ? "; " : "", 100 * k.mem_sum_abs / static_cast<double>(k.mem_n),
