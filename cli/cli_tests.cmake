@@ -43,6 +43,12 @@ trainsim_cli_test(memory_fits_again_above "micro-batch 44 fits again"
 trainsim_cli_test(memory_does_not_fit "DOES NOT FIT"
   memory --model llama3-70b --gpu h100-sxm --num-gpus 8)
 trainsim_cli_test(presets_list "llama3-405b" presets list models)
+trainsim_cli_test(presets_list_frameworks "frameworks +deepspeed.*frameworks +fsdp.*frameworks +megatron"
+  presets list frameworks)
+trainsim_cli_test(presets_show_framework "\"name\": \"fsdp\".*\"zero_stages\": \\[[^]]*0,[^]]*2,[^]]*3"
+  presets show fsdp)
+trainsim_cli_error(presets_show_bad_kind "presets show --kind frameworx: unknown kind \\(models, gpus, clusters, profiles, frameworks\\)"
+  presets show fsdp --kind frameworx)
 trainsim_cli_test(csv_output "^quantity,value,exact" model --model gpt2 --format csv --quiet)
 
 # Bad input: unknown presets, malformed JSON, bad fields, impossible layouts.

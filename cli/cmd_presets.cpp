@@ -10,11 +10,18 @@
 #include "hardware/load.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
+#include "simulate/framework.hpp"
 
 namespace trainsim::cli {
 namespace {
 
-const std::vector<std::string> kKinds{"models", "gpus", "clusters", "profiles"};
+const std::vector<std::string> kKinds{"models", "gpus", "clusters", "profiles", "frameworks"};
+
+void require_kind(const std::string& what, const std::string& kind) {
+  if (!kind.empty() && std::find(kKinds.begin(), kKinds.end(), kind) == kKinds.end())
+    throw ConfigError(fmt::format(
+        "{} {}: unknown kind (models, gpus, clusters, profiles, frameworks)", what, kind));
+}
 
 struct PresetsOptions {
   std::string kind;
@@ -28,9 +35,7 @@ std::string source_of(const std::string& kind, const std::string& name) {
 }
 
 void list(const PresetsOptions& o) {
-  if (!o.kind.empty() && std::find(kKinds.begin(), kKinds.end(), o.kind) == kKinds.end())
-    throw ConfigError(
-        fmt::format("presets list {}: unknown kind (models, gpus, clusters, profiles)", o.kind));
+  require_kind("presets list", o.kind);
   Sink sink(o.out);
   nlohmann::json j;
   Table t({"kind", "name", "source"});
@@ -50,6 +55,7 @@ void list(const PresetsOptions& o) {
 }
 
 void show(const PresetsOptions& o) {
+  require_kind("presets show --kind", o.kind);
   std::vector<std::string> kinds = o.kind.empty() ? kKinds : std::vector<std::string>{o.kind};
   for (const auto& kind : kinds) {
     const auto names = list_presets(kind);
@@ -65,6 +71,8 @@ void show(const PresetsOptions& o) {
       j = hw::gpu_to_json(hw::load_gpu(o.name));
     } else if (kind == "clusters") {
       j = hw::cluster_to_json(hw::load_cluster(o.name));
+    } else if (kind == "frameworks") {
+      j = sim::framework_to_json(sim::load_framework(o.name));
     } else {
       j = hw::profile_to_json(hw::load_profile(o.name));
     }
@@ -87,15 +95,17 @@ void add_presets(CLI::App& app) {
   auto o = std::make_shared<PresetsOptions>();
   auto* cmd = app.add_subcommand("presets", "List presets, or show one resolved");
   cmd->require_subcommand(1);
-  cmd->footer("Examples:\n  trainsim presets list gpus\n  trainsim presets show llama3-8b");
+  cmd->footer("Examples:\n  trainsim presets list gpus\n  trainsim presets show llama3-8b\n"
+              "  trainsim presets show fsdp   (a framework profile, docs/frameworks.md)");
   auto* l = cmd->add_subcommand("list", "List presets with their sources");
-  l->add_option("kind", o->kind, "models | gpus | clusters | profiles (default: all)");
+  l->add_option("kind", o->kind, "models | gpus | clusters | profiles | frameworks (default: all)");
   add_output_options(*l, o->out);
   l->footer("Example: trainsim presets list gpus");
   l->callback([o] { list(*o); });
   auto* s = cmd->add_subcommand("show", "Print one preset as JSON (validated)");
   s->add_option("name", o->name, "Preset name or JSON file")->required();
-  s->add_option("--kind", o->kind, "models | gpus | clusters | profiles (when names clash)");
+  s->add_option("--kind", o->kind,
+                "models | gpus | clusters | profiles | frameworks (when names clash)");
   s->footer("Example: trainsim presets show llama3-8b");
   s->callback([o] { show(*o); });
 }
