@@ -395,7 +395,9 @@ int run_memory(const MemoryOptions& o) {
                                    : "WITHIN THE BAND: TRY IT",
           gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
           fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
-          gb(b.peak_allocated()), gb(b.peak_reserved()), max_mb));
+          gb(b.peak_allocated()), gb(b.peak_reserved()),
+          max_mb > 0 ? fmt::format("{}", max_mb)
+                     : std::string("none (micro-batch 1 does not fit with this recompute)")));
     if (sink.format() == Format::table) {
       auto layers = [](std::int64_t n) {
         return n < 0 ? std::string("more than every layer") : fmt::format("{}", n);
