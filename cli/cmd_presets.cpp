@@ -96,7 +96,7 @@ void add_presets(CLI::App& app) {
   auto* cmd = app.add_subcommand("presets", "List presets, or show one resolved");
   cmd->require_subcommand(1);
   cmd->footer("Examples:\n  trainsim presets list gpus\n  trainsim presets show llama3-8b\n"
-              "  trainsim presets show fsdp   (a framework profile, docs/frameworks.md)");
+              "  trainsim presets list frameworks\n  trainsim presets show fsdp");
   auto* l = cmd->add_subcommand("list", "List presets with their sources");
   l->add_option("kind", o->kind, "models | gpus | clusters | profiles | frameworks (default: all)");
   add_output_options(*l, o->out);
