@@ -599,6 +599,16 @@ trainsim_cli_test(memory_verdict_band "band \\+-[0-9]+% \\(1 sigma over"
 trainsim_cli_test(memory_deepspeed_offload "DeepSpeed ZeRO-3 \\(offload optimizer: cpu, parameters: cpu\\): model states per GPU 1.88 GB"
   memory --model llama3-70b --cluster dgx-h100 --num-gpus 8 --seq-len 4096 --recompute full
   --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
+# AutoTP (tensor_parallel.autotp_size) sets tp; with ZeRO-3 DeepSpeed does not run it.
+trainsim_cli_test(memory_deepspeed_autotp "tp 4 pp 1 dp 2 cp 1, ZeRO-2.*DeepSpeed's estimator on each rank's 1/4 tensor-parallel shard"
+  memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --seq-len 4096
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero2_autotp.json)
+trainsim_cli_error(memory_deepspeed_autotp_zero3 "ds_zero3_autotp.json \\(zero_optimization.stage 3, tensor_parallel.autotp_size 2\\): --tp 2 with ZeRO-3: --framework deepspeed runs tensor parallelism only with ZeRO stages 0, 1, 2"
+  memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --seq-len 4096
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_autotp.json)
+trainsim_cli_error(memory_deepspeed_autotp_tp_clash "--tp 2: the DeepSpeed config .*ds_zero2_autotp.json sets tensor_parallel.autotp_size = 4; give one"
+  memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --seq-len 4096 --tp 2
+  --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero2_autotp.json)
 trainsim_cli_error(memory_deepspeed_unknown_key "zero_optimization.stage3_flux: not modelled by trainsim"
   memory --model gpt2 --gpu h100-sxm --seq-len 1024 --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_unknown.json)
 # DeepSpeed's batch rule: 64 = micro x 4 steps x dp 8 gives micro-batch 2; 100 != 4 x 4 x 8.

@@ -215,6 +215,13 @@ int run_memory(const MemoryOptions& o) {
     plan_options.zero_stage = ds->zero_stage;
     s.precision = ds->precision;
     framework = "deepspeed";
+    if (ds->autotp_size > 0) {
+      if (plan_options.tp != 1 && plan_options.tp != ds->autotp_size)
+        throw ConfigError(fmt::format(
+            "--tp {}: the DeepSpeed config {} sets tensor_parallel.autotp_size = {}; give one",
+            plan_options.tp, o.deepspeed, ds->autotp_size));
+      plan_options.tp = ds->autotp_size;
+    }
   }
   if (ds && o.torch_compile != "none")
     throw ConfigError("--torch-compile: a DeepSpeed config's run is modelled with the deepspeed "
@@ -241,7 +248,16 @@ int run_memory(const MemoryOptions& o) {
   require_recompute_supported(p.recompute, *mo.framework);
   require_zero_supported(p.zero_stage, *mo.framework,
                          ds ? "the DeepSpeed config's zero_optimization.stage " : "--zero ");
-  require_layout_supported(p, *mo.framework);
+  try {
+    require_layout_supported(p, *mo.framework);
+  } catch (const ConfigError& e) {
+    if (!ds)
+      throw;
+    throw ConfigError(fmt::format(
+        "{} (zero_optimization.stage {}{}): {}", o.deepspeed, ds->zero_stage,
+        ds->autotp_size > 0 ? fmt::format(", tensor_parallel.autotp_size {}", ds->autotp_size) : "",
+        e.what()));
+  }
   require_setup_supported(s, *mo.framework);
   require_modules_recompute(p.recompute, s);
   if (ds) {
@@ -450,16 +466,23 @@ int run_memory(const MemoryOptions& o) {
     const std::int64_t g = std::min(mc.cluster.gpus_per_node, mc.num_gpus);
     const std::int64_t nodes = std::max<std::int64_t>(mc.num_gpus / g, 1);
     const double link = hw::host_link_bytes_per_s(mc.gpu, mc.profile);
+    // Under AutoTP each rank's module holds 1/tp of every sharded layer and the ZeRO group is
+    // its dp ranks: the estimator runs on that shard (DeepSpeed's own counts the module it is
+    // given, over every GPU, and knows nothing of tensor parallelism).
+    const double tp = static_cast<double>(p.tp);
     const auto place =
-        sim::offload_placement(*ds, params, largest, g, nodes, link, o.nvme_gb_per_s * 1e9);
+        sim::offload_placement(*ds, params / tp, largest / tp, std::max<std::int64_t>(g / p.tp, 1),
+                               nodes, link, o.nvme_gb_per_s * 1e9);
     if (sink.format() == Format::table) {
       sink.write(fmt::format(
           "# DeepSpeed ZeRO-{} (offload optimizer: {}, parameters: {}): model states per GPU "
-          "{} GB (DeepSpeed's estimator); host RAM per node {} GB; NVMe per node {} GB; per "
+          "{} GB (DeepSpeed's estimator{}); host RAM per node {} GB; NVMe per node {} GB; per "
           "step {} GB over PCIe ({:.3f} s at {} GB/s) and {:.3f} s of NVMe traffic at {} GB/s\n",
           ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
-          gb(place.gpu_bytes), gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes),
-          place.pcie_s, fmt::format("{:.3g}", link / 1e9), place.nvme_s, o.nvme_gb_per_s));
+          gb(place.gpu_bytes),
+          p.tp > 1 ? fmt::format(" on each rank's 1/{} tensor-parallel shard", p.tp) : "",
+          gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes), place.pcie_s,
+          fmt::format("{:.3g}", link / 1e9), place.nvme_s, o.nvme_gb_per_s));
       if (ds_batch.micro > 0)
         sink.write(fmt::format("# DeepSpeed batch: train_batch_size {} = micro-batch {} x {} "
                                "accumulation steps x dp {}\n",
@@ -519,7 +542,8 @@ void add_memory(CLI::App& app) {
                   "A DeepSpeed config (ds_config.json): its ZeRO stage, offload devices, "
                   "buckets, batch (train_batch_size, train_micro_batch_size_per_gpu, "
                   "gradient_accumulation_steps: the missing ones derived and the three checked "
-                  "against dp as DeepSpeed does) and precision; prints DeepSpeed's own model-state "
+                  "against dp as DeepSpeed does), precision and AutoTP's "
+                  "tensor_parallel.autotp_size (tp); prints DeepSpeed's own model-state "
                   "estimate, host RAM, NVMe and the offload traffic. Keys trainsim does not "
                   "model are refused by name");
   cmd->add_option("--nvme-gb-per-s", o->nvme_gb_per_s,

@@ -202,6 +202,18 @@ DeepSpeedConfig deepspeed_config_from_json(const nlohmann::json& j, const std::s
         else
           p.add(fmt::format("{}: not modelled by trainsim", where));
       }
+    } else if (k == "tensor_parallel") {
+      if (!v.is_object()) {
+        p.add("tensor_parallel: expected an object");
+        continue;
+      }
+      for (const auto& [tk, tv] : v.items()) {
+        const std::string where = "tensor_parallel." + tk;
+        if (tk == "autotp_size")
+          c.autotp_size = whole(tv, where, p, 1, 1024);
+        else
+          p.add(fmt::format("{}: not modelled by trainsim", where));
+      }
     } else {
       p.add(fmt::format("{}: not modelled by trainsim", k));
     }

@@ -54,6 +54,9 @@ struct DeepSpeedConfig {
   std::int64_t grad_accumulation = 0;
   std::int64_t train_batch = 0;
   model::Precision precision = model::Precision::fp32; // bf16 / fp16 sections
+  // tensor_parallel.autotp_size: AutoTP training's tensor-parallel degree (DeepSpeed 0.16.4 and
+  // later, "Automatic Tensor Parallelism (Training)"); 0 = not given.
+  std::int64_t autotp_size = 0;
 };
 
 /// Reads a ds_config.json. Keys trainsim does not model raise ConfigError naming the key

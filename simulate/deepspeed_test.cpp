@@ -97,6 +97,25 @@ TEST_CASE("DeepSpeed config: what trainsim reads, and clear errors for the rest"
       doctest::Contains("offload_param: needs stage 3"), ConfigError);
 }
 
+TEST_CASE("DeepSpeed config: AutoTP's tensor_parallel.autotp_size, and nothing else of it") {
+  const auto c =
+      deepspeed_config_from_json(nlohmann::json::parse(R"({"zero_optimization": {"stage": 2},
+        "tensor_parallel": {"autotp_size": 4}})"),
+                                 "ds.json");
+  CHECK(c.autotp_size == 4);
+  CHECK(deepspeed_config_from_json(nlohmann::json::parse("{}"), "ds.json").autotp_size == 0);
+  auto refused = [](const char* text, const char* what) {
+    CHECK_THROWS_WITH_AS((void)deepspeed_config_from_json(nlohmann::json::parse(text), "ds.json"),
+                         doctest::Contains(what), ConfigError);
+  };
+  refused(R"({"tensor_parallel": 4})", "tensor_parallel: expected an object");
+  refused(R"({"tensor_parallel": {"autotp_size": 0}})", "tensor_parallel.autotp_size = 0");
+  refused(R"({"tensor_parallel": {"autotp_size": 2.5}})",
+          "tensor_parallel.autotp_size = 2.5: must be a whole number");
+  refused(R"({"tensor_parallel": {"tp_overlap_comm": true}})",
+          "tensor_parallel.tp_overlap_comm: not modelled by trainsim");
+}
+
 TEST_CASE("DeepSpeed config: counts are whole numbers, switches are booleans") {
   auto refused = [](const char* text, const char* what) {
     CHECK_THROWS_WITH_AS((void)deepspeed_config_from_json(nlohmann::json::parse(text), "ds.json"),
