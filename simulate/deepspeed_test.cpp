@@ -174,7 +174,7 @@ TEST_CASE("fuzz: mutated DeepSpeed configs load or name the field, and their bat
   const auto base = nlohmann::json::parse(R"({"train_batch_size": 64,
     "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
     "bf16": {"enabled": true, "loss_scale": 0}, "fp16": {"enabled": false},
-    "gradient_clipping": 1.0,
+    "gradient_clipping": 1.0, "tensor_parallel": {"autotp_size": 2},
     "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true},
       "offload_param": {"device": "nvme", "nvme_path": "/x"}, "overlap_comm": true,
       "contiguous_gradients": true, "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8,
@@ -194,6 +194,8 @@ TEST_CASE("fuzz: mutated DeepSpeed configs load or name the field, and their bat
         mutate(doc["zero_optimization"]);
       else if (where == 1 && doc.contains("bf16") && doc["bf16"].is_object())
         mutate(doc["bf16"]);
+      else if (where == 2 && doc.contains("tensor_parallel") && doc["tensor_parallel"].is_object())
+        mutate(doc["tensor_parallel"]);
       else
         mutate(doc);
     }
