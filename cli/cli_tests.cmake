@@ -528,9 +528,11 @@ trainsim_cli_error(framework_deepspeed_pp_zero3 "--pp 2 with ZeRO-3: --framework
   --deepspeed ${CMAKE_CURRENT_SOURCE_DIR}/testdata/ds_zero3_offload.json)
 trainsim_cli_error(framework_deepspeed_cp "--cp 2: --framework deepspeed runs data, tensor, pipeline and expert parallelism .*not context parallelism: DeepSpeed's long-sequence parallelism is DeepSpeed-Ulysses"
   sweep --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework deepspeed --seq-len 8192 --vary cp --values 1,2)
+trainsim_cli_error(plan_fix_interleave_deepspeed "--fix: --interleave 2: --framework deepspeed runs pipelines without interleaving: PipelineModule"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 16 --framework deepspeed --seq-len 4096 --global-batch 64 --fix interleave=2)
 trainsim_cli_error(plan_fix_tp_pytorch "--fix: --tp 2: --framework pytorch runs data parallelism only"
   plan --model llama3.2-1b --cluster dgx-h100 --num-gpus 8 --framework pytorch --seq-len 2048 --global-batch 64 --fix tp=2)
-trainsim_cli_test(plan_framework_layouts "layouts: --framework deepspeed runs data, tensor, pipeline and expert parallelism \\(tensor with ZeRO 0, 1, 2; pipeline with ZeRO 0, 1\\).*rejected, the framework runs that layout with other ZeRO stages"
+trainsim_cli_test(plan_framework_layouts "layouts: --framework deepspeed runs data, tensor, pipeline and expert parallelism \\(tensor with ZeRO 0, 1, 2; pipeline with ZeRO 0, 1 and without interleaving\\).*rejected, the framework runs that layout with other ZeRO stages"
   plan --model llama3-8b --cluster dgx-h100 --num-gpus 16 --framework deepspeed --seq-len 4096 --global-batch 64 --top 3)
 # A profile with no fit residuals (deepspeed) has no band: compare says so, not "0% inside".
 trainsim_cli_test(compare_no_band "deepspeed/fit: 1 runs, time mean \\|error\\| [0-9.]+%, worst [0-9.]+%, no band \\(the profile has no fit residuals\\)"

@@ -202,9 +202,11 @@ int run_plan(const PlanOptionsCli& o) {
     // Fixed degrees the framework does not run (at any ZeRO stage it may search) find nothing.
     model::ParallelPlan fixed;
     fixed.tp = std::max<std::int64_t>(so.fix_tp, 1);
-    fixed.pp = std::max<std::int64_t>(so.fix_pp, 1);
+    // A fixed interleave > 1 implies a pipeline, whose schedule the framework may not have.
+    fixed.pp = std::max<std::int64_t>(so.fix_pp, so.fix_interleave > 1 ? 2 : 1);
     fixed.cp = std::max<std::int64_t>(so.fix_cp, 1);
     fixed.ep = std::max<std::int64_t>(so.fix_ep, 1);
+    fixed.interleave = std::max<std::int64_t>(so.fix_interleave, 1);
     const auto& fw = so.step.fw();
     const auto zeros = so.fix_zero >= 0 ? std::vector<std::int64_t>{so.fix_zero} : fw.zero_stages;
     const bool any = std::any_of(zeros.begin(), zeros.end(), [&](std::int64_t z) {

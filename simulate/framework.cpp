@@ -105,8 +105,9 @@ double default_kernels(model::OpKind kind, bool backward) {
 }
 
 bool FrameworkProfile::parallelisms_limited() const {
-  return std::any_of(parallelisms.begin(), parallelisms.end(),
-                     [](const ParallelismRule& r) { return !r.runs || !r.zero_stages.empty(); });
+  return std::any_of(parallelisms.begin(), parallelisms.end(), [](const ParallelismRule& r) {
+    return !r.runs || !r.zero_stages.empty() || !r.interleave;
+  });
 }
 
 std::string FrameworkProfile::parallelisms_text() const {
@@ -116,9 +117,13 @@ std::string FrameworkProfile::parallelisms_text() const {
       continue;
     const std::string word(kParallelDimNames[k].substr(0, kParallelDimNames[k].find(' ')));
     runs.push_back(word);
+    std::vector<std::string> how;
     if (!parallelisms[k].zero_stages.empty())
-      limits.push_back(
-          fmt::format("{} with ZeRO {}", word, fmt::join(parallelisms[k].zero_stages, ", ")));
+      how.push_back(fmt::format("with ZeRO {}", fmt::join(parallelisms[k].zero_stages, ", ")));
+    if (!parallelisms[k].interleave)
+      how.emplace_back("without interleaving");
+    if (!how.empty())
+      limits.push_back(fmt::format("{} {}", word, fmt::join(how, " and ")));
   }
   if (runs.size() == 1)
     return "data parallelism only";
@@ -139,6 +144,9 @@ std::optional<std::size_t> refused_dim(const FrameworkProfile& f, const model::P
                                          std::find(rule.zero_stages.begin(), rule.zero_stages.end(),
                                                    plan.zero_stage) == rule.zero_stages.end())))
       return d;
+    if (d == static_cast<std::size_t>(FrameworkProfile::ParallelDim::pp) && degree[d] > 1 &&
+        plan.interleave > 1 && !rule.interleave)
+      return d;
   }
   return std::nullopt;
 }
@@ -158,6 +166,9 @@ std::string FrameworkProfile::layout_refusal(const model::ParallelPlan& plan) co
     return fmt::format("--{} {}: --framework {} runs {}, not {}: {}", kParallelDimKeys[*d],
                        degree[*d], name, parallelisms_text(), kParallelDimNames[*d],
                        parallelisms_source);
+  if (plan.interleave > 1 && !rule.interleave)
+    return fmt::format("--interleave {}: --framework {} runs pipelines without interleaving: {}",
+                       plan.interleave, name, rule.source);
   return fmt::format("--{} {} with ZeRO-{}: --framework {} runs {} only with ZeRO stages {}: {}",
                      kParallelDimKeys[*d], degree[*d], plan.zero_stage, name, kParallelDimNames[*d],
                      fmt::join(rule.zero_stages, ", "), rule.source);
@@ -265,6 +276,10 @@ void validate(const FrameworkProfile& f, const std::string& source) {
                           kParallelDimKeys[d], fmt::join(f.zero_stages, ", ")));
         break;
       }
+    if (!rule.interleave && rule.source.empty())
+      p.add(fmt::format("parallelisms.{}.source: required with interleave false (where the "
+                        "framework's schedule is)",
+                        kParallelDimKeys[d]));
     if (!zs.empty() && rule.source.empty())
       p.add(fmt::format("parallelisms.{}.source: required with zero_stages (where the framework "
                         "limits them)",
@@ -516,6 +531,8 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
         for (auto jt = v.begin(); jt != v.end(); ++jt) {
           if (jt.key() == "source" && jt.value().is_string()) {
             rule.source = jt.value().get<std::string>();
+          } else if (jt.key() == "interleave" && jt.value().is_boolean() && it.key() == "pp") {
+            rule.interleave = jt.value().get<bool>();
           } else if (jt.key() == "zero_stages" && jt.value().is_array() && !jt.value().empty()) {
             for (const auto& z : jt.value()) {
               if (!z.is_number_integer()) {
@@ -526,8 +543,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
               rule.zero_stages.push_back(z.get<std::int64_t>());
             }
           } else {
-            p.add(fmt::format("parallelisms.{}.{}: expected \"source\" (a string) or "
-                              "\"zero_stages\" (a non-empty array of ZeRO stages)",
+            p.add(fmt::format("parallelisms.{}.{}: expected \"source\" (a string), "
+                              "\"zero_stages\" (a non-empty array of ZeRO stages) or, for pp, "
+                              "\"interleave\" (true or false)",
                               it.key(), jt.key()));
           }
         }
@@ -771,6 +789,8 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       nlohmann::json one = nlohmann::json::object();
       if (!rule.zero_stages.empty())
         one["zero_stages"] = rule.zero_stages;
+      if (!rule.interleave)
+        one["interleave"] = false;
       if (!rule.source.empty())
         one["source"] = rule.source;
       par[std::string(kParallelDimKeys[d])] = one;

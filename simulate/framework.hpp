@@ -121,6 +121,7 @@ struct FrameworkProfile {
     bool runs = true;
     std::vector<std::int64_t> zero_stages; // with a degree > 1; empty: any of zero_stages
     std::string source;                    // where the framework runs it (and with which stages)
+    bool interleave = true; // pp only: virtual pipeline chunks (Megatron's interleaved 1F1B)
     bool operator==(const ParallelismRule&) const = default;
   };
   std::array<ParallelismRule, kParallelDims> parallelisms{};

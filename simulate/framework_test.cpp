@@ -234,7 +234,16 @@ TEST_CASE("the parallelisms a framework runs: refused layouts name the rule and 
   CHECK(ds.layout_refusal(with(1, 1, 2, 1, 0)).find("not context parallelism: DeepSpeed's") !=
         std::string::npos);
   CHECK(ds.parallelisms_text() == "data, tensor, pipeline and expert parallelism (tensor with "
-                                  "ZeRO 0, 1, 2; pipeline with ZeRO 0, 1)");
+                                  "ZeRO 0, 1, 2; pipeline with ZeRO 0, 1 and without "
+                                  "interleaving)");
+  // Its PipelineEngine runs a plain 1F1B (TrainSchedule): no interleaved chunks.
+  auto interleaved = with(1, 4, 1, 1, 1);
+  interleaved.interleave = 2;
+  CHECK(!ds.runs_layout(interleaved));
+  CHECK(ds.layout_refusal(interleaved)
+            .starts_with("--interleave 2: --framework deepspeed runs pipelines without "
+                         "interleaving: PipelineModule"));
+  CHECK(load_framework("megatron").runs_layout(interleaved));
   // Megatron-Core and FSDP2 (torchtitan) run all four, with any of their stages.
   for (const char* name : {"megatron", "fsdp", "trainsim"}) {
     const auto fw = load_framework(name);
@@ -274,6 +283,12 @@ TEST_CASE("the parallelisms a framework runs: refused layouts name the rule and 
   CHECK_THROWS_WITH_AS(framework_from_json(bad({{"pp", {{"zero_stages", {0, 1}}}}}), "f.json"),
                        doctest::Contains("parallelisms.pp.source: required with zero_stages"),
                        ConfigError);
+  CHECK_THROWS_WITH_AS(framework_from_json(bad({{"pp", {{"interleave", false}}}}), "f.json"),
+                       doctest::Contains("parallelisms.pp.source: required with interleave false"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      framework_from_json(bad({{"tp", {{"interleave", false}, {"source", "s"}}}}), "f.json"),
+      doctest::Contains("parallelisms.tp.interleave: expected"), ConfigError);
   CHECK_THROWS_WITH_AS(
       framework_from_json(bad({{"tp", nlohmann::json::object()}}, nullptr), "f.json"),
       doctest::Contains("parallelisms_source: required when parallelisms "

@@ -564,6 +564,8 @@ PlanSearchResult search_plans(const model::ModelSpec& m, const hw::ClusterSpec& 
   c.fw_limited = fw.parallelisms_limited();
   if (!fw.runs(Dim::pp))
     std::erase_if(c.pps, [](std::int64_t pp) { return pp > 1; });
+  if (!fw.parallelism(Dim::pp).interleave)
+    std::erase_if(c.vs_pipelined, [](std::int64_t v) { return v > 1; });
   const std::int64_t max_tp = o.max_tp > 0 ? o.max_tp : cluster.gpus_per_node;
   auto tps = filtered(divisors(c.N), o.fix_tp, o.fix_tp > 0 ? 0 : max_tp);
   auto cps = filtered(divisors(c.N), o.fix_cp, o.fix_cp > 0 ? 0 : o.max_cp);

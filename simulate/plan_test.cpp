@@ -216,6 +216,7 @@ TEST_CASE("a framework's parallelisms: plans it cannot run are never offered, an
   for (const auto& c : r.plans) {
     CHECK(a.o.step.fw().runs_layout(c.plan));
     CHECK(c.plan.cp == 1);
+    CHECK(c.plan.interleave == 1); // its pipeline engine has no interleaved schedule
     pipelined = pipelined || c.plan.pp > 1;
   }
   CHECK(pipelined); // pipelines are searched, with the stages that run them
