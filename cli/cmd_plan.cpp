@@ -354,13 +354,10 @@ int run_plan(const PlanOptionsCli& o) {
     listed_cp = listed_cp || r.plans[i].plan.cp > 1;
   // Those of every plan (MoE, and the ones said always), then the context-parallel ones alone.
   const auto moe_caveats = sim::applicable_caveats(so.step.fw(), m.is_moe(), false);
-  std::vector<std::string> cp_caveats;
-  if (listed_cp) {
-    const auto always = sim::applicable_caveats(so.step.fw(), false, false);
-    for (auto& c : sim::applicable_caveats(so.step.fw(), false, true))
-      if (std::find(always.begin(), always.end(), c) == always.end())
-        cp_caveats.push_back(std::move(c));
-  }
+  const auto cp_caveats =
+      listed_cp
+          ? sim::caveats_of(so.step.fw(), sim::FrameworkProfile::Caveat::When::context_parallel)
+          : std::vector<std::string>{};
   if (sink.format() == Format::json) {
     nlohmann::json rej = nlohmann::json::object();
     for (std::size_t k = 0; k < r.rejected.size(); ++k)

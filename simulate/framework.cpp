@@ -682,6 +682,15 @@ std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe
   return out;
 }
 
+std::vector<std::string> caveats_of(const FrameworkProfile& fw,
+                                    FrameworkProfile::Caveat::When when) {
+  std::vector<std::string> out;
+  for (const auto& c : fw.caveats)
+    if (c.when == when)
+      out.push_back(c.text);
+  return out;
+}
+
 std::vector<std::string> memory_caveats(const FrameworkProfile& fw, bool full_recompute,
                                         bool played_program) {
   std::vector<std::string> out;

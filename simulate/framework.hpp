@@ -365,6 +365,10 @@ struct FrameworkProfile {
 /// order.
 [[nodiscard]] std::vector<std::string> applicable_caveats(const FrameworkProfile& fw, bool moe,
                                                           bool context_parallel);
+/// The texts of `fw`'s caveats of one case alone (e.g. the context-parallel ones that apply only
+/// to some of the plans a search lists), in the profile's order.
+[[nodiscard]] std::vector<std::string> caveats_of(const FrameworkProfile& fw,
+                                                  FrameworkProfile::Caveat::When when);
 /// The texts of `fw`'s memory caveats that apply to a step with full recompute whose blocks
 /// the caching-allocator model generated (`played_program`: it played a recorded program).
 [[nodiscard]] std::vector<std::string> memory_caveats(const FrameworkProfile& fw,

@@ -329,6 +329,8 @@ TEST_CASE("a profile's caveats are said where they apply, and kept by a round tr
           std::vector<std::string>{"never measured", "ring attention: slower than predicted",
                                    "MoE layers: least certain"});
     CHECK(memory_caveats(all, true, false) == std::vector<std::string>{"generated order"});
+    CHECK(caveats_of(all, When::context_parallel) ==
+          std::vector<std::string>{"ring attention: slower than predicted"});
   }
   // The memory caveat: with full recompute through a generated step only, never for time.
   CHECK(memory_caveats(fw, true, false) == std::vector<std::string>{"generated order"});
