@@ -468,6 +468,10 @@ trainsim_cli_error(precision_fp8_memory_v100 "--precision = fp8-cs: v100 has no 
   memory --model llama3-8b --gpu v100 --precision fp8-cs)
 trainsim_cli_test(precision_fp8_mfu_of_fp8_peak "MFU [0-9.]+%  HFU [0-9.]+% \\(of the fp8 peak\\)"
   estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --tp 2 --global-batch 64 --precision fp8)
+# An fp32 MFU above 100% says why (found by cli_property's long run, seed 2929: PyTorch's fp32
+# attention runs on TF32 tensor cores, and model FLOPs count the whole attention square).
+trainsim_cli_test(mfu_above_peak_says_why "MFU 1[0-9][0-9]\\.[0-9]%[^\n]*\nnote: an MFU above 100% is possible at long sequences in fp32"
+  estimate --model cs336-small --gpu b200 --num-gpus 1 --seq-len 32768 --precision fp32 --framework pytorch)
 # Row 10: one clear message each.
 trainsim_cli_error(hf_no_model_type "hf_no_model_type.json: model_type: missing: a Hugging Face config.json"
   model --model ${TD}/hf_no_model_type.json)

@@ -19,6 +19,7 @@
 #include "common/units.hpp"
 #include "model/count.hpp"
 #include "simulate/plan.hpp"
+#include "simulate/roofline.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -349,9 +350,11 @@ int run_plan(const PlanOptionsCli& o) {
   check_finite(plans); // every printed figure below is one of these
   // The profile's caveats for what the listed plans run: MoE, and context parallelism where a
   // listed plan uses it.
-  bool listed_cp = false;
-  for (std::size_t i = 0; i < r.plans.size() && static_cast<std::int64_t>(i) < o.top; ++i)
+  bool listed_cp = false, listed_mfu_above_peak = false;
+  for (std::size_t i = 0; i < r.plans.size() && static_cast<std::int64_t>(i) < o.top; ++i) {
     listed_cp = listed_cp || r.plans[i].plan.cp > 1;
+    listed_mfu_above_peak = listed_mfu_above_peak || r.plans[i].mfu > 1;
+  }
   // Those of every plan (MoE, and the ones said always), then the context-parallel ones alone.
   const auto moe_caveats = sim::applicable_caveats(so.step.fw(), m.is_moe(), false);
   const auto cp_caveats =
@@ -369,6 +372,7 @@ int run_plan(const PlanOptionsCli& o) {
                {"framework", so.step.fw().name},
                {"framework_parallelisms", so.step.fw().parallelisms_text()},
                {"caveats", caveats},
+               {"mfu_note", listed_mfu_above_peak ? sim::kMfuAbovePeakNote : ""},
                {"num_gpus", mc.num_gpus},
                {"gpu", mc.gpu.name},
                {"objective", o.objective},
@@ -442,6 +446,8 @@ int run_plan(const PlanOptionsCli& o) {
            fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
     }
     t.print(sink);
+    if (listed_mfu_above_peak)
+      sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
     for (const auto& c : moe_caveats)
       sink.write(fmt::format("caveat ({}): {}\n", so.step.fw().name, c));
     for (const auto& c : cp_caveats)

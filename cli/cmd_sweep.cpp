@@ -12,6 +12,7 @@
 #include "cli/resolve.hpp"
 #include "common/checks.hpp"
 #include "common/errors.hpp"
+#include "simulate/roofline.hpp"
 #include "simulate/step.hpp"
 
 namespace trainsim::cli {
@@ -98,6 +99,7 @@ int run_sweep(const SweepOptions& o) {
   std::string framework;            // every row's profile (the flags are shared)
   std::string zero_note;            // an unset --zero: the framework's stage (not varied)
   std::vector<std::string> caveats; // the profile's caveats that apply to any row
+  bool mfu_above_peak = false;      // a row's MFU passes 100% (sim::kMfuAbovePeakNote)
   for (double v : values) {
     auto mo = o.machine;
     auto po = o.plan;
@@ -150,6 +152,7 @@ int run_sweep(const SweepOptions& o) {
                     {"breakdown_s", breakdown_json(e.breakdown_s)},
                     {"caveats", e.caveats}});
     framework = e.framework;
+    mfu_above_peak = mfu_above_peak || e.mfu > 1;
     for (const auto& c : e.caveats)
       if (std::find(caveats.begin(), caveats.end(), c) == caveats.end())
         caveats.push_back(c);
@@ -174,6 +177,7 @@ int run_sweep(const SweepOptions& o) {
                {"model", m.name},
                {"framework", framework},
                {"zero_stage_note", zero_note},
+               {"mfu_note", mfu_above_peak ? sim::kMfuAbovePeakNote : ""},
                {"rows", rows}});
   else {
     sink.comment(fmt::format("sweep of {} for {} (framework {}); scaling efficiency = tokens/s "
@@ -182,6 +186,8 @@ int run_sweep(const SweepOptions& o) {
     if (!zero_note.empty())
       sink.comment(zero_note);
     t.print(sink);
+    if (mfu_above_peak)
+      sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
     for (const auto& c : caveats) // the rows each name theirs in JSON
       sink.write(fmt::format("caveat ({}): {}\n", framework, c));
   }

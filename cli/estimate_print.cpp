@@ -237,6 +237,7 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"mfu", e.mfu},
                    {"hfu", e.hfu},
                    {"mfu_peak_flops_per_s", e.peak_flops_per_s},
+                   {"mfu_note", e.mfu > 1 ? sim::kMfuAbovePeakNote : ""},
                    {"tokens_per_s", e.tokens_per_s},
                    {"model_flops_per_step", e.model_flops_per_step},
                    {"achieved_flops_per_s_per_gpu", e.achieved_flops_per_s_per_gpu},
@@ -318,6 +319,8 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                          "tokens/s  |  {:.1f} TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,
                          peak_dtype, e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
+  if (e.mfu > 1)
+    sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
   for (const auto& c : e.caveats)
     sink.write(fmt::format("caveat ({}): {}\n", e.framework, c));
   sink.write(fmt::format("memory per GPU {:.2f} GB of {:.4g} GB: {}\n", e.memory.total / 1e9,

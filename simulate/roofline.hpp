@@ -49,6 +49,18 @@ void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precisio
 /// The dtype whose peak that is.
 [[nodiscard]] Dtype mfu_peak_dtype(model::Precision precision);
 
+/// Why an MFU can exceed 100%, said wherever one does (estimate, plan, sweep): model FLOPs
+/// count the whole s x s attention product (Narayanan et al. 2021, Eq. 3) while a causal kernel
+/// executes half of it, and PyTorch's fp32 attention is its memory-efficient kernel, which runs
+/// on TF32 tensor cores with 3xTF32 correction (OpMultiplyAddFastF32), faster than the fp32
+/// CUDA-core peak an fp32 step's MFU is stated against. Neither happens at 16-bit or FP8, where
+/// the GEMM peak bounds every kernel.
+inline constexpr const char* kMfuAbovePeakNote =
+    "an MFU above 100% is possible at long sequences in fp32: model FLOPs count the whole s x s "
+    "attention product (Megatron-LM's convention) while the causal kernel executes half of it, "
+    "and PyTorch's fp32 attention runs on TF32 tensor cores (3xTF32), faster than the fp32 "
+    "CUDA-core peak MFU is stated against";
+
 /// The time of a tensor-parallel comm op is the collectives' business: returns zero here.
 [[nodiscard]] OpCost op_cost(const model::Op& op, Pass pass, const hw::GpuSpec& gpu,
                              const hw::HardwareProfile& profile);
