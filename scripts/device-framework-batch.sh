@@ -61,6 +61,8 @@
 #           all compared, none fitted)
 #   runs-l: (session 27) scripts/framework-runs-l.json -> runs-l.jsonl (eager and torch.compile
 #           at Llama 3 8B's widths, four layers, seq 8192; compared, not fitted)
+#   runs-l-why: (session 30) kernel profiles of runs-l's eager and compiled b1 steps and the
+#           eager elementwise parts at Llama 3 8B's width (mechanism, nothing fitted)
 #   recompute-boundary: (session 23) the least full recompute (first N layers) that lets a step
 #           fit under a cap set from its own uncapped peaks, one fresh process per probe
 #           (scripts/peer_recompute_boundary.py, scripts/framework-recompute-boundary.json ->
@@ -145,6 +147,16 @@ case "$part" in
     # (session 27) eager against torch.compile at Llama 3 8B's widths (four layers, seq 8192):
     # scripts/framework-runs-l.json -> runs-l.jsonl; compared, not fitted (docs/frameworks.md)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-l.json --output "$w/runs-l.jsonl" --limit-s 150
+    ;;
+  runs-l-why)
+    # (session 30) where the time of runs-l's configurations goes: kernel profiles of eager and
+    # compiled steps (b1, no recompute) and the eager elementwise parts at that width; mechanism
+    for fw in pytorch pytorch-compile; do
+      box 150 python3 scripts/peer_kernel_profile.py --out "$w" --framework "$fw" \
+        --model scripts/models/llama3-8b-4layers.json --batch 1 --seq-len 8192 --attention flash
+    done
+    box 120 python3 scripts/peer_role_parts.py --out "$w/role-parts.jsonl" \
+      --configs scripts/models/llama3-8b-4layers.json:1:8192
     ;;
   runs-k)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-k.json --output "$w/runs-k.jsonl" --limit-s 120
