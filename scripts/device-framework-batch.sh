@@ -153,9 +153,10 @@ case "$part" in
     # compiled steps (b1, no recompute) and the eager elementwise parts at that width; mechanism
     for fw in pytorch pytorch-compile; do
       box 150 python3 scripts/peer_kernel_profile.py --out "$w" --framework "$fw" \
+        --id "$fw-llama3-8b-4layers-bf16-mixed-flash-none-b1-s8192" \
         --model scripts/models/llama3-8b-4layers.json --batch 1 --seq-len 8192 --attention flash
     done
-    box 120 python3 scripts/peer_role_parts.py --out "$w/role-parts.jsonl" \
+    [ -n "${SKIP_PARTS:-}" ] || box 120 python3 scripts/peer_role_parts.py --out "$w/role-parts.jsonl" \
       --configs scripts/models/llama3-8b-4layers.json:1:8192
     ;;
   runs-k)

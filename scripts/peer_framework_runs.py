@@ -402,8 +402,20 @@ def oom_search(a):
     return results
 
 
+def gpu_preset():
+    """trainsim's GPU preset for the device this runs on (the lent machines are H200s or H100
+    SXMs); the record says which GPU its time was measured on."""
+    import torch
+    name = torch.cuda.get_device_name(0)
+    if "H200" in name:
+        return "h200"
+    if "H100" in name and "HBM3" in name:
+        return "h100-sxm"
+    raise SystemExit(f"no trainsim GPU preset is named for the device '{name}': add it to gpu_preset()")
+
+
 def record(a):
-    return {"framework": a.framework, "model": a.model, "gpu": "h200", "num_gpus": 1,
+    return {"framework": a.framework, "model": a.model, "gpu": gpu_preset(), "num_gpus": 1,
             "precision": a.precision, "seq_len": a.seq_len, "micro_batch": a.batch,
             "global_batch": a.batch, "tp": 1, "pp": 1, "cp": 1, "dp": 1, "zero_stage": 0,
             "recompute": a.recompute, "attention": a.attention,
