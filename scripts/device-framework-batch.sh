@@ -61,6 +61,8 @@
 #           all compared, none fitted)
 #   runs-l: (session 27) scripts/framework-runs-l.json -> runs-l.jsonl (eager and torch.compile
 #           at Llama 3 8B's widths, four layers, seq 8192; compared, not fitted)
+#   kernel-suites: (session 30) trainsim's kernel calibration and held-out suites on the lent
+#           GPU (builds trainsim with CUDA first); files named by the GPU
 #   runs-l-why: (session 30) kernel profiles of runs-l's eager and compiled b1 steps and the
 #           eager elementwise parts at Llama 3 8B's width (mechanism, nothing fitted)
 #   recompute-boundary: (session 23) the least full recompute (first N layers) that lets a step
@@ -147,6 +149,16 @@ case "$part" in
     # (session 27) eager against torch.compile at Llama 3 8B's widths (four layers, seq 8192):
     # scripts/framework-runs-l.json -> runs-l.jsonl; compared, not fitted (docs/frameworks.md)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-l.json --output "$w/runs-l.jsonl" --limit-s 150
+    ;;
+  kernel-suites)
+    # (session 30) trainsim's kernel calibration and held-out suites on the lent GPU, whatever
+    # it is (the H100 SXM profile's efficiencies are the H200's, never measured on an H100)
+    OUT="$w" box 300 bash scripts/device-run.sh build
+    g=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
+    for s in calibration held-out; do
+      box 150 build-dev/cli/trainsim bench kernels --suite "$s" --timeout-s 0.5 --format json \
+        -o "$w/$g-$s.json"
+    done
     ;;
   runs-l-why)
     # (session 30) where the time of runs-l's configurations goes: kernel profiles of eager and
