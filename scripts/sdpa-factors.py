@@ -6,9 +6,12 @@ default backend: the one PyTorch picks, cuDNN on the H200 with torch 2.11): for 
 sequences 1024 to 8192 (the range of the device runs) of the measured time over trainsim's own
 attention time at the same shape (`trainsim roofline`, rows attn.core, the committed hardware
 profile of that GPU). Prints the factors and the spread over the sequences; the profiles' values
-are these, rounded to 2 digits.
+are these, rounded to 2 digits. An optional fourth argument names the grid's backend to read
+(default: `default`; `cudnn` for the megatron profile, whose Transformer Engine runs cuDNN's
+fused attention on Hopper and later).
 
   python3 scripts/sdpa-factors.py build/cli/trainsim validate/results/runs-2026-12-03/sdpa-grid.json h200
+  python3 scripts/sdpa-factors.py build/cli/trainsim validate/results/runs-2026-12-03/sdpa-grid.json h200 cudnn
 """
 import json
 import math
@@ -20,10 +23,13 @@ MODELS = {(16, 64): "cs336-medium", (32, 128): "llama3.1-8b"}
 
 def main(argv):
     binary, grid_file, gpu = argv[0], argv[1], argv[2]
+    backend = argv[3] if len(argv) > 3 else "default"
     grid = json.load(open(grid_file))
+    if not any(m["backend"] == backend for m in grid["measurements"]):
+        sys.exit(f"{grid_file}: no measurements of backend '{backend}'")
     measured = {}
     for m in grid["measurements"]:
-        if m["backend"] == "default" and m["causal"]:
+        if m["backend"] == backend and m["causal"]:
             measured[(m["num_heads"], m["head_dim"], m["batch_size"], m["seq_len"],
                       m["direction"])] = m["median_s"]
     ratios = {}
