@@ -95,6 +95,9 @@
 #   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
 #           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
 #           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
+#   traces-steps8: (session 31) eight-step uncapped allocator traces of the three
+#           configurations whose third step needed a larger cap than the second (session 27):
+#           how the smallest cap grows over a training loop's steps (mechanism, nothing fitted)
 #   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
 #           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
 #           of the torchtitan context-parallel rows, to be run where several GPUs are lent
@@ -257,6 +260,12 @@ case "$part" in
     # (session 24) OOM boundaries judging the recorded flash program (declared as above)
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e.json --output "$w/oom-e.jsonl" --limit-s 200 ${ONLY:+--only "$ONLY"}
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e.jsonl" --out "$w/oom-e-fresh.jsonl" --budget-s 225
+    ;;
+  traces-steps8)
+    # (session 31) steps 2..8 replayed by scripts/trace-min-cap.sh (docs/frameworks.md)
+    flash_full_trace pytorch --model cs336-large --seq-len 1024 --batch 24 --steps 8
+    flash_full_trace pytorch --model cs336-large --seq-len 4096 --batch 8 --steps 8
+    flash_full_trace fsdp --model cs336-2.7b --seq-len 1024 --batch 66 --steps 8
     ;;
   empty-cache-check)
     # (session 25) fresh processes, two steps each, the cache emptied or kept before them
