@@ -670,6 +670,15 @@ trainsim_cli_test(compare_allocator_trace_recorded_cap
   "\"fits_under_cap\": true,[^}]*\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": true"
   compare --allocator-traces ${CAPPED_TRACES}/pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace
   --with-prediction --format json)
+# Two traces recorded under 24 GB that ran out of memory in their third step (eager cs336-large,
+# flash, full recompute, b30 and b33; session 31): the generated step played over the steps a
+# trace recorded (three) runs out of memory as PyTorch's did; played over two, it fitted.
+set(CAPPED2_TRACES ${PROJECT_SOURCE_DIR}/validate/results/allocator-traces-2026-12-05-capped2)
+trainsim_cli_test(compare_allocator_trace_third_step
+  "\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false.*\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false"
+  compare --allocator-traces ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace
+  ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b33-s1024-cap24.trace
+  --with-prediction --format json)
 trainsim_cli_error(allocator_trace_prediction_needs_config "allocator_no_config.trace: framework: missing"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_no_config.trace
   --with-prediction)

@@ -57,7 +57,8 @@ struct CompareOptions {
 };
 
 // The configuration a trace's header records, predicted as `trainsim memory` would (the
-// framework's generated step through the allocator model, under `cap_bytes` if > 0).
+// framework's generated step through the allocator model, under `cap_bytes` if > 0), over the
+// steps the trace recorded.
 sim::MemoryBreakdown predict_traced_step(const std::string& text, const std::string& file,
                                          std::int64_t cap_bytes, const CompareOptions& o) {
   const std::string first = text.substr(0, text.find('\n'));
@@ -75,6 +76,13 @@ sim::MemoryBreakdown predict_traced_step(const std::string& text, const std::str
   mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(
       o.framework_runs.framework.empty() ? run.framework : o.framework_runs.framework));
   mo.allocator_cap_bytes = static_cast<double>(cap_bytes);
+  // As many steps as the trace recorded (its phase marks), at least the two the model needs.
+  std::int64_t steps = 0;
+  if (const auto it = j.find("phases"); it != j.end() && it->is_array())
+    for (const auto& ph : *it)
+      if (ph.is_object() && ph.contains("step") && ph["step"].is_number_integer())
+        steps = std::max<std::int64_t>(steps, ph["step"].get<std::int64_t>() + 1);
+  mo.allocator_steps = std::clamp<std::int64_t>(steps, sim::MemoryOptions::kProbeSteps, 64);
   return sim::estimate_memory(run.model, run.plan, run.setup, run.profile, mo);
 }
 

@@ -302,8 +302,9 @@ struct StepTensors {
   // FSDP2 only an FSDP2 program, which holds FSDP2's gathers and reduce-scatters too); the
   // optimizer stays as above.
   LayerAllocProgram layer_program;
-  // Steps simulated: the first creates the optimizer states, the second is the steady state
-  // (in the recorded traces the third step adds under 0.2% to the reserved bytes).
+  // Steps simulated: the first creates the optimizer states. Uncapped, the third step adds
+  // under 0.2% to the reserved bytes of the recorded traces; under a cap PyTorch's need can
+  // grow to the third or fourth step and then holds (MemoryOptions::allocator_steps).
   std::int64_t steps = 2;
 };
 struct AllocatorPeaks {

@@ -80,6 +80,12 @@ struct MemoryOptions {
   // (StepTensors::empty_cache_before_steps): what the OOM probes that measured trainsim's
   // boundaries did. Off for a user's own loop.
   bool empty_cache_before_steps = false;
+  // Training steps the caching-allocator model plays (StepTensors::steps): under a cap,
+  // PyTorch's reserved bytes settle only by the third or fourth step, so a training loop's
+  // verdict plays four (docs/frameworks.md, session 31: "Steps beyond the third"); what
+  // emulates the two-step OOM and recompute-boundary probes plays two.
+  static constexpr std::int64_t kLoopSteps = 4, kProbeSteps = 2;
+  std::int64_t allocator_steps = kLoopSteps;
   // A verdict is all the caller needs above this total (the plan search: the GPU's memory):
   // when the analytic peak of allocated bytes plus the overhead already exceeds it, the
   // allocator is not simulated (reserved >= allocated, so the step cannot fit either way) and

@@ -177,6 +177,32 @@ TEST_CASE("a framework that simulates its allocator: its max micro-batch fits un
   CHECK(uncapped_beyond); // the case the cap exists for: the uncapped step reserves more
 }
 
+TEST_CASE("a loop's verdict plays the steps until the allocator settles; the probes' two") {
+  // Eager cs336-large, flash, full recompute, b24 s1024 (the recorded flash program): PyTorch's
+  // own requests, the cache emptied first, fit two steps under 21.0 GB and need 22.3 GB from
+  // the third step on (validate/results/allocator-traces-2026-12-05-steps8). Under 22 GB the
+  // two-step probe's emulation fits and a training loop's verdict does not.
+  const auto m = model::load_model("cs336-large");
+  const auto prof = hw::default_profile("h200");
+  model::ParallelPlan p;
+  p.recompute = model::Recompute::full;
+  model::TrainingSetup s;
+  s.seq_len = 1024;
+  s.micro_batch_size = 24;
+  s.global_batch_size = 24;
+  s.attention = model::AttentionImpl::flash;
+  MemoryOptions o;
+  o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  o.allocator_cap_bytes = 22e9;
+  o.empty_cache_before_steps = true;
+  CHECK(o.allocator_steps == MemoryOptions::kLoopSteps);
+  const double loop = estimate_memory(m, p, s, prof, o).peak_reserved();
+  o.allocator_steps = MemoryOptions::kProbeSteps;
+  const double probe = estimate_memory(m, p, s, prof, o).peak_reserved();
+  CHECK(probe <= 22e9);
+  CHECK(loop > 22e9);
+}
+
 TEST_CASE("full recompute: the end of backward holds every gradient and one re-made layer") {
   // Eager PyTorch (the pytorch profile), cs336-medium with naive attention under full
   // recompute at micro-batch 16, seq 1024: the checkpoints (24 x 64 MiB) are fewer bytes than

@@ -808,7 +808,8 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       MemoryOptions mo;
       mo.framework = so.framework;
       mo.allocator_cap_bytes = cap;
-      mo.empty_cache_before_steps = true; // the probe's (probe_under_cap)
+      mo.empty_cache_before_steps = true;              // the probe's (probe_under_cap)
+      mo.allocator_steps = MemoryOptions::kProbeSteps; // the probe ran two steps
       model::ParallelPlan plan = run.plan;
       model::TrainingSetup s = run.setup;
       plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
@@ -843,6 +844,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     // The probes (scripts/peer_framework_runs.py probe_under_cap) empty PyTorch's cache after
     // building the model and optimizer, before their steps: so does the predicted step.
     mo.empty_cache_before_steps = true;
+    mo.allocator_steps = MemoryOptions::kProbeSteps; // the probes ran two steps
     // The measured peaks at the boundary were taken under the cap, where the allocator returns
     // its wholly free cached segments before it reports out of memory: predict them the same way.
     if (run.max_micro_batch > 0) {
