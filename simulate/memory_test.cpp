@@ -138,19 +138,38 @@ TEST_CASE("max micro-batch of a pipeline keeps the step's micro-batches in fligh
   CHECK(max_micro_batch(m, p, s, prof, mem) > b);
 }
 
+// A model preset on a GPU preset with the plan, setup and options a test sets.
+struct StepConfig {
+  model::ModelSpec m;
+  hw::HardwareProfile prof;
+  model::ParallelPlan p;
+  model::TrainingSetup s;
+  MemoryOptions o;
+  StepConfig(const char* model, const char* gpu)
+      : m(model::load_model(model)), prof(hw::default_profile(gpu)) {}
+};
+
+// Eager PyTorch (the pytorch profile) training cs336-large at s1024 with full recompute on an
+// H200: the configuration of the recorded allocation programs.
+struct EagerLargeFull : StepConfig {
+  explicit EagerLargeFull(model::AttentionImpl attention) : StepConfig("cs336-large", "h200") {
+    p.recompute = model::Recompute::full;
+    s.seq_len = 1024;
+    s.attention = attention;
+    o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  }
+};
+
 TEST_CASE("a framework that simulates its allocator: its max micro-batch fits under the same cap") {
   // The step at max_micro_batch runs on a GPU of that memory when the allocator is capped at it
   // (it returns its cache there, as PyTorch's does): `trainsim memory` gives the verdict of the
   // asked micro-batch that way. Uncapped, the reserved bytes of that step may exceed the GPU.
-  const auto m = model::load_model("cs336-large");
-  const auto prof = hw::default_profile("h200");
-  model::ParallelPlan p;
-  p.recompute = model::Recompute::full;
-  model::TrainingSetup s;
-  s.seq_len = 1024;
-  s.attention = model::AttentionImpl::naive;
-  MemoryOptions o;
-  o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
+  EagerLargeFull c(model::AttentionImpl::naive);
+  const auto& m = c.m;
+  const auto& prof = c.prof;
+  const auto& p = c.p;
+  auto& s = c.s;
+  const auto& o = c.o;
   REQUIRE(o.framework->caching_allocator);
   bool uncapped_beyond = false;
   for (const double mem : {24e9, 40e9, 80e9}) {
@@ -182,23 +201,15 @@ TEST_CASE("a loop's verdict plays the steps until the allocator settles; the pro
   // own requests, the cache emptied first, fit two steps under 21.0 GB and need 22.3 GB from
   // the third step on (validate/results/allocator-traces-2026-12-05-steps8). Under 22 GB the
   // two-step probe's emulation fits and a training loop's verdict does not.
-  const auto m = model::load_model("cs336-large");
-  const auto prof = hw::default_profile("h200");
-  model::ParallelPlan p;
-  p.recompute = model::Recompute::full;
-  model::TrainingSetup s;
-  s.seq_len = 1024;
-  s.micro_batch_size = 24;
-  s.global_batch_size = 24;
-  s.attention = model::AttentionImpl::flash;
-  MemoryOptions o;
-  o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
-  o.allocator_cap_bytes = 22e9;
-  o.empty_cache_before_steps = true;
-  CHECK(o.allocator_steps == MemoryOptions::kLoopSteps);
-  const double loop = estimate_memory(m, p, s, prof, o).peak_reserved();
-  o.allocator_steps = MemoryOptions::kProbeSteps;
-  const double probe = estimate_memory(m, p, s, prof, o).peak_reserved();
+  EagerLargeFull c(model::AttentionImpl::flash);
+  c.s.micro_batch_size = 24;
+  c.s.global_batch_size = 24;
+  c.o.allocator_cap_bytes = 22e9;
+  c.o.empty_cache_before_steps = true;
+  CHECK(c.o.allocator_steps == MemoryOptions::kLoopSteps);
+  const double loop = estimate_memory(c.m, c.p, c.s, c.prof, c.o).peak_reserved();
+  c.o.allocator_steps = MemoryOptions::kProbeSteps;
+  const double probe = estimate_memory(c.m, c.p, c.s, c.prof, c.o).peak_reserved();
   CHECK(probe <= 22e9);
   CHECK(loop > 22e9);
 }
@@ -286,13 +297,8 @@ TEST_CASE("interleaved pipeline: the first stage holds 1 + (p-1)/(pv) times 1F1B
 
 namespace {
 // Llama 3 8B (32 layers) on 8 H100 by data parallelism, 4096 tokens, Megatron-Core.
-struct MegatronLlama8b {
-  model::ModelSpec m = model::load_model("llama3-8b");
-  hw::HardwareProfile prof = hw::default_profile("h100-sxm");
-  model::ParallelPlan p;
-  model::TrainingSetup s;
-  MemoryOptions o;
-  MegatronLlama8b() {
+struct MegatronLlama8b : StepConfig {
+  MegatronLlama8b() : StepConfig("llama3-8b", "h100-sxm") {
     p.dp = 8;
     s.seq_len = 4096;
     o.framework = std::make_shared<const FrameworkProfile>(load_framework("megatron"));
