@@ -138,6 +138,7 @@ TEST_CASE("max micro-batch of a pipeline keeps the step's micro-batches in fligh
   CHECK(max_micro_batch(m, p, s, prof, mem) > b);
 }
 
+namespace {
 // A model preset on a GPU preset with the plan, setup and options a test sets.
 struct StepConfig {
   model::ModelSpec m;
@@ -159,6 +160,7 @@ struct EagerLargeFull : StepConfig {
     o.framework = std::make_shared<const FrameworkProfile>(load_framework("pytorch"));
   }
 };
+} // namespace
 
 TEST_CASE("a framework that simulates its allocator: its max micro-batch fits under the same cap") {
   // The step at max_micro_batch runs on a GPU of that memory when the allocator is capped at it
