@@ -76,13 +76,14 @@ sim::MemoryBreakdown predict_traced_step(const std::string& text, const std::str
   mo.framework = std::make_shared<const sim::FrameworkProfile>(sim::load_framework(
       o.framework_runs.framework.empty() ? run.framework : o.framework_runs.framework));
   mo.allocator_cap_bytes = static_cast<double>(cap_bytes);
-  // As many steps as the trace recorded (its phase marks), at least the two the model needs.
+  // As many steps as the trace recorded (its phase marks; none: a loop's, as `memory` plays).
   std::int64_t steps = 0;
   if (const auto it = j.find("phases"); it != j.end() && it->is_array())
     for (const auto& ph : *it)
       if (ph.is_object() && ph.contains("step") && ph["step"].is_number_integer())
         steps = std::max<std::int64_t>(steps, ph["step"].get<std::int64_t>() + 1);
-  mo.allocator_steps = std::clamp<std::int64_t>(steps, sim::MemoryOptions::kProbeSteps, 64);
+  if (steps > 0)
+    mo.allocator_steps = std::min<std::int64_t>(steps, 64);
   return sim::estimate_memory(run.model, run.plan, run.setup, run.profile, mo);
 }
 

@@ -276,7 +276,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
                    : options.device_bytes > 0 ? std::max(options.device_bytes - m.overhead, 1.0)
                                               : 0.0;
     st.empty_cache_before_steps = options.empty_cache_before_steps;
-    st.steps = std::max<std::int64_t>(options.allocator_steps, 2);
+    st.steps = std::max<std::int64_t>(options.allocator_steps, 2); // the first makes the states
     step_tensors = std::move(st);
   }
   if (fw.memory_timeline) {

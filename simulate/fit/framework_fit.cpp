@@ -797,6 +797,17 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       s.global_batch_size = micro_batch * run.plan.dp;
     return estimate_step(run.model, run.cluster, run.gpu, run.profile, run.plan, s, so);
   };
+  // The memory a probe saw (scripts/peer_framework_runs.py probe_under_cap, the recompute
+  // boundary's fresh processes): two steps under the allocator cap `cap`, PyTorch's cache
+  // emptied after building the model and optimizer, before the steps.
+  auto probe_options = [&](double cap) {
+    MemoryOptions mo;
+    mo.framework = so.framework;
+    mo.allocator_cap_bytes = cap;
+    mo.empty_cache_before_steps = true;
+    mo.allocator_steps = MemoryOptions::kProbeSteps;
+    return mo;
+  };
   p.step = estimate(run.setup.micro_batch_size);
   p.step_time_s = p.step.step_time_s;
   p.tokens_per_s_per_gpu = p.step.tokens_per_s / static_cast<double>(run.plan.num_gpus());
@@ -805,11 +816,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   if (run.recompute_boundary) {
     // Under the cap, n layers of each model chunk fully recomputed (0: none; num_layers: all).
     auto memory_at = [&](std::int64_t n, double cap) {
-      MemoryOptions mo;
-      mo.framework = so.framework;
-      mo.allocator_cap_bytes = cap;
-      mo.empty_cache_before_steps = true;              // the probe's (probe_under_cap)
-      mo.allocator_steps = MemoryOptions::kProbeSteps; // the probe ran two steps
+      const MemoryOptions mo = probe_options(cap);
       model::ParallelPlan plan = run.plan;
       model::TrainingSetup s = run.setup;
       plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
@@ -838,13 +845,8 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   }
   if (run.is_oom_search()) {
     // The allocator cap applies to reserved bytes (torch.cuda.set_per_process_memory_fraction).
-    MemoryOptions mo;
-    mo.framework = so.framework;
-    mo.allocator_cap_bytes = run.memory_cap_bytes; // the allocator frees its cache to stay under
-    // The probes (scripts/peer_framework_runs.py probe_under_cap) empty PyTorch's cache after
-    // building the model and optimizer, before their steps: so does the predicted step.
-    mo.empty_cache_before_steps = true;
-    mo.allocator_steps = MemoryOptions::kProbeSteps; // the probes ran two steps
+    // The allocator frees its cache to stay under the cap.
+    const MemoryOptions mo = probe_options(run.memory_cap_bytes);
     // The measured peaks at the boundary were taken under the cap, where the allocator returns
     // its wholly free cached segments before it reports out of memory: predict them the same way.
     if (run.max_micro_batch > 0) {
