@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/text.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -99,29 +101,39 @@ int run_cli(int argc, const char* const* argv) {
   app.footer("Example: trainsim model --model llama3-8b --seq-len 8192");
   add_commands(app);
   require_finite_numbers(app);
+  // Runs after parsing, before the chosen command's callback.
+  app.parse_complete_callback([&app] {
+    for (const CLI::App* command : app.get_subcommands()) {
+      check_outputs_differ(*command);
+      for (const CLI::App* sub : command->get_subcommands())
+        check_outputs_differ(*sub);
+    }
+  });
+  OutputFiles outputs; // written beside their targets, renamed when the command succeeded
   try {
     check_no_empty_argument(argc, argv);
     check_command_name(app, argc, argv);
     app.parse(argc, argv);
+    outputs.commit();
     return 0;
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 1;
   } catch (const ConfigError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}\n", printable(e.what(), /*keep_newlines=*/true));
     return 1;
   } catch (const DeviceError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "device error: {}\n", e.what());
+    fmt::print(stderr, "device error: {}\n", printable(e.what(), /*keep_newlines=*/true));
     return 2;
   } catch (const CheckFailed& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "check failed: {}\n", e.what());
+    fmt::print(stderr, "check failed: {}\n", printable(e.what(), /*keep_newlines=*/true));
     return 3;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "internal error: {}\n", e.what());
+    fmt::print(stderr, "internal error: {}\n", printable(e.what(), /*keep_newlines=*/true));
     return 2;
   }
 }

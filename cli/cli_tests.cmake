@@ -12,6 +12,14 @@ function(trainsim_cli_error name regex)
   set_tests_properties(cli.error.${name}.message PROPERTIES PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
 
+# A refusal checked whole (cli/tests/refuses.sh): exit code 1 and a message matching the
+# extended regular expression.
+function(trainsim_cli_refuses name regex)
+  add_test(NAME cli.refuses.${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/refuses.sh "${regex}"
+                   $<TARGET_FILE:trainsim> ${ARGN})
+endfunction()
+
 # Golden figures.
 trainsim_cli_test(time_cs336 "\"days\": 143\\.9[0-9]*"
   time --params 70e9 --tokens 15T --gpu h100-sxm --num-gpus 1024 --mfu 0.5 --format json)
@@ -173,7 +181,7 @@ set_tests_properties(cli.memory_allocator_trace_out_replays PROPERTIES PASS_REGU
   "trainsim-pytorch-cs336-medium-b16-s1024 +[0-9]+ +11\\.50 GB +- +12\\.88 GB +- +- +11\\.37 GB +12\\.88 GB\n.*1 trace\\(s\\) without measured peaks")
 trainsim_cli_error(allocator_trace_out_needs_allocator "the megatron profile does not simulate PyTorch's caching allocator"
   memory --model llama3-8b --gpu h100-sxm --allocator-trace-out unused.trace)
-trainsim_cli_error(allocator_trace_out_unwritable "--allocator-trace-out /nonexistent-dir/g.trace: cannot be written"
+trainsim_cli_error(allocator_trace_out_unwritable "--allocator-trace-out /nonexistent-dir/g.trace: cannot create a file in /nonexistent-dir"
   memory --framework fsdp --model cs336-small --gpu h100-sxm --allocator-trace-out /nonexistent-dir/g.trace)
 trainsim_cli_test(plan_search_recompute_layers "full\\([0-9]+\\)"
   plan --model llama3-70b --cluster dgx-h100 --num-gpus 32 --global-batch 64 --seq-len 8192 --fix tp=4
@@ -585,13 +593,10 @@ trainsim_cli_error(allocator_trace_empty_cache_no_cap "--empty-cache-at-start: n
   --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
-# A profile naming its allocation program by path: `memory` names that path (it printed
-# presets/alloc-programs/PATH.json).
-add_test(NAME cli.memory_program_by_path
+# A profile names its allocation program as a preset, never by a path (data files are untrusted).
+add_test(NAME cli.refuses.memory_program_by_path
          COMMAND ${CMAKE_COMMAND} -E env SRC=${PROJECT_SOURCE_DIR} BIN=$<TARGET_FILE:trainsim>
-                 bash -c [=[cd "$SRC" && f=$(mktemp --suffix=.json) && python3 -c "import json, sys; d = json.load(open('presets/frameworks/fsdp.json')); d['allocation_program'] = 'validate/results/allocator-traces-2026-12-04-prog/fsdp-bf16-flash-full.json'; json.dump(d, open(sys.argv[1], 'w'))" "$f" && "$BIN" memory --model cs336-medium --gpu h200 --num-gpus 1 --micro-batch 32 --seq-len 1024 --recompute full --attention flash --framework "$f"; rc=$?; rm -f "$f"; exit $rc]=])
-set_tests_properties(cli.memory_program_by_path PROPERTIES PASS_REGULAR_EXPRESSION
-  "order recorded from PyTorch \\(validate/results/allocator-traces-2026-12-04-prog/fsdp-bf16-flash-full[.]json\\)")
+                 bash -c [=[cd "$SRC" && f=$(mktemp --suffix=.json) && python3 -c "import json, sys; d = json.load(open('presets/frameworks/fsdp.json')); d['allocation_program'] = 'validate/results/allocator-traces-2026-12-04-prog/fsdp-bf16-flash-full.json'; json.dump(d, open(sys.argv[1], 'w'))" "$f" && bash cli/tests/refuses.sh "allocation_program = .*must be a preset's name, not a path" "$BIN" memory --model cs336-medium --gpu h200 --num-gpus 1 --micro-batch 32 --seq-len 1024 --recompute full --attention flash --framework "$f"; rc=$?; rm -f "$f"; exit $rc]=])
 # Every recorded allocation program is what scripts/derive-alloc-program.py makes of the two
 # traces its "source" names (the FSDP2 program waiting for its judge included).
 add_test(NAME cli.alloc_programs_are_the_derivation
@@ -733,7 +738,17 @@ set_tests_properties(cli.zero_plan_fsdp_stages PROPERTIES PASS_REGULAR_EXPRESSIO
 # (exit 1), where they were internal errors (exit 2) until session 26.
 trainsim_cli_error(train_step_source_number "train_step_source_number.jsonl line 1: source: expected a string"
   compare --calibration h200 --train-step ${PROJECT_SOURCE_DIR}/cli/testdata/train_step_source_number.jsonl)
-trainsim_cli_error(train_step_overflow "train_step_overflow.jsonl line 1.*number overflow"
+trainsim_cli_error(train_step_overflow "train_step_overflow.jsonl:1: malformed JSON.*number overflow"
   compare --calibration h200 --train-step ${PROJECT_SOURCE_DIR}/cli/testdata/train_step_overflow.jsonl)
 trainsim_cli_error(kernel_profile_wall_string "kernel_profile_wall_string.json: step_wall_s: expected a number"
   compare --kernel-profiles ${PROJECT_SOURCE_DIR}/cli/testdata/kernel_profile_wall_string.json)
+
+# Hardening: data files are untrusted input, no output destroys an input (one case per row
+# group of the hardening issue; cli/tests/hostile_files.sh says what each checks).
+foreach(case deep_json duplicate_key endless_runs_file names_not_paths output_is_input
+             failed_command_keeps_output write_errors measurement_types run_numbers
+             jsonl_positions control_characters)
+  add_test(NAME cli.hostile.${case}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/hostile_files.sh
+                   $<TARGET_FILE:trainsim> ${PROJECT_SOURCE_DIR} ${case})
+endforeach()

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <ctime>
 #include <fmt/format.h>
-#include <fstream>
 
 #include "cli/commands.hpp"
 #include "cli/compare_framework_runs.hpp"
@@ -296,10 +295,7 @@ int run_calibrate(const CalibrateOptions& o) {
         fj["quality"] = quality;
   metadata["fit"] = lines;
   j["metadata"] = metadata;
-  std::ofstream f(o.out);
-  if (!f)
-    throw ConfigError(fmt::format("--out {}: cannot open for writing", o.out));
-  f << j.dump(2) << "\n";
+  write_output_file(o.out, "--out", j.dump(2) + "\n");
   Sink sink(o.output);
   if (sink.format() == Format::json) {
     sink.json(j);

@@ -62,8 +62,8 @@ struct CompareOptions {
 sim::MemoryBreakdown predict_traced_step(const std::string& text, const std::string& file,
                                          std::int64_t cap_bytes, const CompareOptions& o) {
   const std::string first = text.substr(0, text.find('\n'));
-  nlohmann::json j = first.starts_with("#") ? nlohmann::json::parse(first.substr(1), nullptr, false)
-                                            : nlohmann::json();
+  nlohmann::json j =
+      first.starts_with("#") ? parse_json_text(first.substr(1), file, 1) : nlohmann::json();
   if (!j.is_object())
     throw ConfigError(fmt::format("{}:1: the header must be '# ' and a JSON object to "
                                   "predict the step (--with-prediction)",

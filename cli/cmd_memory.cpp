@@ -18,7 +18,6 @@
 #include "simulate/deepspeed.hpp"
 #include "simulate/memory.hpp"
 #include "simulate/roofline.hpp"
-#include <fstream>
 #include <optional>
 
 namespace trainsim::cli {
@@ -48,12 +47,8 @@ struct MemoryOptions {
 // steps differ.
 void write_allocator_trace(const std::string& file, const sim::MemoryBreakdown& b,
                            const nlohmann::json& header) {
-  std::ofstream f(file);
-  if (!f)
-    throw ConfigError(fmt::format("--allocator-trace-out {}: cannot be written", file));
-  f << "# " << header.dump() << '\n' << sim::step_allocator_trace(*b.allocator_step);
-  if (!f)
-    throw ConfigError(fmt::format("--allocator-trace-out {}: writing failed", file));
+  write_output_file(file, "--allocator-trace-out",
+                    "# " + header.dump() + "\n" + sim::step_allocator_trace(*b.allocator_step));
 }
 
 // The verdict against the capacity with the profile's memory band (1 sigma of its fit
@@ -191,6 +186,9 @@ int run_params_only(const MemoryOptions& o) {
 int run_memory(const MemoryOptions& o) {
   if (!o.plot.empty())
     check_plot_file(o.plot);
+  if ((o.max_params || !o.params.empty()) && !o.allocator_trace_out.empty())
+    throw ConfigError("--allocator-trace-out: needs --model (the step's requests come from the "
+                      "model's tensors; --params and --max-params count model states only)");
   if (o.max_params)
     return run_max_params(o);
   if (!o.params.empty()) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 
 #include "cli/estimate_print.hpp"
@@ -400,13 +399,7 @@ void calibrate_framework(const std::vector<std::string>& files,
   fitting::merge_repeat_runs(runs, repeat_files);
   const auto base = sim::load_framework(framework);
   auto write = [&out_file](const sim::FrameworkProfile& p) {
-    const nlohmann::json j = sim::framework_to_json(p);
-    std::ofstream f(out_file);
-    if (!f)
-      throw ConfigError(fmt::format("--out {}: cannot open for writing", out_file));
-    f << j.dump(2) << "\n";
-    if (!f)
-      throw ConfigError(fmt::format("--out {}: write failed", out_file));
+    write_output_file(out_file, "--out", sim::framework_to_json(p).dump(2) + "\n");
   };
   std::string on;
   for (const auto& f : files)

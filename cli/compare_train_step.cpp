@@ -22,10 +22,13 @@ namespace {
 
 namespace vt = val::train;
 
-double number(const nlohmann::json& j, const char* key, const std::string& where) {
+// A measured figure, in the range `range` (checks.hpp) so that no absurd value reaches a
+// percentage or a table.
+double number(const nlohmann::json& j, const char* key, const std::string& where,
+              const Interval& range) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number())
     throw ConfigError(fmt::format("{}: {}: missing (a number)", where, key));
-  return j[key].get<double>();
+  return require_range(fmt::format("{}: {}", where, key), j[key].get<double>(), range);
 }
 
 // A short label for a configuration: "xl bf16 flash rc=none dp2 bucketed 25MiB".
@@ -79,7 +82,7 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     const std::string where = fmt::format("--train-step {} line {}", file, line_no);
-    const nlohmann::json j = parse_json_text(line, where); // ConfigError naming the line
+    const nlohmann::json j = parse_json_text(line, "--train-step " + file, line_no);
     if (optional_string(j, "source", "", where) != "trainsim")
       continue; // the PyTorch peer's lines and anything else
     if (!j.contains("inputs") || !j["inputs"].is_object() || !j.contains("time") ||
@@ -90,11 +93,11 @@ void compare_train_step(const std::string& file, const hw::HardwareProfile& cal,
                                     where));
     const vt::TrainOptions o = vt::options_from_inputs_json(j["inputs"], where);
     const sim::StepEstimate est = vt::predict_train_step(o, gpu, cal);
-    const double step_m = number(j["time"]["step"], "measured_median_s", where);
-    const double comm_m = number(j["time"]["dp_comm"], "measured_median_s", where);
-    const double mem_m = number(j["memory"]["total"], "measured_at_peak_bytes", where);
-    if (!(step_m > 0) || !(mem_m > 0))
-      throw ConfigError(fmt::format("{}: measured step and peak memory must be > 0", where));
+    const Interval seconds{1e-6, 3600, "s"}, bytes{1, 0x1p50, "bytes"};
+    const double step_m = number(j["time"]["step"], "measured_median_s", where, seconds);
+    const double comm_m =
+        number(j["time"]["dp_comm"], "measured_median_s", where, Interval{0, 3600, "s"});
+    const double mem_m = number(j["memory"]["total"], "measured_at_peak_bytes", where, bytes);
     const double step_p = est.step_time_s;
     const double comm_p = est.breakdown_s.dp_comm - est.zero_allgather_s; // as train-step does
     const double mem_p = est.memory.total - est.memory.overhead;          // allocator-visible

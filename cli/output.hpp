@@ -23,6 +23,43 @@ struct OutputOptions {
 /// Sink::json applies it to every document; printers of tables apply it to their result first.
 void check_finite(const nlohmann::json& value, const std::string& path = "");
 
+/// The files one command writes (--output, --out, --plot, --allocator-trace-out). Each is
+/// written to a new temporary file beside its target and renamed onto it only when the whole
+/// command succeeded (commit), so a failed or interrupted command leaves every file as it was.
+/// A target that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written
+/// in place. run_cli makes one per call; output_files() is that one.
+class OutputFiles {
+ public:
+  OutputFiles();
+  ~OutputFiles(); // removes the temporary files of a command that did not commit
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+  /// The path to write `target` through (an empty new file, or the target itself when written in
+  /// place). Throws ConfigError "flag target: why" when it cannot be created.
+  [[nodiscard]] std::string open(const std::string& target, const std::string& flag);
+  /// Renames every temporary file onto its target. Throws ConfigError naming the flag.
+  void commit();
+
+ private:
+  struct File {
+    std::string target, temp, flag; // temp empty: written in place
+  };
+  std::vector<File> files_;
+  OutputFiles* previous_ = nullptr;
+};
+
+/// The OutputFiles of the command running now. Throws std::logic_error outside run_cli.
+[[nodiscard]] OutputFiles& output_files();
+
+/// Writes `text` to `target` through output_files(); a failed write is a ConfigError naming
+/// the flag (a full disk, a read-only file system, /dev/full).
+void write_output_file(const std::string& target, const std::string& flag, const std::string& text);
+
+/// Refuses, before the command runs, an output path (--output, --out, --plot,
+/// --allocator-trace-out) that names one of the command's input files or another output: the
+/// input would be replaced by the result. Throws ConfigError naming both flags.
+void check_outputs_differ(const CLI::App& command);
+
 /// Adds --format, --output and --quiet to a subcommand.
 void add_output_options(CLI::App& cmd, OutputOptions& out);
 

@@ -32,6 +32,7 @@ TEST_CASE("a StepEstimate with a NaN part is refused by its printer, in every fo
   s.seq_len = 1024;
   const model::ParallelPlan p;
   sim::StepEstimate e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, p, s);
+  OutputFiles files; // as run_cli makes for each command
   for (Format f : {Format::table, Format::csv, Format::json}) {
     OutputOptions out;
     out.format = f;

@@ -19,7 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/output.hpp"
 #include "common/errors.hpp"
+#include "common/text.hpp"
 
 #ifdef TRAINSIM_HAVE_PLOT
 #include <gnuplot-iostream.h>
@@ -97,8 +99,6 @@ PlotSpec plot_spec(std::string file, std::string title, std::string xlabel, std:
   return spec;
 }
 
-std::string printable(std::string_view s) { return clean_text(s, '?'); }
-
 std::string gnuplot_string(std::string_view s) {
   // Inside single quotes gnuplot substitutes nothing (no backquote commands, no @macros, no
   // backslash escapes); the only way out is a quote, doubled here, or a newline, which ends
@@ -125,7 +125,7 @@ std::string data_token(std::string_view s) {
 
 void check_plot_file(const std::string& file) {
   (void)terminal_for(file);
-  if (printable(file) != file)
+  if (clean_text(file, '?') != file)
     throw ConfigError(fmt::format(
         "--plot {}: the path holds control characters or invalid UTF-8; choose a plain name",
         printable(file)));
@@ -153,38 +153,25 @@ void check_plot_file(const std::string& file) {
 
 namespace {
 
-// One gnuplot process writing one plot. gnuplot writes to a temporary file beside the target
-// (absolute path, letters and digits only past the user's directory); finish() checks that a
-// non-empty file was written and renames it onto the target, else throws with gnuplot's own
-// error output.
+// One gnuplot process writing one plot. gnuplot writes to the temporary file output_files()
+// makes beside the target (absolute path, letters and digits only past the user's directory),
+// and its error output goes to a scratch file there too; finish() checks that a non-empty plot
+// was written (the rename onto the target comes when the whole command succeeded), else throws
+// with gnuplot's own error output.
 class PlotSession {
  public:
   explicit PlotSession(const std::string& file) : file_(file) {
     check_plot_file(file);
     if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
       throw ConfigError("--plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
-    const fs::path target = fs::absolute(fs::path(file));
-    tmp_ = (target.parent_path() / ".trainsim-plot-XXXXXX").string();
-    const std::string ext = target.extension().string(); // ".png" or ".svg"
-    tmp_ += ext;
-    int fd = ::mkstemps(tmp_.data(), static_cast<int>(ext.size()));
+    tmp_ = fs::absolute(fs::path(output_files().open(file, "--plot"))).string();
+    err_ = (fs::path(tmp_).parent_path() / ".trainsim-gnuplot-XXXXXX").string();
+    const int fd = ::mkstemp(err_.data());
     if (fd < 0)
-      throw ConfigError(fmt::format("--plot {}: cannot create a file in {}: {}", file,
-                                    target.parent_path().string(), std::strerror(errno)));
-    // mkstemp makes the file private (0600); a plot gets the permissions of any new file.
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    ::fchmod(fd, 0666 & ~mask);
+      throw ConfigError(fmt::format("--plot {}: cannot create a scratch file beside it: {}",
+                                    printable(file), std::strerror(errno)));
     ::close(fd);
-    err_ = (fs::temp_directory_path() / "trainsim-gnuplot-XXXXXX").string();
-    fd = ::mkstemp(err_.data());
-    if (fd < 0) {
-      ::unlink(tmp_.c_str());
-      throw ConfigError(
-          fmt::format("--plot: cannot create a scratch file: {}", std::strerror(errno)));
-    }
-    ::close(fd);
-    // err_ is made of the temp directory and letters/digits; quote it for the shell anyway.
+    // err_ is made of the target's directory and letters/digits; quote it for the shell anyway.
     gp_ = std::make_unique<Gnuplot>("gnuplot > /dev/null 2> " + shell_quote(err_));
   }
   PlotSession(const PlotSession&) = delete;
@@ -192,8 +179,6 @@ class PlotSession {
   ~PlotSession() {
     gp_.reset();
     ::unlink(err_.c_str());
-    if (!tmp_.empty())
-      ::unlink(tmp_.c_str());
   }
 
   Gnuplot& gp() { return *gp_; }
@@ -209,14 +194,10 @@ class PlotSession {
       std::ifstream in(err_);
       std::stringstream text;
       text << in.rdbuf();
-      std::string msg = printable(text.str().substr(0, 600));
-      throw ConfigError(
-          fmt::format("--plot {}: gnuplot wrote no plot{}{}", file_, msg.empty() ? "" : ": ", msg));
+      std::string msg = printable(text.str().substr(0, 600), /*keep_newlines=*/true);
+      throw ConfigError(fmt::format("--plot {}: gnuplot wrote no plot{}{}", printable(file_),
+                                    msg.empty() ? "" : ": ", msg));
     }
-    fs::rename(tmp_, fs::absolute(fs::path(file_)), ec);
-    if (ec)
-      throw ConfigError(fmt::format("--plot {}: {}", file_, ec.message()));
-    tmp_.clear();
   }
 
  private:

@@ -57,9 +57,6 @@ struct PlotSpec {
 /// (they would split the row, start a comment, or end the data block early).
 [[nodiscard]] std::string data_token(std::string_view s);
 
-/// `s` with invalid UTF-8 and control characters replaced by '?' (for error messages).
-[[nodiscard]] std::string printable(std::string_view s);
-
 /// One small plot of a multi-panel figure: its own title, series and vertical marker lines.
 struct Panel {
   std::string title;

@@ -9,15 +9,84 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "common/text.hpp"
+
 namespace trainsim {
 
-nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
+namespace {
+
+// The parser's callback sees every container start and end and every key: it keeps one entry
+// per open container (the keys seen, for an object) to refuse nesting and duplicate keys.
+class StructureGuard {
+ public:
+  // Messages name "source" for a whole file, "source:line" for a line of a JSON-lines file.
+  StructureGuard(std::string_view source, std::int64_t jsonl_line)
+      : source_(jsonl_line > 0 ? fmt::format("{}:{}", source, jsonl_line) : std::string(source)) {}
+
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+    case Event::object_start:
+    case Event::array_start:
+      if (open_.size() >= static_cast<std::size_t>(kMaxJsonDepth))
+        throw ConfigError(fmt::format("{}: arrays and objects nested deeper than {} levels "
+                                      "(under {}): input files are limited to that",
+                                      source_, kMaxJsonDepth, path()));
+      open_.push_back({event == Event::object_start, {}, {}});
+      break;
+    case Event::key: {
+      Level& level = open_.back();
+      level.key = parsed.get<std::string>();
+      if (!level.keys.insert(level.key).second)
+        throw ConfigError(fmt::format("{}: {}: key given twice in one object (JSON does not "
+                                      "say which one counts; give it once)",
+                                      source_, path()));
+      break;
+    }
+    case Event::object_end:
+    case Event::array_end:
+      if (!open_.empty())
+        open_.pop_back();
+      break;
+    case Event::value: break;
+    }
+    return true;
+  }
+
+ private:
+  struct Level {
+    bool is_object = false;
+    std::set<std::string, std::less<>> keys;
+    std::string key; // the last key read, for the path in messages
+  };
+  // "a.b.c": the keys leading to the current position (array levels not named).
+  [[nodiscard]] std::string path() const {
+    std::string p;
+    for (const Level& l : open_) {
+      if (!l.is_object || l.key.empty())
+        continue;
+      if (p.size() > 120)
+        return printable(p) + "...";
+      p += (p.empty() ? "" : ".") + (l.key.size() > 40 ? l.key.substr(0, 40) + "..." : l.key);
+    }
+    return p.empty() ? "the top level" : printable(p);
+  }
+
+  std::string source_;
+  std::vector<Level> open_;
+};
+
+} // namespace
+
+nlohmann::json parse_json_text(std::string_view text, std::string_view source,
+                               std::int64_t jsonl_line) {
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true,
-                                 /*ignore_comments=*/true);
+    return nlohmann::json::parse(text.begin(), text.end(), StructureGuard(source, jsonl_line),
+                                 /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is the 1-based offset of the last byte read; convert it to line and column.
-    std::size_t line = 1, column = 1;
+    std::int64_t line = std::max<std::int64_t>(jsonl_line, 1);
+    std::size_t column = 1;
     const std::size_t stop = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
     for (std::size_t i = 0; i < stop; ++i) {
       if (text[i] == '\n') {
@@ -32,14 +101,44 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
     // keep only the reason after the last ": ".
     auto pos = what.rfind(": ");
     std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
-    throw ConfigError(fmt::format("{}:{}:{}: malformed JSON: {}", source, line, column, reason));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: malformed JSON: {}", source, line, column, printable(reason)));
   } catch (const nlohmann::json::exception& e) {
     // Other parser failures, e.g. out_of_range.406 for a number beyond a double ("4e4444").
-    throw ConfigError(fmt::format("{}: malformed JSON: {}", source, e.what()));
+    throw ConfigError(fmt::format("{}{}: malformed JSON: {}", source,
+                                  jsonl_line > 0 ? fmt::format(":{}", jsonl_line) : "",
+                                  printable(e.what())));
   }
 }
 
-std::string read_input_file(const std::string& path) {
+std::string json_brief(const nlohmann::json& value) {
+  constexpr std::size_t kMaxChars = 80;
+  switch (value.type()) {
+  case nlohmann::json::value_t::object:
+  case nlohmann::json::value_t::array: {
+    // A small container as written (values from files nest at most kMaxJsonDepth deep, so the
+    // recursive dump is bounded); a large one by its size.
+    if (value.size() <= 8) {
+      const std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (text.size() <= kMaxChars)
+        return text;
+    }
+    return fmt::format("{} of {} {}", value.is_object() ? "an object" : "an array", value.size(),
+                       value.is_object() ? "keys" : "values");
+  }
+  case nlohmann::json::value_t::string: {
+    const auto& s = value.get_ref<const std::string&>();
+    if (s.size() <= kMaxChars)
+      return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return nlohmann::json(s.substr(0, kMaxChars))
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+        .insert(kMaxChars + 1, "...");
+  }
+  default: return value.dump(); // a number, a boolean or null: one token
+  }
+}
+
+std::string read_input_file(const std::string& path, bool regular_only) {
   namespace fs = std::filesystem;
   constexpr double kMiB = 1024.0 * 1024.0;
   const double limit_mib = static_cast<double>(kMaxInputFileBytes) / kMiB;
@@ -49,6 +148,9 @@ std::string read_input_file(const std::string& path) {
     throw ConfigError(fmt::format("{}: no such file", path));
   if (st.type() == fs::file_type::directory)
     throw ConfigError(fmt::format("{}: is a directory, expected a file", path));
+  if (regular_only && st.type() != fs::file_type::regular)
+    throw ConfigError(
+        fmt::format("{}: not a regular file (a FIFO, a device or a socket): refused", path));
   if (st.type() == fs::file_type::regular) {
     const std::uintmax_t size = fs::file_size(path, ec);
     if (!ec && size > kMaxInputFileBytes)
@@ -134,7 +236,7 @@ bool JsonObjectReader::get(std::string_view key, std::int64_t& out, bool require
       return true;
     }
   }
-  problems_.add(fmt::format("{} = {}: expected an integer", key, v->dump()));
+  problems_.add(fmt::format("{} = {}: expected an integer", key, json_brief(*v)));
   return false;
 }
 
@@ -147,7 +249,7 @@ bool JsonObjectReader::get(std::string_view key, double& out, bool required) {
     if (std::isfinite(out))
       return true;
   }
-  problems_.add(fmt::format("{} = {}: expected a finite number", key, v->dump()));
+  problems_.add(fmt::format("{} = {}: expected a finite number", key, json_brief(*v)));
   return false;
 }
 
@@ -170,7 +272,7 @@ bool JsonObjectReader::get(std::string_view key, bool& out, bool required) {
     out = v->get<bool>();
     return true;
   }
-  problems_.add(fmt::format("{} = {}: expected true or false", key, v->dump()));
+  problems_.add(fmt::format("{} = {}: expected true or false", key, json_brief(*v)));
   return false;
 }
 
@@ -182,7 +284,7 @@ bool JsonObjectReader::get(std::string_view key, std::string& out, bool required
     out = v->get<std::string>();
     return true;
   }
-  problems_.add(fmt::format("{} = {}: expected a string", key, v->dump()));
+  problems_.add(fmt::format("{} = {}: expected a string", key, json_brief(*v)));
   return false;
 }
 

@@ -14,8 +14,22 @@
 
 namespace trainsim {
 
-/// Parses JSON text (comments allowed). Throws ConfigError "source:line:column: reason".
-[[nodiscard]] nlohmann::json parse_json_text(std::string_view text, std::string_view source);
+/// Arrays and objects nested deeper than this are refused: the deepest file the project reads
+/// nests 6 levels, and a value nested 100,000 deep would overflow the stack of any recursive
+/// walk over it (printing it in a message, comparing it, copying it).
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Parses JSON text (comments allowed). Throws ConfigError "source:line:column: reason" for
+/// malformed text, "source: ..." for nesting deeper than kMaxJsonDepth and for a key given
+/// twice in one object (JSON leaves its meaning open; nlohmann keeps the last silently).
+/// A line of a JSON-lines file is parsed with its line number as `jsonl_line` (> 0), so that
+/// messages read "file:line:column" or "file:line: ..." (0: a whole file).
+[[nodiscard]] nlohmann::json parse_json_text(std::string_view text, std::string_view source,
+                                             std::int64_t jsonl_line = 0);
+
+/// A value as it may appear in a message: scalars as JSON (strings cut to 80 characters,
+/// control characters escaped), arrays and objects by their size only, never recursively.
+[[nodiscard]] std::string json_brief(const nlohmann::json& value);
 /// Input files (presets, model configs, measurements) above this size are refused before
 /// parsing: the largest file the project reads is under 0.1 MiB, and a wrong path to a data
 /// file should fail at once, not after seconds and gigabytes of parsing.
@@ -24,7 +38,10 @@ inline constexpr std::uintmax_t kMaxInputFileBytes = 16 * 1024 * 1024;
 /// Reads a whole input file. Throws ConfigError "path: why": no such file, is a directory,
 /// the system's reason it cannot be opened (e.g. permission denied), or larger than
 /// kMaxInputFileBytes (also for files whose size is not known in advance, such as pipes).
-[[nodiscard]] std::string read_input_file(const std::string& path);
+/// A file the user named on the command line may be a pipe (`<(...)`); one a program finds by
+/// itself (a model map beside a runs file) must be a regular file (`regular_only`), so that a
+/// FIFO or a device planted there cannot block or feed it.
+[[nodiscard]] std::string read_input_file(const std::string& path, bool regular_only = false);
 /// Reads (read_input_file) and parses a file. Throws ConfigError if it cannot be read or parsed.
 [[nodiscard]] nlohmann::json load_json_file(const std::string& path);
 

@@ -97,4 +97,30 @@ std::string resolve_preset(const std::string& kind, const std::string& name_or_p
                                 known.size()));
 }
 
+bool check_data_preset_name(Problems& problems, std::string_view field, std::string_view name) {
+  constexpr std::size_t kMaxNameChars = 128;
+  const bool control = std::any_of(name.begin(), name.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f;
+  });
+  const bool path_like = name.find('/') != std::string_view::npos ||
+                         name.find('\\') != std::string_view::npos || name.ends_with(".json") ||
+                         name.starts_with(".");
+  if (!control && !path_like && name.size() <= kMaxNameChars)
+    return true;
+  problems.add(fmt::format("{} = {}: must be a preset's name, not a path (no '/', no '.json' "
+                           "ending, at most {} printable characters): a data file names presets; "
+                           "a file is given by its flag on the command line",
+                           field, json_brief(nlohmann::json(std::string(name))), kMaxNameChars));
+  return false;
+}
+
+const std::string& require_data_preset_name(const std::string& name, std::string_view field,
+                                            std::string_view source) {
+  Problems p{std::string(source)};
+  check_data_preset_name(p, field, name);
+  p.throw_if_any();
+  return name;
+}
+
 } // namespace trainsim

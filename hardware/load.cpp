@@ -31,7 +31,7 @@ void read_per_dtype(const nlohmann::json* obj, const char* key, double scale, co
       continue;
     }
     if (!value.is_number()) {
-      p.add(fmt::format("{}.{} = {}: expected a number", key, name, value.dump()));
+      p.add(fmt::format("{}.{} = {}: expected a number", key, name, json_brief(value)));
       continue;
     }
     if (check_range(p, fmt::format("{}.{}", key, name), value.get<double>(), range))
@@ -156,7 +156,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& source
   double intra = 0, inter = 0;
   r.get("name", c.name, true);
   r.get("source", c.source, true);
-  r.get("gpu", c.gpu, true);
+  if (r.get("gpu", c.gpu, true))
+    check_data_preset_name(p, "gpu", c.gpu);
   r.get("gpus_per_node", c.gpus_per_node, true);
   r.get("num_nodes", c.num_nodes);
   r.get("intra_node_bandwidth_gb_per_s", intra, kIntraNodeGbPerS, true);
@@ -296,7 +297,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& so
   double host_launch_us = 0, host_gemm_launch_us = 0, gpu_gap_us = 0;
   r.get("name", prof.name, true);
   r.get("source", prof.source, true);
-  r.get("gpu", prof.gpu);
+  if (r.get("gpu", prof.gpu))
+    check_data_preset_name(p, "gpu", prof.gpu);
   read_per_dtype(r.take("gemm_peak_fraction"), "gemm_peak_fraction", 1.0, Interval{0, 1, ""},
                  prof.gemm_peak_fraction, p);
   r.get("gemm_tile_m", prof.gemm_tile_m, true);

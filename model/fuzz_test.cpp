@@ -107,6 +107,7 @@ TEST_CASE("fuzz: model presets and Hugging Face configs") {
     try {
       const auto m = model::model_from_json(doc, "fuzz.json");
       const auto c = model::count_params(m);
+      INFO("mutated document: ", doc.dump());
       CHECK(std::isfinite(c.total));
       CHECK(c.total > 0);
       ++loaded;

@@ -138,7 +138,7 @@ class HfReader {
       return false;
     }
     if (!v->is_number_integer()) {
-      p_.add(fmt::format("{}{} = {}: expected an integer", prefix_, key, v->dump()));
+      p_.add(fmt::format("{}{} = {}: expected an integer", prefix_, key, json_brief(*v)));
       return false;
     }
     out = v->get<std::int64_t>();
@@ -149,7 +149,7 @@ class HfReader {
     if (!v)
       return false;
     if (!v->is_number() || !std::isfinite(v->get<double>())) {
-      p_.add(fmt::format("{}{} = {}: expected a number", prefix_, key, v->dump()));
+      p_.add(fmt::format("{}{} = {}: expected a number", prefix_, key, json_brief(*v)));
       return false;
     }
     out = v->get<double>();
@@ -160,7 +160,7 @@ class HfReader {
     if (!v)
       return;
     if (!v->is_boolean())
-      p_.add(fmt::format("{}{} = {}: expected true or false", prefix_, key, v->dump()));
+      p_.add(fmt::format("{}{} = {}: expected true or false", prefix_, key, json_brief(*v)));
     else
       out = v->get<bool>();
   }
@@ -176,7 +176,7 @@ class HfReader {
   [[nodiscard]] const nlohmann::json* object(const char* key) const {
     const auto* v = find(key);
     if (v && !v->is_object()) {
-      p_.add(fmt::format("{}{} = {}: expected an object", prefix_, key, v->dump()));
+      p_.add(fmt::format("{}{} = {}: expected an object", prefix_, key, json_brief(*v)));
       return nullptr;
     }
     return v;
@@ -234,7 +234,7 @@ void read_window(const HfReader& r, ModelSpec& m, std::int64_t interval) {
       full.push_back(false);
     else {
       p.add(fmt::format("layer_types: {}: expected \"sliding_attention\" or \"full_attention\"",
-                        t.dump()));
+                        json_brief(t)));
       return;
     }
   }
@@ -305,7 +305,7 @@ void load_llama_family(const HfReader& r, ModelSpec& m) {
     if (r.num("decoder_sparse_step", step) && step != 1)
       r.unsupported("decoder_sparse_step", std::to_string(step), "every layer must be MoE");
     if (const auto* only = r.find("mlp_only_layers"); only && !(only->is_array() && only->empty()))
-      r.unsupported("mlp_only_layers", only->dump(), "every layer must be MoE");
+      r.unsupported("mlp_only_layers", json_brief(*only), "every layer must be MoE");
   } else {
     r.num("intermediate_size", m.ffn_hidden_size, true);
   }
@@ -548,7 +548,8 @@ ModelSpec model_from_hf_config(const nlohmann::json& j, const std::string& sourc
   if (type == "gemma3") {
     const auto t = j.find("text_config");
     if (t != j.end() && !t->is_null() && !t->is_object())
-      throw ConfigError(fmt::format("{}: text_config = {}: expected an object", source, t->dump()));
+      throw ConfigError(
+          fmt::format("{}: text_config = {}: expected an object", source, json_brief(*t)));
     static const nlohmann::json kEmpty = nlohmann::json::object();
     cfg = t == j.end() || t->is_null() ? &kEmpty : &*t;
     prefix = "text_config.";

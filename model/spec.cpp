@@ -394,13 +394,14 @@ void validate(const ModelSpec& m, const std::string& source) {
     positive(p, "max_seq_len", m.max_seq_len, 1 << 24);
   if (m.max_seq_len < 0)
     p.add(fmt::format("max_seq_len = {}: must not be negative", m.max_seq_len));
-  if (m.num_experts < 0)
-    p.add(fmt::format("num_experts = {}: must not be negative", m.num_experts));
+  if (m.num_experts < 0 || m.num_experts > kMaxDim)
+    p.add(fmt::format("num_experts = {}: must be in [0, {}]", m.num_experts, kMaxDim));
   if (m.is_moe()) {
     positive(p, "top_k", m.top_k, m.num_experts);
     positive(p, "expert_ffn_hidden_size", m.expert_ffn_hidden_size, kMaxDim * 8);
-    if (m.num_shared_experts < 0)
-      p.add(fmt::format("num_shared_experts = {}: must not be negative", m.num_shared_experts));
+    if (m.num_shared_experts < 0 || m.num_shared_experts > m.num_experts)
+      p.add(fmt::format("num_shared_experts = {}: must be in [0, num_experts = {}]",
+                        m.num_shared_experts, m.num_experts));
     if (m.first_dense_layers < 0 || m.first_dense_layers > m.num_layers)
       p.add(fmt::format("first_dense_layers = {}: must be in [0, num_layers = {}]",
                         m.first_dense_layers, m.num_layers));

@@ -169,10 +169,10 @@ case "$part" in
     for fw in pytorch pytorch-compile; do
       box 150 python3 scripts/peer_kernel_profile.py --out "$w" --framework "$fw" \
         --id "$fw-llama3-8b-4layers-bf16-mixed-flash-none-b1-s8192" \
-        --model scripts/models/llama3-8b-4layers.json --batch 1 --seq-len 8192 --attention flash
+        --model llama3-8b-4layers --batch 1 --seq-len 8192 --attention flash
     done
     [ -n "${SKIP_PARTS:-}" ] || box 120 python3 scripts/peer_role_parts.py --out "$w/role-parts.jsonl" \
-      --configs scripts/models/llama3-8b-4layers.json:1:8192
+      --configs llama3-8b-4layers:1:8192
     ;;
   runs-k)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-k.json --output "$w/runs-k.jsonl" --limit-s 120

@@ -283,7 +283,8 @@ AllocProgram alloc_program_from_json(const nlohmann::json& j, const std::string&
     a.get("precision", precision, true);
     a.get("attention", attention, true);
     a.get("recompute", recompute, true);
-    a.get("layer_like_model", prog.layer_like_model, true);
+    if (a.get("layer_like_model", prog.layer_like_model, true))
+      check_data_preset_name(p, "layer_like_model", prog.layer_like_model);
     a.get("ffn_over_hidden", prog.ffn_over_hidden, Interval{0.01, 1e3, {}, false}, true);
     double head_dim = 0;
     a.get("head_dim", head_dim, Interval{1, 1e5, {}, false}, true);

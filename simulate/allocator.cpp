@@ -154,8 +154,8 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
   auto placement = CachingAllocatorModel::SegmentPlacement::below;
   if (text.starts_with("#")) {
     const auto end = text.find('\n');
-    const auto doc = nlohmann::json::parse(
-        text.substr(1, end == std::string_view::npos ? end : end - 1), nullptr, false);
+    const auto doc =
+        parse_json_text(text.substr(1, end == std::string_view::npos ? end : end - 1), path, 1);
     if (doc.is_object() && doc.contains("segment_placement")) {
       const auto& sp = doc["segment_placement"];
       if (!sp.is_string() || (sp != "above" && sp != "below"))
@@ -168,7 +168,7 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
   CachingAllocatorModel model(std::max<std::int64_t>(cap_bytes, 0), placement);
   std::unordered_map<std::int64_t, CachingAllocatorModel::BlockId> live;
   std::string line;
-  std::int64_t n = 0;
+  std::int64_t n = 0, requested_bytes = 0;
   bool tried_failed_request = false;
   std::array<std::int64_t, 2> peaks_before_failed_request{};
   while (std::getline(in, line)) {
@@ -179,8 +179,8 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       return ConfigError(fmt::format("{}:{}: '{}': {}", path, n, line.substr(0, 60), rule));
     };
     if (line[0] == '#') {
-      const auto doc = nlohmann::json::parse(line.substr(1), nullptr, false);
-      if (doc.is_discarded() || !doc.is_object())
+      const auto doc = parse_json_text(line.substr(1), path, n);
+      if (!doc.is_object())
         throw bad("header must be '# ' and a JSON object");
       if (doc.contains("oom_request_bytes")) {
         // The request PyTorch could not serve under its cap (the trace ends there): under a
@@ -242,13 +242,22 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       } else {
         r.streams_recorded = true;
       }
+      if (!(s >> std::ws).eof())
+        throw bad("unexpected text after 'a SIZE ID [STREAM]'");
       if (live.count(id))
         throw bad("block ID allocated twice");
+      // Sums stay far from overflow: what is live at once is a GPU's memory (at most 1 PiB),
+      // and all the requests of one trace at most 2^61 bytes.
+      if (model.allocated_bytes() + size > kMaxTraceBlockBytes)
+        throw bad("the blocks live at once would exceed 2^50 bytes (1 PiB): not a GPU's memory");
+      requested_bytes += size;
+      if (requested_bytes > (std::int64_t{1} << 61))
+        throw bad("the trace requests more than 2^61 bytes in all");
       live[id] = model.allocate(size, stream);
       ++r.events;
     } else if (kind == 'f') {
       std::int64_t id = -1;
-      if (!(s >> id))
+      if (!(s >> id) || !(s >> std::ws).eof())
         throw bad("expected 'f ID'");
       auto it = live.find(id);
       if (it == live.end())
@@ -261,12 +270,19 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
       // emptied.
       std::int64_t step = -1;
       std::string phase;
-      if (empty_cache_at_start && !r.cache_emptied && (s >> step >> phase) && step == 0 &&
-          phase == "start") {
+      if (!(s >> step >> phase) || step < 0 || !(s >> std::ws).eof())
+        throw bad("expected 'm STEP PHASE' with STEP >= 0");
+      if (empty_cache_at_start && !r.cache_emptied && step == 0 && phase == "start") {
         model.empty_cache();
         r.cache_emptied = true;
       }
-    } else if (kind != 's' && kind != 'x') {
+    } else if (kind == 's' || kind == 'x') {
+      // A segment PyTorch mapped ('s') or returned ('x'), as recorded: read for its form only
+      // (the model places its own segments).
+      std::int64_t size = -1;
+      if (!(s >> size) || size < 0 || size > kMaxTraceBlockBytes || !(s >> std::ws).eof())
+        throw bad("expected 's SIZE' or 'x SIZE' with 0 <= SIZE <= 2^50");
+    } else {
       throw bad("a line is '#', 'a', 'f', 'm', 's' or 'x'");
     }
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 
 namespace trainsim::sim {
 
@@ -78,8 +79,8 @@ OffloadDevice read_device(const nlohmann::json& j, const std::string& where, Pro
       else if (s == "nvme")
         d = OffloadDevice::nvme;
       else if (s != "none")
-        p.add(
-            fmt::format("{}.device = {}: must be \"none\", \"cpu\" or \"nvme\"", where, v.dump()));
+        p.add(fmt::format("{}.device = {}: must be \"none\", \"cpu\" or \"nvme\"", where,
+                          json_brief(v)));
     } else if (k != "pin_memory" && k != "nvme_path" && k != "buffer_count" && k != "buffer_size" &&
                k != "fast_init" && k != "max_in_cpu") {
       p.add(fmt::format("{}.{}: not modelled by trainsim", where, k));
@@ -98,7 +99,7 @@ double number(const nlohmann::json& v, const std::string& where, Problems& p, do
   }
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
       v.get<double>() > hi) {
-    p.add(fmt::format("{} = {}: must be a number in [{:g}, {:g}]", where, v.dump(), lo, hi));
+    p.add(fmt::format("{} = {}: must be a number in [{:g}, {:g}]", where, json_brief(v), lo, hi));
     return 0;
   }
   return v.get<double>();
@@ -110,7 +111,7 @@ std::int64_t whole(const nlohmann::json& v, const std::string& where, Problems& 
                    double hi) {
   const double x = number(v, where, p, lo, hi);
   if (x != 0 && x != std::floor(x)) {
-    p.add(fmt::format("{} = {}: must be a whole number", where, v.dump()));
+    p.add(fmt::format("{} = {}: must be a whole number", where, json_brief(v)));
     return 0;
   }
   return static_cast<std::int64_t>(x);
@@ -118,7 +119,7 @@ std::int64_t whole(const nlohmann::json& v, const std::string& where, Problems& 
 
 bool flag(const nlohmann::json& v, const std::string& where, Problems& p, bool fallback) {
   if (!v.is_boolean()) {
-    p.add(fmt::format("{} = {}: must be true or false", where, v.dump()));
+    p.add(fmt::format("{} = {}: must be true or false", where, json_brief(v)));
     return fallback;
   }
   return v.get<bool>();
@@ -135,7 +136,7 @@ bool enabled(const nlohmann::json& section, const std::string& where, Problems& 
       if (v.is_boolean())
         on = v.get<bool>();
       else
-        p.add(fmt::format("{}.enabled = {}: must be true or false", where, v.dump()));
+        p.add(fmt::format("{}.enabled = {}: must be true or false", where, json_brief(v)));
     } else if (k != "loss_scale" && k != "initial_scale_power" && k != "loss_scale_window" &&
                k != "hysteresis" && k != "min_loss_scale" && k != "consecutive_hysteresis" &&
                k != "immediate_grad_update") {

@@ -465,12 +465,14 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
     else
       p.add(fmt::format("allocation_program = {}: expected a program's name or a non-empty list "
                         "of names",
-                        programs->dump()));
+                        json_brief(*programs)));
     for (const auto& name : f.allocation_programs) {
       if (name.empty()) {
         p.add("allocation_program: a program's name is empty");
         continue;
       }
+      if (!check_data_preset_name(p, "allocation_program", name))
+        continue;
       try {
         (void)load_alloc_program(name);
       } catch (const ConfigError& e) {

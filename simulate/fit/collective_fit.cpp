@@ -496,6 +496,14 @@ std::vector<CollectiveSeries> read_collective_series(const nlohmann::json& docum
       const auto num_ranks = need("num_ranks").get<std::int64_t>();
       const double bytes = need("bytes").get<double>();
       const double time_s = need("time_s").get<double>();
+      // Ranges a measured collective can have: ranks of one job, up to 1 PiB, [1 ns, 1 h].
+      if (num_ranks < 1 || num_ranks > (1 << 20))
+        throw ConfigError(fmt::format("{}.num_ranks = {}: must be in 1..2^20", where, num_ranks));
+      if (!(bytes >= 1 && bytes <= 0x1p50))
+        throw ConfigError(fmt::format("{}.bytes = {:g}: must be in [1, 2^50]", where, bytes));
+      if (!(time_s >= 1e-9 && time_s <= 3600))
+        throw ConfigError(
+            fmt::format("{}.time_s = {:g}: must be in [1e-9, 3600] s", where, time_s));
       const std::int64_t wrong = row.value("wrong", std::int64_t{0});
       if (wrong > 0)
         throw ConfigError(fmt::format("{}.wrong = {}: the result failed its check; not a valid "

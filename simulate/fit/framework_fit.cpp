@@ -6,14 +6,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <tuple>
 
 #include "common/errors.hpp"
 #include "common/json_io.hpp"
+#include "common/presets.hpp"
+#include "common/text.hpp"
 #include "hardware/load.hpp"
 #include "model/count.hpp"
 #include "model/load.hpp"
@@ -42,7 +44,7 @@ NameMap read_name_map(const std::string& runs_file) {
   std::error_code ec;
   if (!fs::exists(p, ec))
     return m;
-  const auto j = load_json_file(p.string());
+  const auto j = parse_json_text(read_input_file(p.string(), /*regular_only=*/true), p.string());
   Problems problems(p.string());
   JsonObjectReader r(j, problems);
   for (const char* key : {"models", "clusters"}) {
@@ -55,9 +57,12 @@ NameMap read_name_map(const std::string& runs_file) {
     }
     for (const auto& [name, v] : obj->items()) {
       if (!v.is_string()) {
-        problems.add(fmt::format("{}.{}: expected a preset name", key, name));
+        problems.add(fmt::format("{}.{}: expected a preset name", key, printable(name)));
         continue;
       }
+      if (!check_data_preset_name(problems, fmt::format("{}.{}", key, printable(name)),
+                                  v.get_ref<const std::string&>()))
+        continue;
       (std::string(key) == "models" ? m.models : m.clusters)[name] = v.get<std::string>();
     }
   }
@@ -126,7 +131,7 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
     for (const char* k : keys) {
       const auto it = o.find(k);
       if (it != o.end() && !it->is_null() && !ok(*it))
-        problems.add(fmt::format("{}{}: expected {}, got {}", prefix, k, what, it->dump()));
+        problems.add(fmt::format("{}{}: expected {}, got {}", prefix, k, what, json_brief(*it)));
     }
   };
   auto is_number = [](const nlohmann::json& v) { return v.is_number(); };
@@ -175,8 +180,11 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   run.model_name = string_or(j, "model", "");
   if (run.framework.empty())
     problems.add("framework: missing (a profile name such as pytorch, fsdp, megatron)");
+  else
+    check_data_preset_name(problems, "framework", run.framework);
   if (run.model_name.empty())
     problems.add("model: missing");
+  problems.throw_if_any();
   if (j.contains("error")) {
     run.skip_reason = "the run failed: " + string_or(j, "error", "?");
     return run;
@@ -222,15 +230,25 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     run.peak_allocated_bytes = number_or(m, "fresh_boundary_peak_allocated_bytes", 0);
     run.peak_reserved_bytes = number_or(m, "fresh_boundary_peak_reserved_bytes", 0);
   }
-  for (double v : {run.step_time_s, run.tokens_per_s_per_gpu, run.peak_allocated_bytes,
-                   run.peak_reserved_bytes, run.memory_cap_bytes})
-    if (!std::isfinite(v) || v < 0)
-      problems.add("measured: figures must be finite and non-negative");
+  // What a training run can measure: a step under a day, a GPU's memory under 1 PiB.
+  check_range(problems, "measured.step_time_s", run.step_time_s, Interval{1e-6, 86400, "s", true});
+  check_range(problems, "measured.tokens_per_s_per_gpu", run.tokens_per_s_per_gpu,
+              Interval{1e-3, 1e9, "tokens/s", true});
+  check_range(problems, "measured.peak_allocated_bytes", run.peak_allocated_bytes,
+              Interval{1, 0x1p50, "bytes", true});
+  check_range(problems, "measured.peak_reserved_bytes", run.peak_reserved_bytes,
+              Interval{1, 0x1p50, "bytes", true});
+  check_range(problems, "memory_cap_bytes", run.memory_cap_bytes,
+              Interval{1, 0x1p50, "bytes", true});
   problems.throw_if_any();
 
   // What was trained.
   const auto mapped = names.models.find(run.model_name);
   const std::string model_preset = mapped != names.models.end() ? mapped->second : run.model_name;
+  if (mapped == names.models.end() && !model_preset.empty()) {
+    check_data_preset_name(problems, "model", model_preset);
+    problems.throw_if_any();
+  }
   if (model_preset.empty()) {
     run.skip_reason = fmt::format("model '{}' has no preset yet", run.model_name);
     return run;
@@ -310,7 +328,7 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
         rl->get<std::int64_t>() > run.model.num_layers)
       throw ConfigError(fmt::format("{}: recompute_layers must be a whole number in [1, "
                                     "num_layers = {}], got {}",
-                                    where, run.model.num_layers, rl->dump()));
+                                    where, run.model.num_layers, json_brief(*rl)));
     if (run.plan.recompute != model::Recompute::full)
       throw ConfigError(fmt::format("{}: recompute_layers needs recompute \"full\"", where));
     run.setup.recompute_layers = rl->get<std::int64_t>();
@@ -329,7 +347,7 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     if (!rm->is_array() || names.size() != rm->size() || names.empty())
       throw ConfigError(fmt::format("{}: recompute_modules must be a non-empty list of module "
                                     "names (e.g. [\"core_attn\", \"moe_act\"]), got {}",
-                                    where, rm->dump()));
+                                    where, json_brief(*rm)));
     run.setup.recompute_modules =
         model::parse_recompute_modules(names, fmt::format("{}: recompute_modules", where));
     if (run.plan.recompute != model::Recompute::selective)
@@ -480,6 +498,11 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   const std::string gpu = string_or(j, "gpu", "");
   const std::string row_cluster = string_or(j, "cluster", "");
   const auto cl = names.clusters.find(gpu);
+  if (!row_cluster.empty())
+    check_data_preset_name(problems, "cluster", row_cluster);
+  else if (cl == names.clusters.end() && !gpu.empty())
+    check_data_preset_name(problems, "gpu", gpu);
+  problems.throw_if_any();
   try {
     if (!row_cluster.empty() || cl != names.clusters.end()) {
       run.cluster = hw::load_cluster(row_cluster.empty() ? cl->second : row_cluster);
@@ -504,6 +527,7 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     return run;
   }
   run.profile = hw::default_profile(run.gpu.name);
+  model::validate(run.setup, where); // sizes a run can have, as for the flags
   if (run.model.num_layers % (run.plan.pp * run.plan.interleave) != 0) {
     // Published layouts with layers that do not split evenly (Llama 3.1 405B: 126 layers on 8
     // stages) use uneven stages: the balanced split the plan search would choose.
@@ -584,10 +608,9 @@ std::vector<double> minimise(const std::function<double(const std::vector<double
 
 std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files) {
   std::vector<FrameworkRun> out;
+  std::map<std::string, std::string> first_line_of_id; // over every file: one row per run
   for (const auto& file : files) {
-    std::ifstream in(file);
-    if (!in)
-      throw ConfigError(fmt::format("{}: cannot open", file));
+    std::istringstream in(read_input_file(file)); // says why it cannot be read; size limit
     const NameMap names = read_name_map(file);
     std::map<std::string, std::int64_t> counter; // per framework (or OOM configuration)
     std::map<std::string, Split> oom_side;
@@ -596,9 +619,16 @@ std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& fi
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue;
       const std::string where = fmt::format("{}:{}", file, n);
-      const nlohmann::json j = parse_json_text(line, where);
+      const nlohmann::json j = parse_json_text(line, file, n);
       FrameworkRun run = parse_run(j, where, names);
       run.file = file;
+      if (!run.id.empty()) {
+        const auto [it, fresh] = first_line_of_id.emplace(run.id, where);
+        if (!fresh)
+          throw ConfigError(fmt::format("{}: id {}: given twice (first at {}): one row per run; a "
+                                        "second pass of the same run goes to --repeat-runs",
+                                        where, json_brief(run.id), it->second));
+      }
       // A batch declared with its sides (docs/frameworks.md) states each row's: it takes no
       // place in the alternating order of the file's other rows.
       const auto side = j.is_object() ? j.find("split") : j.end();
@@ -632,16 +662,14 @@ void merge_repeat_runs(std::vector<FrameworkRun>& runs,
       by_id.emplace(runs[i].id, i);
   std::map<std::size_t, double> log_sum;
   for (const auto& file : repeat_files) {
-    std::ifstream in(file);
-    if (!in)
-      throw ConfigError(fmt::format("--repeat-runs {}: cannot open", file));
+    std::istringstream in(read_input_file(file));
     const NameMap names = read_name_map(file);
     std::string line;
     for (std::int64_t n = 1; std::getline(in, line); ++n) {
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue;
       const std::string where = fmt::format("{}:{}", file, n);
-      const FrameworkRun r = parse_run(parse_json_text(line, where), where, names);
+      const FrameworkRun r = parse_run(parse_json_text(line, file, n), where, names);
       const auto it = by_id.find(r.id);
       if (it == by_id.end())
         throw ConfigError(fmt::format(

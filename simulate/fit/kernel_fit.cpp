@@ -17,18 +17,29 @@ using sim::Pass;
 
 namespace {
 
-std::int64_t get_int(const nlohmann::json& j, const char* key, const std::string& where) {
+// A measured shape's integer field, in the range a GPU kernel can have.
+std::int64_t get_int(const nlohmann::json& j, const char* key, const std::string& where,
+                     std::int64_t hi) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number_integer())
     throw ConfigError(fmt::format("{}: {}: missing or not an integer", where, key));
-  return it->get<std::int64_t>();
+  const auto v = it->get<std::int64_t>();
+  if (v < 1 || v > hi)
+    throw ConfigError(fmt::format("{}: {} = {}: must be in 1..{}", where, key, v, hi));
+  return v;
 }
 
-double get_num(const nlohmann::json& j, const char* key, const std::string& where) {
+// A measured time (seconds): one clock tick of a GPU event is 0.5 us, no kernel case runs an hour.
+double get_seconds(const nlohmann::json& j, const char* key, const std::string& where) {
+  constexpr double kMinSeconds = 1e-9, kMaxSeconds = 3600;
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()))
+  if (it == j.end() || !it->is_number())
     throw ConfigError(fmt::format("{}: {}: missing or not a number", where, key));
-  return it->get<double>();
+  const double v = it->get<double>();
+  if (!(v >= kMinSeconds && v <= kMaxSeconds))
+    throw ConfigError(fmt::format("{}: {} = {:g}: must be in [{:g}, {:g}] s", where, key, v,
+                                  kMinSeconds, kMaxSeconds));
+  return v;
 }
 
 bool get_bool(const nlohmann::json& j, const char* key) {
@@ -54,49 +65,57 @@ MeasurementSet read_measurements(const nlohmann::json& doc, const std::string& s
     if (!m.is_object())
       throw ConfigError(where + ": expected an object");
     KernelMeasurement k;
-    k.name = m.value("name", std::string());
-    const std::string op = m.value("op", std::string());
+    k.name = optional_string(m, "name", "", where);
+    const std::string op = optional_string(m, "op", "", where);
     const auto parsed = parse_op(op);
     if (!parsed)
-      throw ConfigError(fmt::format("{}: op = \"{}\": unknown op", where, op));
+      throw ConfigError(fmt::format("{}: op = {}: unknown op", where, json_brief(op)));
     k.shape.op = *parsed;
-    const auto dt = parse_dtype(m.value("dtype", std::string("bf16")));
+    const auto dt = parse_dtype(optional_string(m, "dtype", "bf16", where));
     if (!dt)
       throw ConfigError(where + ": dtype: unknown");
     k.shape.dtype = *dt;
-    k.median_s = get_num(m, "median_s", where);
-    k.min_s = m.contains("min_s") ? get_num(m, "min_s", where) : k.median_s;
-    k.noise_pct = m.contains("noise_pct") ? get_num(m, "noise_pct", where) : 0;
-    if (!(k.median_s > 0))
-      throw ConfigError(where + ": median_s: must be positive");
+    k.median_s = get_seconds(m, "median_s", where);
+    k.min_s = m.contains("min_s") ? get_seconds(m, "min_s", where) : k.median_s;
+    k.noise_pct = optional_number(m, "noise_pct", 0, where);
+    if (!(k.noise_pct >= 0 && k.noise_pct <= 1e4))
+      throw ConfigError(
+          fmt::format("{}: noise_pct = {:g}: must be in [0, 1e4] %", where, k.noise_pct));
+    if (k.min_s > k.median_s)
+      throw ConfigError(fmt::format("{}: min_s = {:g} s: must not exceed median_s = {:g} s", where,
+                                    k.min_s, k.median_s));
+    if (m.contains("check_passed") && !m["check_passed"].is_boolean())
+      throw ConfigError(where + ": check_passed: expected true or false");
     if (m.contains("check_passed") && !get_bool(m, "check_passed"))
       throw ConfigError(where + ": check_passed = false: a wrong result is not a measurement");
     k.shape.backward = get_bool(m, "backward");
+    constexpr std::int64_t kDim = std::int64_t{1} << 31, kElements = std::int64_t{1} << 40;
     switch (k.shape.op) {
     case BenchOp::gemm:
-      k.shape.m = get_int(m, "m", where);
-      k.shape.n = get_int(m, "n", where);
-      k.shape.k = get_int(m, "k", where);
-      k.shape.gemm_impl = m.value("impl", std::string("cublaslt")) == "cublas" ? GemmImpl::cublas
-                                                                               : GemmImpl::cublaslt;
+      k.shape.m = get_int(m, "m", where, kDim);
+      k.shape.n = get_int(m, "n", where, kDim);
+      k.shape.k = get_int(m, "k", where, kDim);
+      k.shape.gemm_impl = optional_string(m, "impl", "cublaslt", where) == "cublas"
+                              ? GemmImpl::cublas
+                              : GemmImpl::cublaslt;
       break;
     case BenchOp::softmax:
     case BenchOp::layernorm:
     case BenchOp::rmsnorm:
-      k.shape.rows = get_int(m, "rows", where);
-      k.shape.cols = get_int(m, "cols", where);
+      k.shape.rows = get_int(m, "rows", where, kDim);
+      k.shape.cols = get_int(m, "cols", where, kDim);
       break;
     case BenchOp::attention:
-      k.shape.batch_size = get_int(m, "batch_size", where);
-      k.shape.num_heads = get_int(m, "num_heads", where);
-      k.shape.seq_len = get_int(m, "seq_len", where);
-      k.shape.head_dim = get_int(m, "head_dim", where);
+      k.shape.batch_size = get_int(m, "batch_size", where, 1 << 20);
+      k.shape.num_heads = get_int(m, "num_heads", where, 1 << 16);
+      k.shape.seq_len = get_int(m, "seq_len", where, 1 << 24);
+      k.shape.head_dim = get_int(m, "head_dim", where, 1 << 12);
       k.shape.causal = get_bool(m, "causal");
-      k.shape.impl = m.value("impl", std::string("flash")) == "naive" ? AttentionImpl::naive
-                                                                      : AttentionImpl::flash;
+      k.shape.impl = optional_string(m, "impl", "flash", where) == "naive" ? AttentionImpl::naive
+                                                                           : AttentionImpl::flash;
       break;
     case BenchOp::empty: break;
-    default: k.shape.num_elements = get_int(m, "num_elements", where); break;
+    default: k.shape.num_elements = get_int(m, "num_elements", where, kElements); break;
     }
     ms.items.push_back(k);
   }

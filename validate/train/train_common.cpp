@@ -7,6 +7,8 @@
 #include <numeric>
 
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
+#include "common/presets.hpp"
 #include "common/stats.hpp"
 #include "hardware/load.hpp"
 #include "model/load.hpp"
@@ -145,7 +147,7 @@ std::int64_t int_field(const nlohmann::json& j, const char* key, std::int64_t lo
   const double v = j[key].get<double>();
   if (!(v >= static_cast<double>(lo) && v <= static_cast<double>(hi)) || v != std::floor(v))
     throw ConfigError(fmt::format("{}: {} = {}: must be an integer in {}..{}", where, key,
-                                  j[key].dump(), lo, hi));
+                                  json_brief(j[key]), lo, hi));
   return static_cast<std::int64_t>(v);
 }
 
@@ -175,7 +177,8 @@ TrainOptions options_from_inputs_json(const nlohmann::json& in, const std::strin
     throw ConfigError(fmt::format("{}: inputs: expected an object", where));
   TrainOptions o;
   o.source = where;
-  const std::string name = string_field(in, "model", where);
+  const std::string name =
+      require_data_preset_name(string_field(in, "model", where), "model", where);
   try {
     o.model = model::load_model(name);
   } catch (const ConfigError& e) { // the loader speaks of --model; here it is a file's field
