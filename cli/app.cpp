@@ -3,6 +3,7 @@
 #include "cli/app.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,37 @@ void add_commands(CLI::App& app) {
   add_calibrate(app);
   add_compare(app);
   add_train_step(app);
+}
+
+// Every integer flag must be a number its type holds: CLI11 2.1 reads
+// "18446744073709551616" into an int64 as 9223372036854775807 (strtoll saturates), a value
+// that then passes as given.
+void require_integers_in_range(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (!opt->nonpositional() || (type != "INT" && type != "UINT"))
+      continue;
+    const std::string name = opt->get_name();
+    const bool is_unsigned = type == "UINT";
+    opt->check(CLI::Validator(
+        [name, is_unsigned](std::string& text) {
+          errno = 0;
+          char* end = nullptr;
+          if (is_unsigned && text.find('-') != std::string::npos)
+            throw ConfigError(fmt::format("{} = {}: must not be negative", name, text));
+          if (is_unsigned)
+            (void)std::strtoull(text.c_str(), &end, 0);
+          else
+            (void)std::strtoll(text.c_str(), &end, 0);
+          if (end != text.c_str() && *end == '\0' && errno == ERANGE)
+            throw ConfigError(fmt::format("{} = {}: out of range for an integer (at most {})", name,
+                                          text, is_unsigned ? "2^64 - 1" : "2^63 - 1"));
+          return std::string(); // not a number at all: CLI11's conversion reports it
+        },
+        "", "in range"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    require_integers_in_range(*sub);
 }
 
 // Every floating-point flag of every subcommand must be a finite number: CLI11 reads "nan",
@@ -101,6 +133,7 @@ int run_cli(int argc, const char* const* argv) {
   app.footer("Example: trainsim model --model llama3-8b --seq-len 8192");
   add_commands(app);
   require_finite_numbers(app);
+  require_integers_in_range(app);
   // Runs after parsing, before the chosen command's callback.
   app.parse_complete_callback([&app] {
     for (const CLI::App* command : app.get_subcommands()) {

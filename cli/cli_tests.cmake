@@ -74,7 +74,7 @@ trainsim_cli_error(pp_layers "pp = 64: must not exceed num_layers = 32"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 64 --pp 64 --dp 1)
 trainsim_cli_error(layout_gpus "must equal num_gpus = 8"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --tp 2 --dp 3)
-trainsim_cli_error(zero_stage "zero_stage = 5: must be 0, 1, 2 or 3"
+trainsim_cli_error(zero_stage "--zero = 5: must be 0, 1, 2 or 3"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 5)
 trainsim_cli_error(bad_tokens "--tokens = 'lots'" time --params 7e9 --tokens lots --gpu h100-sxm)
 trainsim_cli_error(bad_mfu "--mfu = 1.5" time --params 7e9 --tokens 1T --gpu h100-sxm --mfu 1.5)
@@ -752,3 +752,50 @@ foreach(case deep_json duplicate_key endless_runs_file names_not_paths output_is
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/hostile_files.sh
                    $<TARGET_FILE:trainsim> ${PROJECT_SOURCE_DIR} ${case})
 endforeach()
+
+# Hardening: numbers, formats, modes and overrides (the rows of the hardening issue).
+trainsim_cli_refuses(layers_limit "num_layers = 100000: .*10000"
+  estimate --model llama3-8b --gpu h200 --num-layers 100000 --framework pytorch)
+trainsim_cli_refuses(num_gpus_min_int64 "--num-gpus = -9223372036854775808: must be in 1..10000000"
+  estimate --model llama3-8b --gpu h100-sxm --num-gpus=-9223372036854775808)
+trainsim_cli_refuses(zero_minus_one "--zero = -1: must be 0, 1, 2 or 3"
+  estimate --model llama3-8b --gpu h100-sxm --zero=-1)
+trainsim_cli_refuses(int_flag_overflow "--max-seq-len = 18446744073709551616: out of range"
+  model --model llama3-8b --max-seq-len 18446744073709551616)
+trainsim_cli_refuses(train_step_seq_len "seq_len = 9223372036854775807: must be in 1..16777216"
+  train-step --model cs336-small --predict-only --seq-len 9223372036854775807)
+trainsim_cli_refuses(train_step_lr "lr = -1: must be in \\(0, 10\\]"
+  train-step --model cs336-small --predict-only --lr -1)
+trainsim_cli_refuses(train_step_steps "--steps = 18446744073709551616: out of range"
+  train-step --model cs336-small --predict-only --steps 18446744073709551616)
+trainsim_cli_refuses(plan_micro_batch_pinned "micro-batch 7: must divide the global batch 64"
+  plan --model llama3-8b --gpu h100-sxm --num-gpus 8 --global-batch 64 --micro-batch 7)
+trainsim_cli_refuses(plan_fix_dp_divides "--fix dp=3: must divide the 64 GPUs"
+  plan --model llama3-8b --gpu h100-sxm --num-gpus 64 --global-batch 64 --fix dp=3)
+trainsim_cli_refuses(roofline_model_unused "--zero: not used by roofline --model"
+  roofline --gpu h200 --model llama3-8b --zero 1)
+trainsim_cli_refuses(roofline_gemm_unused "--model: not used by roofline --op gemm"
+  roofline --gpu h200 --op gemm --m 8 --n 8 --k 8 --model llama3-8b)
+trainsim_cli_refuses(plan_explain_csv "--explain with --format csv"
+  plan --model llama3-8b --gpu h100-sxm --num-gpus 8 --global-batch 64 --explain 2 --format csv)
+trainsim_cli_refuses(compare_two_kinds "--allocator-traces and --framework-runs: one kind"
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_no_config.trace
+  --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-05/runs-l.jsonl)
+trainsim_cli_refuses(presets_show_file_kind "say which kind of preset the file is with --kind"
+  presets show ${PROJECT_SOURCE_DIR}/cli/testdata/bad.json)
+trainsim_cli_test(presets_show_file_by_folder "\"hbm_bandwidth_gb_per_s\": 3350"
+  presets show ${PROJECT_SOURCE_DIR}/presets/gpus/h100-sxm.json)
+trainsim_cli_refuses(deepspeed_auto "bf16.enabled = \"auto\": give true or false \\(\"auto\" is filled in by the Hugging Face Trainer"
+  memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --deepspeed ${PROJECT_SOURCE_DIR}/cli/testdata/ds_auto.json)
+trainsim_cli_test(mfu_peak_named "of the fp32 peak: v100 has no bf16 units, bf16 runs at fp32 speed"
+  estimate --model llama3-8b --gpu v100)
+trainsim_cli_test(head_dim_rederived "32 heads \\(32 kv, head_dim 128\\)"
+  model --model gpt2 --hidden-size 4096 --num-heads 32)
+trainsim_cli_test(explain_rank_two "ZeRO 2 -> 3 +6[.]328 +-0[.]7% +faster: plan #1, ranked above"
+  plan --model llama3-8b --cluster dgx-h100 --num-gpus 64 --global-batch 512 --seq-len 8192 --explain 2)
+add_test(NAME cli.hostile.formats
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/formats.sh $<TARGET_FILE:trainsim>
+                 ${PROJECT_SOURCE_DIR})
+add_test(NAME cli.hostile.plan_memory_agree
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_memory_agree.sh
+                 $<TARGET_FILE:trainsim>)

@@ -301,8 +301,9 @@ int run_calibrate(const CalibrateOptions& o) {
     sink.json(j);
   } else {
     sink.comment(fmt::format("wrote {} ({})", o.out, profile.name));
-    for (const auto& l : lines)
-      sink.write("  " + l + "\n");
+    if (sink.format() == Format::table) // CSV: the table alone
+      for (const auto& l : lines)
+        sink.write("  " + l + "\n");
   }
   return 0;
 }

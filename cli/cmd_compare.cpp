@@ -415,9 +415,10 @@ void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
   if (sink.format() == Format::table)
     sink.write(fmt::format("GPU time: mean |error| {:.1f}%, worst {:.1f}% ({} profiles)\n", mean,
                            worst, o.kernel_profiles.size()));
-  if (sink.format() == Format::table)
-    sink.write("\nBy kind of kernel (measured: the profile's kernels by name; predicted: the "
-               "framework's ops by kind, other = the rest of the GPU part):\n");
+  if (sink.format() != Format::table)
+    return; // CSV: one table per output
+  sink.write("\nBy kind of kernel (measured: the profile's kernels by name; predicted: the "
+             "framework's ops by kind, other = the rest of the GPU part):\n");
   kinds.print(sink);
 }
 
@@ -610,6 +611,25 @@ int run_compare(const CompareOptions& o) {
     check_plot_file(o.plot);
   if (o.allocator_empty_cache && o.allocator_traces.empty())
     throw ConfigError("--empty-cache-at-start: replays allocator traces; give --allocator-traces");
+  // One kind of comparison per run (measurements, collectives and a train-step file compare
+  // against one calibration together): a second kind would be ignored.
+  std::vector<std::string> kinds;
+  if (!o.allocator_traces.empty())
+    kinds.emplace_back("--allocator-traces");
+  if (!o.kernel_profiles.empty())
+    kinds.emplace_back("--kernel-profiles");
+  if (!o.framework_runs.files.empty())
+    kinds.emplace_back("--framework-runs");
+  const int calibrated = static_cast<int>(!o.measurements.empty()) +
+                         static_cast<int>(!o.collectives.empty()) +
+                         static_cast<int>(!o.train_step.empty());
+  if (calibrated > 0)
+    kinds.emplace_back("--measurements/--collectives/--train-step");
+  if (kinds.size() > 1)
+    throw ConfigError(fmt::format("{} and {}: one kind of comparison per run", kinds[0], kinds[1]));
+  if (calibrated > 1 && o.out.format == Format::csv)
+    throw ConfigError("--format csv: one table per run, and --measurements, --collectives and "
+                      "--train-step make one each; compare one of them, or use --format json");
   if (!o.allocator_traces.empty()) {
     Sink sink(o.out);
     compare_allocator_traces(o, sink);

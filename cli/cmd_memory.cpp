@@ -87,12 +87,10 @@ void breakdown_table(Sink& sink, const sim::MemoryBreakdown& b) {
 
 // --params and --max-params count model states as the ZeRO paper does, with no framework:
 // an unset --zero is its baseline, stage 0.
-std::int64_t states_only_zero(std::int64_t zero) {
-  if (zero == PlanOptions::kZeroFromFramework)
-    return 0;
-  if (zero < 0 || zero > 3)
-    throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", zero));
-  return zero;
+std::int64_t states_only_zero(const std::optional<std::int64_t>& zero) {
+  if (zero && (*zero < 0 || *zero > 3))
+    throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3", *zero));
+  return zero.value_or(0);
 }
 
 int run_max_params(const MemoryOptions& o) {
@@ -139,9 +137,7 @@ int run_params_only(const MemoryOptions& o) {
   const double params = parse_count(o.params, "--params");
   if (params <= 0 || params > 1e16)
     throw ConfigError("--params: must be in (0, 1e16]");
-  const std::int64_t dp =
-      o.plan.dp > 0 ? o.plan.dp
-                    : (o.machine.num_gpus == MachineOptions::kUnset ? 1 : o.machine.num_gpus);
+  const std::int64_t dp = o.plan.dp > 0 ? o.plan.dp : o.machine.num_gpus.value_or(1);
   if (dp < 1 || dp > 10000000)
     throw ConfigError(fmt::format("--num-gpus/--dp = {}: must be in 1..10000000", dp));
   const std::int64_t zero = states_only_zero(o.plan.zero_stage);

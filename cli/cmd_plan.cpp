@@ -18,6 +18,7 @@
 #include "common/stats.hpp"
 #include "common/units.hpp"
 #include "model/count.hpp"
+#include "simulate/allocator.hpp"
 #include "simulate/plan.hpp"
 #include "simulate/roofline.hpp"
 
@@ -39,6 +40,7 @@ struct PlanOptionsCli {
   int threads = 0;
   bool bench = false;
   bool search_recompute_layers = false; // --search-recompute-layers
+  bool micro_batch_given = false;       // --micro-batch: pins the micro-batch as --fix does
   std::string plot;
   OutputOptions out;
 };
@@ -133,34 +135,76 @@ std::string plan_label(const sim::PlanCandidate& c) {
 }
 
 // Why does `best` win? Re-estimate it and its one-step neighbours with the full model.
-void explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
-             const model::TrainingSetup& s, const sim::StepOptions& so,
-             const sim::PlanCandidate& best, std::int64_t rank) {
+// Why a valid neighbour of plan #rank stands where it does: by its step time against this
+// plan's, and by its own place in the ranked list where the search found it.
+std::string neighbour_why(const sim::PlanNeighbour& n, double step_s,
+                          const std::vector<sim::PlanCandidate>& ranked, std::int64_t rank,
+                          sim::Objective objective) {
+  const auto it = std::find_if(ranked.begin(), ranked.end(), [&](const sim::PlanCandidate& c) {
+    return sim::same_plan(c, n.candidate);
+  });
+  const std::string at = it == ranked.end() ? "" : fmt::format("plan #{}", it - ranked.begin() + 1);
+  const double rel = n.step_time_s / step_s - 1;
+  if (std::abs(rel) <= 1e-9)
+    return at.empty() ? "as fast (a tie)" : "as fast: " + at + " (a tie)";
+  if (rel > 0)
+    return at.empty() ? "slower" : "slower: " + at;
+  if (!at.empty() && it - ranked.begin() + 1 < rank)
+    return "faster: " + at + ", ranked above";
+  if (!at.empty())
+    return fmt::format("faster, but {} by the objective ({})", at,
+                       objective == sim::Objective::memory ? "memory per GPU" : "cost");
+  if (objective == sim::Objective::memory)
+    return "faster, but more memory per GPU (the objective)";
+  return "faster, but outside the search (a --fix or --max-* bound, or a policy searched only "
+         "when asked)";
+}
+
+// Plan #rank against its one-step neighbours: printed as a table (table mode), returned as
+// JSON (the plan's JSON carries it as "explain").
+nlohmann::json explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
+                       const model::TrainingSetup& s, const sim::StepOptions& so,
+                       const std::vector<sim::PlanCandidate>& ranked, std::int64_t rank,
+                       sim::Objective objective) {
+  const sim::PlanCandidate& best = ranked[static_cast<std::size_t>(rank - 1)];
   const auto& b = best.plan;
   model::TrainingSetup t = s;
   t.micro_batch_size = best.micro_batch_size;
   if (best.recompute_layers > 0)
     t.recompute_layers = best.recompute_layers;
   const auto e = sim::estimate_step(m, mc.cluster, mc.gpu, mc.profile, b, t, so);
-  sink.write(fmt::format("\nplan #{}: {}  step {:.3f} s, MFU {:.1f}%, {:.1f} GB per GPU\n", rank,
-                         plan_label(best), e.step_time_s, 100 * e.mfu, e.memory.total / 1e9));
   const auto& bd = e.breakdown_s;
-  sink.write(
-      fmt::format("  breakdown: compute {:.3f} s (fwd {:.3f}, bwd {:.3f}, recompute {:.3f}), "
-                  "tp {:.3f}, pp {:.3f}, dp {:.3f}, bubble {:.3f}, optimizer {:.3f}\n",
-                  bd.forward + bd.backward + bd.recompute, bd.forward, bd.backward, bd.recompute,
-                  bd.tp_comm, bd.pp_comm, bd.dp_comm, bd.bubble, bd.optimizer));
+  nlohmann::json out{{"rank", rank},
+                     {"plan", plan_label(best)},
+                     {"step_time_s", e.step_time_s},
+                     {"mfu", e.mfu},
+                     {"per_gpu_bytes_total", e.memory.total},
+                     {"breakdown_s", breakdown_json(bd)},
+                     {"neighbours", nlohmann::json::array()}};
   Table tab({"neighbour (one change)", "step (s)", "vs this plan", "why"});
   for (const auto& n : sim::plan_neighbours(m, mc.cluster, mc.gpu, mc.profile, s, so, best)) {
-    if (!n.why_not.empty())
+    if (!n.why_not.empty()) {
       tab.add_row({n.change, "-", "-", "not valid: " + n.why_not});
-    else
-      tab.add_row(
-          {n.change, fmt::format("{:.3f}", n.step_time_s),
-           fmt::format("{:+.1f}%", 100 * (n.step_time_s / e.step_time_s - 1)),
-           n.step_time_s >= e.step_time_s ? "slower" : "faster but ranked lower by the objective"});
+      out["neighbours"].push_back({{"change", n.change}, {"valid", false}, {"why", n.why_not}});
+      continue;
+    }
+    const std::string why = neighbour_why(n, e.step_time_s, ranked, rank, objective);
+    tab.add_row({n.change, fmt::format("{:.3f}", n.step_time_s),
+                 fmt::format("{:+.1f}%", 100 * (n.step_time_s / e.step_time_s - 1)), why});
+    out["neighbours"].push_back(
+        {{"change", n.change}, {"valid", true}, {"step_time_s", n.step_time_s}, {"why", why}});
   }
-  tab.print(sink);
+  if (sink.format() == Format::table) {
+    sink.write(fmt::format("\nplan #{}: {}  step {:.3f} s, MFU {:.1f}%, {:.1f} GB per GPU\n", rank,
+                           plan_label(best), e.step_time_s, 100 * e.mfu, e.memory.total / 1e9));
+    sink.write(
+        fmt::format("  breakdown: compute {:.3f} s (fwd {:.3f}, bwd {:.3f}, recompute {:.3f}), "
+                    "tp {:.3f}, pp {:.3f}, dp {:.3f}, bubble {:.3f}, optimizer {:.3f}\n",
+                    bd.forward + bd.backward + bd.recompute, bd.forward, bd.backward, bd.recompute,
+                    bd.tp_comm, bd.pp_comm, bd.dp_comm, bd.bubble, bd.optimizer));
+    tab.print(sink);
+  }
+  return out;
 }
 
 int run_plan(const PlanOptionsCli& o) {
@@ -172,8 +216,12 @@ int run_plan(const PlanOptionsCli& o) {
   if (s.global_batch_size <= 0)
     throw ConfigError("--global-batch: required for plan (sequences per optimizer step)");
   require_range("--top", o.top, 1, 10000);
-  if (o.explain)
+  if (o.explain) {
     require_range("--explain", *o.explain, 1, 10000);
+    if (o.out.format == Format::csv)
+      throw ConfigError("--explain with --format csv: the plans are one table and the "
+                        "explanation another; use --format table or json (its \"explain\")");
+  }
   require_range("--max-tp", o.max_tp, 0, kMaxDegree, "(0 = GPUs per node)");
   require_range("--max-cp", o.max_cp, 1, kMaxDegree);
   require_range("--max-interleave", o.max_interleave, 1, 1024);
@@ -195,6 +243,13 @@ int run_plan(const PlanOptionsCli& o) {
   std::map<std::string, std::string> fixed;
   for (const auto& f : o.fix)
     apply_fix(f, so, fixed);
+  if (o.micro_batch_given) {
+    if (so.fix_micro_batch >= 0 && so.fix_micro_batch != o.setup.micro_batch_size)
+      throw ConfigError(fmt::format("--micro-batch {} and {}: pin the micro-batch once",
+                                    o.setup.micro_batch_size, fixed["micro-batch"]));
+    so.fix_micro_batch = o.setup.micro_batch_size;
+  }
+
   if (so.fix_recompute >= 0)
     require_recompute_supported(static_cast<model::Recompute>(so.fix_recompute), so.step.fw());
   if (so.fix_zero >= 0)
@@ -238,6 +293,16 @@ int run_plan(const PlanOptionsCli& o) {
     throw ConfigError(
         fmt::format("--fix pp={}: must not exceed num_layers = {}", so.fix_pp, m.num_layers));
   check_stage_split_flags(o.stages, m.num_layers);
+  // A pinned degree must divide the GPUs and a pinned micro-batch the global batch, or the
+  // search has nothing to enumerate.
+  for (const auto& [flag, v] : {std::pair{"tp", so.fix_tp}, std::pair{"pp", so.fix_pp},
+                                std::pair{"dp", so.fix_dp}, std::pair{"cp", so.fix_cp}})
+    if (v == 0 || (v > 0 && mc.num_gpus % v))
+      throw ConfigError(fmt::format("--fix {}={}: must divide the {} GPUs", flag, v, mc.num_gpus));
+  if (so.fix_micro_batch == 0 ||
+      (so.fix_micro_batch > 0 && s.global_batch_size % so.fix_micro_batch))
+    throw ConfigError(fmt::format("micro-batch {}: must divide the global batch {}",
+                                  so.fix_micro_batch, s.global_batch_size));
   if (!o.stages.pp_layers.empty()) {
     // Pins pp to the number of stages; checked like a plan's split (pp alone is searched).
     so.fix_stage_layers = parse_stage_layers(o.stages.pp_layers, "--pp-layers");
@@ -252,8 +317,6 @@ int run_plan(const PlanOptionsCli& o) {
   }
   so.fix_first_stage_layers = o.stages.first_stage_layers.value_or(-1);
   so.fix_last_stage_layers = o.stages.last_stage_layers.value_or(-1);
-  if (so.fix_tp > 0 && mc.num_gpus % so.fix_tp)
-    throw ConfigError(fmt::format("--fix tp={}: must divide the {} GPUs", so.fix_tp, mc.num_gpus));
   const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   so.threads = o.threads > 0 ? o.threads : hw_threads;
 
@@ -265,6 +328,7 @@ int run_plan(const PlanOptionsCli& o) {
       opts.threads = threads;
       std::vector<double> ts;
       for (int i = 0; i < 5; ++i) {
+        sim::clear_allocator_cache(); // each search cold, as one `plan` runs
         const auto t0 = std::chrono::steady_clock::now();
         r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, opts);
         ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -274,13 +338,43 @@ int run_plan(const PlanOptionsCli& o) {
     sim::PlanSearchResult r1, rn;
     const double t1 = time_run(1, r1);
     const double tn = time_run(hw_threads, rn);
-    const bool same = r1.plans.size() == rn.plans.size() && r1.evaluated == rn.evaluated &&
+    // The same plans in the same order (how many were sized on the way depends on what each
+    // thread had found: the pruning).
+    const bool same = r1.plans.size() == rn.plans.size() &&
                       std::equal(r1.plans.begin(), r1.plans.end(), rn.plans.begin(),
                                  [](const auto& a, const auto& b) {
-                                   return a.step_time_s == b.step_time_s &&
-                                          a.plan.tp == b.plan.tp && a.plan.pp == b.plan.pp &&
-                                          a.micro_batch_size == b.micro_batch_size;
+                                   return sim::same_plan(a, b) && a.step_time_s == b.step_time_s &&
+                                          a.per_gpu_bytes_total == b.per_gpu_bytes_total;
                                  });
+    if (!same)
+      throw CheckFailed("plan search: single- and multi-threaded results differ");
+    if (sink.format() != Format::table) {
+      const nlohmann::json j{
+          {"model", m.name},
+          {"num_gpus", mc.num_gpus},
+          {"gpu", mc.gpu.name},
+          {"global_batch_size", s.global_batch_size},
+          {"seq_len", s.seq_len},
+          {"space_size", r1.space_size},
+          {"evaluated", r1.evaluated},
+          {"feasible", r1.feasible},
+          {"one_thread_search_s", t1},
+          {"threads", hw_threads},
+          {"all_threads_search_s", tn},
+          {"one_thread_evaluations_per_s", static_cast<double>(r1.evaluated) / t1},
+          {"identical_results", same}};
+      if (sink.format() == Format::json) {
+        sink.json(j);
+      } else {
+        Table t({"threads", "search_s", "evaluations_per_s"});
+        t.add_row({"1", fmt::format("{:.6g}", t1),
+                   fmt::format("{:.6g}", static_cast<double>(r1.evaluated) / t1)});
+        t.add_row({fmt::format("{}", hw_threads), fmt::format("{:.6g}", tn),
+                   fmt::format("{:.6g}", static_cast<double>(rn.evaluated) / tn)});
+        t.print(sink);
+      }
+      return 0;
+    }
     sink.write(fmt::format("# plan search benchmark: {} on {} x {}, global batch {}, seq {}\n",
                            m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len));
     sink.write(fmt::format("space {} candidates, {} evaluated by the cost model ({} with uneven "
@@ -295,8 +389,6 @@ int run_plan(const PlanOptionsCli& o) {
                            hw_threads, tn * 1e3, static_cast<double>(rn.evaluated) / tn / 1e6,
                            static_cast<double>(rn.evaluated) / tn / 1e6 / hw_threads, t1 / tn,
                            same ? "yes" : "NO"));
-    if (!same)
-      throw CheckFailed("plan search: single- and multi-threaded results differ");
     return 0;
   }
 
@@ -305,6 +397,11 @@ int run_plan(const PlanOptionsCli& o) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
+  if (r.space_size == 0)
+    throw ConfigError(fmt::format(
+        "no candidates for {} on {} GPUs (global batch {}): the pinned dimensions (--fix, "
+        "--micro-batch, --pp-layers) and the --max-* bounds leave nothing to search",
+        m.name, mc.num_gpus, s.global_batch_size));
   if (r.plans.empty()) {
     std::string reasons;
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
@@ -361,6 +458,9 @@ int run_plan(const PlanOptionsCli& o) {
       listed_cp
           ? sim::caveats_of(so.step.fw(), sim::FrameworkProfile::Caveat::When::context_parallel)
           : std::vector<std::string>{};
+  if (o.explain && *o.explain > static_cast<std::int64_t>(r.plans.size()))
+    throw ConfigError(
+        fmt::format("--explain {}: only {} plans were found", *o.explain, r.plans.size()));
   if (sink.format() == Format::json) {
     nlohmann::json rej = nlohmann::json::object();
     for (std::size_t k = 0; k < r.rejected.size(); ++k)
@@ -368,21 +468,24 @@ int run_plan(const PlanOptionsCli& o) {
     nlohmann::json caveats = moe_caveats;
     for (const auto& c : cp_caveats)
       caveats.push_back("plans with cp > 1: " + c);
-    sink.json({{"model", m.name},
-               {"framework", so.step.fw().name},
-               {"framework_parallelisms", so.step.fw().parallelisms_text()},
-               {"caveats", caveats},
-               {"mfu_note", listed_mfu_above_peak ? sim::kMfuAbovePeakNote : ""},
-               {"num_gpus", mc.num_gpus},
-               {"gpu", mc.gpu.name},
-               {"objective", o.objective},
-               {"space_size", r.space_size},
-               {"evaluated", r.evaluated},
-               {"uneven_stages_evaluated", r.uneven_evaluated},
-               {"feasible", r.feasible},
-               {"rejected", rej},
-               {"search_time_s", elapsed},
-               {"plans", plans}});
+    nlohmann::json j{{"model", m.name},
+                     {"framework", so.step.fw().name},
+                     {"framework_parallelisms", so.step.fw().parallelisms_text()},
+                     {"caveats", caveats},
+                     {"mfu_note", listed_mfu_above_peak ? sim::kMfuAbovePeakNote : ""},
+                     {"num_gpus", mc.num_gpus},
+                     {"gpu", mc.gpu.name},
+                     {"objective", o.objective},
+                     {"space_size", r.space_size},
+                     {"evaluated", r.evaluated},
+                     {"uneven_stages_evaluated", r.uneven_evaluated},
+                     {"feasible", r.feasible},
+                     {"rejected", rej},
+                     {"search_time_s", elapsed},
+                     {"plans", plans}};
+    if (o.explain)
+      j["explain"] = explain(sink, m, mc, s, so.step, r.plans, *o.explain, so.objective);
+    sink.json(j);
   } else {
     sink.comment(fmt::format(
         "{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
@@ -446,19 +549,16 @@ int run_plan(const PlanOptionsCli& o) {
            fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
     }
     t.print(sink);
-    if (listed_mfu_above_peak)
-      sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
-    for (const auto& c : moe_caveats)
-      sink.write(fmt::format("caveat ({}): {}\n", so.step.fw().name, c));
-    for (const auto& c : cp_caveats)
-      sink.write(fmt::format("caveat ({}, plans with cp > 1): {}\n", so.step.fw().name, c));
-    if (o.explain) {
-      if (*o.explain > static_cast<std::int64_t>(r.plans.size()))
-        throw ConfigError(
-            fmt::format("--explain {}: only {} plans were found", *o.explain, r.plans.size()));
-      explain(sink, m, mc, s, so.step, r.plans[static_cast<std::size_t>(*o.explain - 1)],
-              *o.explain);
+    if (sink.format() == Format::table) { // CSV: the table alone
+      if (listed_mfu_above_peak)
+        sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
+      for (const auto& c : moe_caveats)
+        sink.write(fmt::format("caveat ({}): {}\n", so.step.fw().name, c));
+      for (const auto& c : cp_caveats)
+        sink.write(fmt::format("caveat ({}, plans with cp > 1): {}\n", so.step.fw().name, c));
     }
+    if (o.explain)
+      (void)explain(sink, m, mc, s, so.step, r.plans, *o.explain, so.objective);
   }
   if (!o.plot.empty()) {
     // Frontier: step time against memory per GPU for the top plans (search again with a
@@ -529,7 +629,19 @@ void add_plan(CLI::App& app) {
   cmd->footer("Example: trainsim plan --model megatron-1t --cluster dgx-a100 --num-gpus 3072 "
               "--global-batch 3072 --seq-len 2048 --precision fp16-mixed --attention naive --top 5 "
               "--explain 1");
-  cmd->callback([o] { run_plan(*o); });
+  // The search needs the global batch; the micro-batch it searches unless one is given.
+  cmd->get_option("--global-batch")
+      ->description("Sequences per optimizer step (required: the search splits it into "
+                    "micro-batches x accumulation x dp)")
+      ->default_str("");
+  cmd->get_option("--micro-batch")
+      ->description("Search only this micro-batch (as --fix micro-batch=N); default: every "
+                    "divisor of the global batch")
+      ->default_str("");
+  cmd->callback([o, cmd] {
+    o->micro_batch_given = cmd->get_option("--micro-batch")->count() > 0;
+    run_plan(*o);
+  });
 }
 
 } // namespace trainsim::cli

@@ -1,5 +1,7 @@
 // `trainsim presets list [KIND]` and `trainsim presets show NAME`: what is available, and one
 // preset resolved (validated, in the file's units).
+#include <algorithm>
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
@@ -57,9 +59,19 @@ void list(const PresetsOptions& o) {
 void show(const PresetsOptions& o) {
   require_kind("presets show --kind", o.kind);
   std::vector<std::string> kinds = o.kind.empty() ? kKinds : std::vector<std::string>{o.kind};
+  const bool path = is_preset_path(o.name);
+  if (path && o.kind.empty()) {
+    // A file is read as the kind of the folder it is in (presets/gpus/h100-sxm.json), else as
+    // the kind --kind names: one loader, one set of errors.
+    const std::string folder = std::filesystem::path(o.name).parent_path().filename().string();
+    if (std::find(kKinds.begin(), kKinds.end(), folder) == kKinds.end())
+      throw ConfigError(fmt::format("presets show {}: say which kind of preset the file is with "
+                                    "--kind (models, gpus, clusters, frameworks or profiles)",
+                                    o.name));
+    kinds = {folder};
+  }
   for (const auto& kind : kinds) {
     const auto names = list_presets(kind);
-    const bool path = o.name.find('/') != std::string::npos || o.name.ends_with(".json");
     if (!path && std::find(names.begin(), names.end(), o.name) == names.end())
       continue;
     nlohmann::json j;

@@ -171,7 +171,25 @@ void add_roofline(CLI::App& app) {
   add_output_options(*cmd, o->out);
   cmd->footer("Examples:\n  trainsim roofline --gpu h100-sxm --op gemm --m 8192 --n 8192 --k 8192\n"
               "  trainsim roofline --gpu h200 --model llama3-8b --seq-len 4096 --plot roof.png");
-  cmd->callback([o] { run_roofline(*o); });
+  cmd->callback([o, cmd] {
+    if (o->op == "gemm")
+      refuse_unused_flags(*cmd,
+                          {"--model", "--micro-batch", "--global-batch", "--seq-len", "--precision",
+                           "--attention", "--optimizer", "--tp", "--pp", "--dp", "--cp", "--ep",
+                           "--etp", "--zero", "--interleave", "--sequence-parallel", "--recompute"},
+                          "roofline --op gemm (one GEMM: --m --n --k --dtype)");
+    else
+      refuse_unused_flags(
+          *cmd,
+          {"--m", "--n", "--k", "--dtype", "--global-batch", "--optimizer", "--pp", "--dp",
+           "--zero", "--interleave", "--recompute", "--pp-layers",
+           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"},
+          "roofline --model (one GPU's operators for one micro-batch, shaped by --tp --cp --ep "
+          "--etp --sequence-parallel, --micro-batch, --seq-len, --precision and --attention; "
+          "pipelines, data parallelism, ZeRO, recompute and the optimizer are the step's: "
+          "trainsim estimate)");
+    run_roofline(*o);
+  });
 }
 
 } // namespace trainsim::cli

@@ -10,6 +10,7 @@
 #include "cli/plot.hpp"
 #include "cli/resolve.hpp"
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "simulate/fit/framework_fit.hpp"
 
 namespace trainsim::cli {
@@ -390,6 +391,43 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
                                       o.max_test_error_pct));
 }
 
+namespace {
+
+// A fitted profile's figures, in every format: "name = value" lines under a comment (table),
+// name,value rows (CSV), or one object (JSON); the profile itself is the --out file.
+struct FitReport {
+  std::string what; // the comment line: what was fitted on what
+  std::vector<std::pair<std::string, double>> fitted, quality;
+  std::string out_file;
+};
+
+void print_fit(Sink& sink, const FitReport& f) {
+  if (sink.format() == Format::json) {
+    nlohmann::json fitted = nlohmann::json::object(), quality = nlohmann::json::object();
+    for (const auto& [k, v] : f.fitted)
+      fitted[k] = v;
+    for (const auto& [k, v] : f.quality)
+      quality[k] = v;
+    sink.json({{"fitted", fitted}, {"quality", quality}, {"wrote", f.out_file}, {"what", f.what}});
+    return;
+  }
+  if (sink.format() == Format::csv) {
+    Table t({"name", "value"});
+    for (const auto* list : {&f.fitted, &f.quality})
+      for (const auto& [k, v] : *list)
+        t.add_row({k, fmt::format("{:.6g}", v)});
+    t.print(sink);
+    return;
+  }
+  sink.comment(f.what);
+  for (const auto* list : {&f.fitted, &f.quality})
+    for (const auto& [k, v] : *list)
+      sink.write(fmt::format("{} = {:.4g}\n", k, v));
+  sink.write(fmt::format("wrote {}\n", printable(f.out_file)));
+}
+
+} // namespace
+
 void calibrate_framework(const std::vector<std::string>& files,
                          const std::vector<std::string>& repeat_files, const std::string& framework,
                          const std::string& fit_only, const std::string& out_file, Sink& sink) {
@@ -404,6 +442,8 @@ void calibrate_framework(const std::vector<std::string>& files,
   std::string on;
   for (const auto& f : files)
     on += (on.empty() ? "" : ", ") + f;
+  FitReport report;
+  report.out_file = out_file;
   if (fit_only == "tp-overlap") {
     auto r = fitting::fit_tp_overlap_hidden(base, runs);
     // The band of multi-GPU predictions: this profile's residuals on the multi-GPU fit rows
@@ -411,16 +451,16 @@ void calibrate_framework(const std::vector<std::string>& files,
     r.profile.fit_multi_gpu = fitting::multi_gpu_residuals(
         r.profile, runs, 1, on + " (fit half, runs on more than one GPU: docs/frameworks.md)");
     write(r.profile);
-    sink.write(fmt::format("# fitted {}'s tp_overlap_hidden_fraction alone on {} fit rows that "
-                           "overlap tensor-parallel communication without context parallelism\n",
-                           base.name, r.rows));
-    sink.write(
-        fmt::format("tp_overlap_hidden_fraction = {:.2f}\n", r.profile.tp_overlap_hidden_fraction));
-    sink.write(fmt::format("those rows: mean |error| {:.1f}%\n", 100 * r.mape));
-    sink.write(fmt::format("multi-GPU band: sigma {:.1f}% over {} fit rows ({} dof)\nwrote {}\n",
-                           100 * r.profile.fit_multi_gpu.time_sigma_fraction,
-                           r.profile.fit_multi_gpu.time_runs, r.profile.fit_multi_gpu.time_dof(),
-                           out_file));
+    report.what = fmt::format("fitted {}'s tp_overlap_hidden_fraction alone on {} fit rows that "
+                              "overlap tensor-parallel communication without context parallelism",
+                              base.name, r.rows);
+    report.fitted = {{"tp_overlap_hidden_fraction", r.profile.tp_overlap_hidden_fraction}};
+    report.quality = {
+        {"fit_rows_mean_abs_error_pct", 100 * r.mape},
+        {"multi_gpu_sigma_pct", 100 * r.profile.fit_multi_gpu.time_sigma_fraction},
+        {"multi_gpu_fit_rows", static_cast<double>(r.profile.fit_multi_gpu.time_runs)},
+        {"multi_gpu_dof", static_cast<double>(r.profile.fit_multi_gpu.time_dof())}};
+    print_fit(sink, report);
     return;
   }
   if (!fit_only.empty())
@@ -435,40 +475,36 @@ void calibrate_framework(const std::vector<std::string>& files,
   const auto r = fitting::fit_framework(base, runs, options, on);
   write(r.profile);
   const auto& p = r.profile;
-  sink.write(fmt::format("# fitted {} on {} time and {} memory runs (fit half of {})\n", p.name,
-                         r.fit_time_runs, r.fit_memory_runs, on));
+  report.what = fmt::format("fitted {} on {} time and {} memory runs (fit half of {})", p.name,
+                            r.fit_time_runs, r.fit_memory_runs, on);
+  auto& f = report.fitted;
   if (options.host_per_kernel)
-    sink.write(fmt::format("host_us_per_kernel = {:.3g}\n", p.host_s_per_kernel * 1e6));
+    f.emplace_back("host_us_per_kernel", p.host_s_per_kernel * 1e6);
   if (options.host_per_layer)
-    sink.write(fmt::format("host_us_per_layer = {:.4g}\n", p.host_s_per_layer * 1e6));
+    f.emplace_back("host_us_per_layer", p.host_s_per_layer * 1e6);
   if (options.host_per_checkpoint)
-    sink.write(fmt::format("host_us_per_checkpoint = {:.4g}\n", p.host_s_per_checkpoint * 1e6));
+    f.emplace_back("host_us_per_checkpoint", p.host_s_per_checkpoint * 1e6);
   if (options.host_per_sac_kernel)
-    sink.write(fmt::format("host_us_per_sac_kernel = {:.4g}\n", p.host_s_per_sac_kernel * 1e6));
+    f.emplace_back("host_us_per_sac_kernel", p.host_s_per_sac_kernel * 1e6);
   if (options.gemm_efficiency)
-    sink.write(fmt::format("gemm_efficiency_scale = {:.4f}\n", p.gemm_efficiency_scale));
-  for (const auto& [gpu, v] : p.gpu_gemm_efficiency_scale)
-    sink.write(fmt::format("gpu_gemm_efficiency_scale.{} = {:.4f} (on top of the shared scale)\n",
-                           gpu, v));
+    f.emplace_back("gemm_efficiency_scale", p.gemm_efficiency_scale);
+  for (const auto& [gpu, v] : p.gpu_gemm_efficiency_scale) // on top of the shared scale
+    f.emplace_back("gpu_gemm_efficiency_scale." + gpu, v);
   if (options.expert_efficiency)
-    sink.write(
-        fmt::format("expert_gemm_efficiency_scale = {:.4f}\n", p.expert_gemm_efficiency_scale));
+    f.emplace_back("expert_gemm_efficiency_scale", p.expert_gemm_efficiency_scale);
   if (options.moe_dispatch)
-    sink.write(
-        fmt::format("moe_dispatch_us_per_layer = {:.4g}\n", p.moe_dispatch_s_per_layer * 1e6));
+    f.emplace_back("moe_dispatch_us_per_layer", p.moe_dispatch_s_per_layer * 1e6);
   if (options.activation_factor)
-    sink.write(fmt::format("activation_bytes_factor = {:.4f}\n", p.activation_bytes_factor));
+    f.emplace_back("activation_bytes_factor", p.activation_bytes_factor);
   if (options.activation_factor_fp32)
-    sink.write(
-        fmt::format("activation_bytes_factor_fp32 = {:.4f}\n", p.activation_bytes_factor_fp32));
+    f.emplace_back("activation_bytes_factor_fp32", p.activation_bytes_factor_fp32);
   if (options.allocator_overhead)
-    sink.write(
-        fmt::format("allocator_overhead_fraction = {:.4f}\n", p.allocator_overhead_fraction));
-  sink.write(fmt::format("fit rows: time mean |error| {:.1f}%, sigma {:.1f}%; memory mean |error| "
-                         "{:.1f}%, sigma {:.1f}%\n",
-                         100 * r.fit_time_mape, 100 * p.fit.time_sigma_fraction,
-                         100 * r.fit_memory_mape, 100 * p.fit.memory_sigma_fraction));
-  sink.write(fmt::format("wrote {}\n", out_file));
+    f.emplace_back("allocator_overhead_fraction", p.allocator_overhead_fraction);
+  report.quality = {{"fit_time_mean_abs_error_pct", 100 * r.fit_time_mape},
+                    {"fit_time_sigma_pct", 100 * p.fit.time_sigma_fraction},
+                    {"fit_memory_mean_abs_error_pct", 100 * r.fit_memory_mape},
+                    {"fit_memory_sigma_pct", 100 * p.fit.memory_sigma_fraction}};
+  print_fit(sink, report);
 }
 
 } // namespace trainsim::cli

@@ -314,8 +314,14 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   t.print(sink);
   if (sink.format() != Format::table)
     return;
-  const std::string_view peak_dtype = dtype_name(sim::mfu_peak_dtype(s.precision));
-  sink.write(fmt::format("step {} {}  |  MFU {:.1f}%  HFU {:.1f}% (of the {} peak)  |  {:.3g} "
+  const Dtype wanted = sim::mfu_peak_dtype(s.precision);
+  const Dtype used = sim::effective_peak_dtype(mc.gpu, wanted);
+  const std::string peak_dtype =
+      used == wanted
+          ? fmt::format("{} peak", dtype_name(used))
+          : fmt::format("{} peak: {} has no {} units, {} runs at {} speed", dtype_name(used),
+                        mc.gpu.name, dtype_name(wanted), dtype_name(wanted), dtype_name(used));
+  sink.write(fmt::format("step {} {}  |  MFU {:.1f}%  HFU {:.1f}% (of the {})  |  {:.3g} "
                          "tokens/s  |  {:.1f} TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,
                          peak_dtype, e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));

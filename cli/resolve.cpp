@@ -53,9 +53,25 @@ model::ModelSpec resolve_model(const ModelOptions& o) {
       changed = true;
     }
   };
+  // What depends on an overridden field is derived again, as the loaders derive it, unless it
+  // is given too: a head's width is hidden / heads (MLA keeps its own head widths), and a
+  // model with as many KV heads as heads (multi-head attention) keeps them equal.
+  const bool mha = m.num_kv_heads == m.num_heads;
   set(o.num_layers, m.num_layers);
   set(o.hidden_size, m.hidden_size);
   set(o.num_heads, m.num_heads);
+  std::string underived; // said after the sizes themselves are checked
+  if ((o.hidden_size || o.num_heads) && !o.head_dim &&
+      m.attention_kind != model::AttentionKind::mla) {
+    if (m.num_heads > 0 && m.hidden_size % m.num_heads == 0)
+      m.head_dim = m.hidden_size / m.num_heads;
+    else
+      underived = fmt::format("--num-heads {} with hidden size {}: the heads must divide the "
+                              "hidden size to derive head_dim (or give --head-dim)",
+                              m.num_heads, m.hidden_size);
+  }
+  if (o.num_heads && !o.num_kv_heads && mha)
+    m.num_kv_heads = m.num_heads;
   set(o.num_kv_heads, m.num_kv_heads);
   set(o.head_dim, m.head_dim);
   set(o.ffn_hidden_size, m.ffn_hidden_size);
@@ -105,6 +121,8 @@ model::ModelSpec resolve_model(const ModelOptions& o) {
   }
   if (changed)
     model::validate(m, "flags (model overrides)");
+  if (!underived.empty())
+    throw ConfigError(underived);
   return m;
 }
 
@@ -386,11 +404,11 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
   p.cp = o.cp;
   p.ep = o.ep;
   p.etp = o.etp;
-  if (o.zero_stage < 0 && o.zero_stage != PlanOptions::kZeroFromFramework)
+  if (o.zero_stage && (*o.zero_stage < 0 || *o.zero_stage > 3))
     throw ConfigError(fmt::format("--zero = {}: must be 0, 1, 2 or 3 (or unset: the "
                                   "framework's default)",
-                                  o.zero_stage));
-  p.zero_stage = o.zero_stage == PlanOptions::kZeroFromFramework ? default_zero : o.zero_stage;
+                                  *o.zero_stage));
+  p.zero_stage = o.zero_stage.value_or(default_zero);
   p.interleave = o.interleave;
   p.sequence_parallel = o.sequence_parallel;
   p.recompute = parse_recompute(o.recompute);
@@ -413,7 +431,7 @@ model::ParallelPlan resolve_plan(const PlanOptions& o, const model::ModelSpec& m
 }
 
 std::string zero_default_note(const PlanOptions& o, const sim::FrameworkProfile& fw) {
-  if (o.zero_stage != PlanOptions::kZeroFromFramework || fw.default_zero_stage == 0)
+  if (o.zero_stage || fw.default_zero_stage == 0)
     return {};
   return fmt::format("ZeRO-{}: the {} profile's default, {}; --zero to choose",
                      fw.default_zero_stage, fw.name, fw.default_zero_stage_source);
@@ -442,9 +460,10 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
   Machine mc;
   if (o.gpu.empty() && o.cluster.empty())
     throw ConfigError("--gpu or --cluster: one is required (e.g. --gpu h100-sxm)");
-  const bool given = o.num_gpus != MachineOptions::kUnset;
-  if (given && (o.num_gpus < 1 || o.num_gpus > 10000000))
-    throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", o.num_gpus));
+  const bool given = o.num_gpus.has_value();
+  const std::int64_t num_gpus = o.num_gpus.value_or(0);
+  if (given && (num_gpus < 1 || num_gpus > 10000000))
+    throw ConfigError(fmt::format("--num-gpus = {}: must be in 1..10000000", num_gpus));
   if (!o.cluster.empty()) {
     mc.cluster = hw::load_cluster(o.cluster);
     mc.gpu = hw::load_gpu(o.gpu.empty() ? mc.cluster.gpu : o.gpu);
@@ -454,21 +473,21 @@ Machine resolve_machine(const MachineOptions& o, std::int64_t default_gpus) {
           "theirs); leave out --gpu, or give a cluster file whose \"gpu\" is {}",
           o.gpu, mc.cluster.name, mc.cluster.gpu, mc.gpu.name));
     if (given) {
-      if (o.num_gpus <= mc.cluster.gpus_per_node) {
-        mc.cluster.gpus_per_node = o.num_gpus;
+      if (num_gpus <= mc.cluster.gpus_per_node) {
+        mc.cluster.gpus_per_node = num_gpus;
         mc.cluster.num_nodes = 1;
-      } else if (o.num_gpus % mc.cluster.gpus_per_node != 0) {
+      } else if (num_gpus % mc.cluster.gpus_per_node != 0) {
         throw ConfigError(fmt::format("--num-gpus = {}: must be a multiple of the cluster's "
                                       "gpus_per_node = {} (or at most one node)",
-                                      o.num_gpus, mc.cluster.gpus_per_node));
+                                      num_gpus, mc.cluster.gpus_per_node));
       } else {
-        mc.cluster.num_nodes = o.num_gpus / mc.cluster.gpus_per_node;
+        mc.cluster.num_nodes = num_gpus / mc.cluster.gpus_per_node;
       }
       hw::validate(mc.cluster, "flags (--num-gpus)");
     }
   } else {
     mc.gpu = hw::load_gpu(o.gpu);
-    mc.cluster = hw::single_node_cluster(mc.gpu, given ? o.num_gpus : default_gpus);
+    mc.cluster = hw::single_node_cluster(mc.gpu, given ? num_gpus : default_gpus);
   }
   if (o.gpu_memory_gb) {
     mc.gpu.memory_bytes = *o.gpu_memory_gb * 1e9;
@@ -519,6 +538,18 @@ nlohmann::json plan_json(const model::ParallelPlan& p) {
   if (!p.stage_layers.empty()) // absent: num_layers / pp on every stage
     j["stage_layers"] = p.stage_layers;
   return j;
+}
+
+void refuse_unused_flags(const CLI::App& cmd, std::initializer_list<const char*> flags,
+                         std::string_view why) {
+  for (const char* flag : flags) {
+    const CLI::Option* opt = cmd.get_option_no_throw(flag);
+    if (opt == nullptr)
+      throw std::logic_error(
+          fmt::format("refuse_unused_flags: {} has no {}", cmd.get_name(), flag));
+    if (opt->count() > 0)
+      throw ConfigError(fmt::format("{}: not used by {}", flag, why));
+  }
 }
 
 } // namespace trainsim::cli

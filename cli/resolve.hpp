@@ -78,10 +78,9 @@ void check_stage_split_flags(const StageSplitOptions& o, std::int64_t num_layers
 resolve_stage_split(const StageSplitOptions& o, std::int64_t num_layers, std::int64_t pp);
 
 struct PlanOptions {
-  // --zero left unset: the framework's default stage (FrameworkProfile::default_zero_stage).
-  static constexpr std::int64_t kZeroFromFramework = -1;
-  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, zero_stage = kZeroFromFramework,
-               interleave = 1;
+  std::int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, interleave = 1;
+  // Unset: the framework's default stage (FrameworkProfile::default_zero_stage).
+  std::optional<std::int64_t> zero_stage;
   bool sequence_parallel = false;
   std::string recompute = "none";
   StageSplitOptions stages;
@@ -100,8 +99,7 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o);
 struct MachineOptions {
   std::string gpu;
   std::string cluster;
-  static constexpr std::int64_t kUnset = INT64_MIN;
-  std::int64_t num_gpus = kUnset; // unset: one node of the cluster, or the command's default
+  std::optional<std::int64_t> num_gpus; // unset: one node of the cluster, or the command's default
   std::string calibration;
   std::optional<double> gpu_memory_gb;
 };
@@ -133,5 +131,10 @@ struct Machine {
 [[nodiscard]] std::string recompute_label(const model::ParallelPlan& p,
                                           const model::TrainingSetup& s);
 [[nodiscard]] nlohmann::json plan_json(const model::ParallelPlan& p);
+
+/// Refuses the first of `flags` that `cmd` was given: a flag the command takes for another of
+/// its modes and would ignore in this one ("--zero: not used by roofline --model: <why>").
+void refuse_unused_flags(const CLI::App& cmd, std::initializer_list<const char*> flags,
+                         std::string_view why);
 
 } // namespace trainsim::cli

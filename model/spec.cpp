@@ -279,7 +279,9 @@ std::string format_stage_layers(const std::vector<std::int64_t>& stage_layers) {
 namespace {
 // Sizes beyond these are typos, not models (a 1e6-wide hidden layer has 1e12 params/layer).
 constexpr std::int64_t kMaxDim = 1 << 20;
-constexpr std::int64_t kMaxLayers = 100000;
+// Layers: the deepest published LLMs have about 200 (Llama 3 405B: 126; GPT-3: 96); 10,000
+// keeps a step's allocator play (linear in layers) well under a second (docs/model.md).
+constexpr std::int64_t kMaxLayers = 10000;
 constexpr std::int64_t kMaxVocab = 1 << 24;
 
 // Largest parallel degrees (ParallelPlan): beyond these a layout is a typo, not a machine.

@@ -32,11 +32,39 @@ std::int64_t CachingAllocatorModel::segment_bytes(std::int64_t rounded) {
   return (rounded + kLargeRoundingBytes - 1) / kLargeRoundingBytes * kLargeRoundingBytes;
 }
 
-void CachingAllocatorModel::insert(Pool& p, const Key& k) { p.insert(k); }
+void* CachingAllocatorModel::NodeRecycler::do_allocate(std::size_t bytes, std::size_t alignment) {
+  if (node_bytes_ == 0)
+    node_bytes_ = bytes;
+  if (bytes == node_bytes_ && !free_.empty()) {
+    void* p = free_.back();
+    free_.pop_back();
+    return p;
+  }
+  return buffer_.allocate(bytes, alignment);
+}
 
-void CachingAllocatorModel::erase(Pool& p, const Key& k) {
-  if (p.erase(k) != 1)
+void CachingAllocatorModel::NodeRecycler::do_deallocate(void* p, std::size_t bytes,
+                                                        std::size_t /*alignment*/) {
+  if (bytes == node_bytes_)
+    free_.push_back(p); // other sizes stay in the buffer until the model goes
+}
+
+// A free block's neighbours are blocks in use (free neighbours are merged), so whether it is a
+// whole segment does not change while it is in its pool.
+void CachingAllocatorModel::insert(Pool& p, const Key& k) {
+  Block& b = blocks_[static_cast<std::size_t>(k[3])];
+  b.at = p.insert(k).first;
+  b.pooled = true;
+  if (b.prev < 0 && b.next < 0)
+    whole_free_.push_back(k[3]);
+}
+
+void CachingAllocatorModel::erase(BlockId id) {
+  Block& b = blocks_[static_cast<std::size_t>(id)];
+  if (!b.pooled)
     throw std::logic_error("CachingAllocatorModel: free block missing from its pool");
+  pool(b.small).erase(b.at);
+  b.pooled = false;
 }
 
 CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t bytes,
@@ -48,7 +76,7 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
   auto it = p.lower_bound(Key{stream, size, std::numeric_limits<std::int64_t>::min(), 0});
   if (it != p.end() && (*it)[0] == stream) {
     id = (*it)[3];
-    p.erase(it);
+    erase(id);
   } else {
     const std::int64_t seg = segment_bytes(size);
     if (cap_ > 0 && reserved_ + seg > cap_) {
@@ -67,6 +95,8 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
     blocks_.push_back(Block{addr, seg, -1, -1, small, false, stream});
     reserved_ += seg;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
+    if (oom_ && stop_at_oom_)
+      throw OutOfMemoryStop{}; // served beyond the cap, as the verdict reads it
   }
   Block& b = blocks_[static_cast<std::size_t>(id)];
   const std::int64_t rest = b.size - size;
@@ -90,14 +120,16 @@ CachingAllocatorModel::BlockId CachingAllocatorModel::allocate(std::int64_t byte
 }
 
 void CachingAllocatorModel::empty_cache() {
-  for (Pool* p : {&small_pool_, &large_pool_})
-    std::erase_if(*p, [&](const Key& k) {
-      const Block& b = blocks_[static_cast<std::size_t>(k[3])];
-      if (b.prev >= 0 || b.next >= 0)
-        return false; // part of a segment that is partly in use
+  // An entry counts if its block is still a free whole segment in its pool (it may have been
+  // taken since, or listed twice).
+  for (const BlockId id : whole_free_) {
+    const Block& b = blocks_[static_cast<std::size_t>(id)];
+    if (b.pooled && b.prev < 0 && b.next < 0) {
+      erase(id);
       reserved_ -= b.size;
-      return true;
-    });
+    }
+  }
+  whole_free_.clear();
 }
 
 void CachingAllocatorModel::release(BlockId id) {
@@ -114,7 +146,7 @@ void CachingAllocatorModel::release(BlockId id) {
   if (b->prev >= 0 && blocks_[static_cast<std::size_t>(b->prev)].free) {
     const BlockId pid = b->prev;
     Block& pb = blocks_[static_cast<std::size_t>(pid)];
-    erase(p, Key{pb.stream, pb.size, pb.addr, pid});
+    erase(pid);
     pb.size += b->size;
     pb.next = b->next;
     if (b->next >= 0)
@@ -126,7 +158,7 @@ void CachingAllocatorModel::release(BlockId id) {
   if (b->next >= 0 && blocks_[static_cast<std::size_t>(b->next)].free) {
     const BlockId nid = b->next;
     Block& nb = blocks_[static_cast<std::size_t>(nid)];
-    erase(p, Key{nb.stream, nb.size, nb.addr, nid});
+    erase(nid);
     b->size += nb.size;
     b->next = nb.next;
     if (nb.next >= 0)
@@ -326,7 +358,8 @@ std::uint64_t fingerprint(const StepTensors& t) {
         static_cast<double>(t.steps), t.cap_bytes, t.layer_bwd_transient,
         t.layer_bwd_transient_block, static_cast<double>(t.fsdp2), t.unsharded_bytes_per_param,
         t.reduce_bytes_per_param, static_cast<double>(t.cast_on_gather),
-        static_cast<double>(t.recomputed_layers), static_cast<double>(t.empty_cache_before_steps)})
+        static_cast<double>(t.stop_at_out_of_memory), static_cast<double>(t.recomputed_layers),
+        static_cast<double>(t.empty_cache_before_steps)})
     mix(x);
   const auto& lp = t.layer_program;
   for (const auto* events : {&lp.forward, &lp.backward}) {
@@ -382,10 +415,7 @@ std::uint64_t fingerprint(const StepTensors& t) {
   return h;
 }
 
-AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nullptr) {
-  CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)),
-                          step_segment_placement(t));
-  a.record_to(trace);
+void play_step(CachingAllocatorModel& a, const StepTensors& t) {
   using Id = CachingAllocatorModel::BlockId;
   auto alloc = [&](double bytes, std::int64_t stream = 0) {
     return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)), stream);
@@ -775,6 +805,18 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
       token_batch = alloc(t.layer_program.batch_bytes);
     }
   }
+}
+
+AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nullptr) {
+  CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)),
+                          step_segment_placement(t));
+  a.record_to(trace);
+  a.stop_at_out_of_memory(t.stop_at_out_of_memory);
+  try {
+    play_step(a, t);
+  } catch (const CachingAllocatorModel::OutOfMemoryStop&) {
+    // the verdict is known: the step does not fit under the cap
+  }
   return {static_cast<double>(a.peak_allocated_bytes()),
           static_cast<double>(a.peak_reserved_bytes()), a.out_of_memory()};
 }
@@ -797,10 +839,19 @@ std::string step_allocator_trace(const StepTensors& t) {
   return trace;
 }
 
-AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
-  // A per-thread cache keyed by the tensors' fingerprint (a collision would need two different
-  // tensor lists with one 64-bit FNV hash).
+namespace {
+// A per-thread cache keyed by the tensors' fingerprint (a collision would need two different
+// tensor lists with one 64-bit FNV hash): fits ask for the same step many times.
+std::unordered_map<std::uint64_t, AllocatorPeaks>& peaks_cache() {
   thread_local std::unordered_map<std::uint64_t, AllocatorPeaks> cache;
+  return cache;
+}
+} // namespace
+
+void clear_allocator_cache() { peaks_cache().clear(); }
+
+AllocatorPeaks simulate_step_allocator(const StepTensors& t) {
+  auto& cache = peaks_cache();
   const std::uint64_t key = fingerprint(t);
   if (auto it = cache.find(key); it != cache.end())
     return it->second;

@@ -27,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory_resource>
 #include <set>
 #include <string>
 #include <string_view>
@@ -56,6 +57,8 @@ class CachingAllocatorModel {
   explicit CachingAllocatorModel(std::int64_t cap_bytes = 0,
                                  SegmentPlacement placement = SegmentPlacement::above)
       : cap_(cap_bytes), placement_(placement) {}
+  CachingAllocatorModel(const CachingAllocatorModel&) = delete; // its pools hold iterators
+  CachingAllocatorModel& operator=(const CachingAllocatorModel&) = delete;
 
   /// Serves `bytes` (>= 0); returns the block's id for release(). A request the cap cannot
   /// hold even after the cache is released sets out_of_memory() and is served beyond the cap
@@ -76,26 +79,51 @@ class CachingAllocatorModel {
   /// Appends every request ("a BYTES ID STREAM") and release ("f ID") from now on to `trace`,
   /// in the allocator-trace format (replay_allocator_trace); nullptr stops recording.
   void record_to(std::string* trace) { trace_ = trace; }
+  /// Thrown by allocate() at the first request the cap cannot hold (once it is served beyond
+  /// the cap, so the peaks say it did not fit), when asked to stop there.
+  struct OutOfMemoryStop {};
+  void stop_at_out_of_memory(bool stop) { stop_at_oom_ = stop; }
 
  private:
+  using Key = std::array<std::int64_t, 4>; // stream, size, address, id
+  // Free blocks of each pool, sorted. A tree: a step with many micro-batches in flight leaves
+  // tens of thousands of free blocks in a pool, where a sorted vector's inserts and erases
+  // (moving the tail each time) took 2/3 of a plan search's time. Its nodes come from
+  // NodeRecycler (no malloc per free block).
+  using Pool = std::pmr::set<Key>;
+  // Memory for tree nodes, all of one size: freed nodes are kept on a list and handed out
+  // again; the rest comes from a growing buffer released with the model.
+  class NodeRecycler : public std::pmr::memory_resource {
+   private:
+    void* do_allocate(std::size_t bytes, std::size_t alignment) override;
+    void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override;
+    [[nodiscard]] bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+      return this == &other;
+    }
+    std::pmr::monotonic_buffer_resource buffer_;
+    std::size_t node_bytes_ = 0; // the one size handed out (set by the first request)
+    std::vector<void*> free_;
+  };
   struct Block {
     std::int64_t addr = 0, size = 0;
     BlockId prev = -1, next = -1; // neighbours in the segment
     bool small = false, free = false;
     std::int64_t stream = 0;
+    bool pooled = false; // in its pool, at `at`
+    Pool::iterator at{};
   };
-  using Key = std::array<std::int64_t, 4>; // stream, size, address, id
-  // Free blocks of each pool, sorted. A tree: a step with many micro-batches in flight leaves
-  // tens of thousands of free blocks in a pool, where a sorted vector's inserts and erases
-  // (moving the tail each time) took 2/3 of a plan search's time.
-  using Pool = std::set<Key>;
   Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
-  static void insert(Pool& p, const Key& k);
-  static void erase(Pool& p, const Key& k);
+  void insert(Pool& p, const Key& k);
+  void erase(BlockId id); // from its pool
   std::vector<Block> blocks_;
-  Pool small_pool_, large_pool_;
+  NodeRecycler nodes_;
+  Pool small_pool_{&nodes_}, large_pool_{&nodes_};
+  // Blocks that entered a pool as whole segments since the last empty_cache (what it returns;
+  // some may have been taken again), so that a step playing above its cap, which empties the
+  // cache at every miss, does not walk the pools each time.
+  std::vector<BlockId> whole_free_;
   std::int64_t cap_ = 0;
-  bool oom_ = false;
+  bool oom_ = false, stop_at_oom_ = false;
   SegmentPlacement placement_ = SegmentPlacement::above;
   std::string* trace_ = nullptr;
   std::int64_t above_addr_ = 0;                     // the next segment above
@@ -306,12 +334,18 @@ struct StepTensors {
   // under 0.2% to the reserved bytes of the recorded traces; under a cap PyTorch's need can
   // grow to the third or fourth step and then holds (MemoryOptions::allocator_steps).
   std::int64_t steps = 2;
+  // Only the verdict is wanted: the step stops at its first request the cap cannot hold (the
+  // peaks are then those reached so far; out_of_memory is set either way).
+  bool stop_at_out_of_memory = false;
 };
 struct AllocatorPeaks {
   double allocated_bytes = 0, reserved_bytes = 0;
   bool out_of_memory = false; // the cap could not hold the step, even with the cache released
 };
 [[nodiscard]] AllocatorPeaks simulate_step_allocator(const StepTensors& t);
+/// Forgets the peaks this thread has cached (simulate_step_allocator remembers each step it
+/// played): for timing a cold search.
+void clear_allocator_cache();
 /// Where the step's new segments go (below each other for a recorded program, as PyTorch's
 /// traces place them; above for the generated step its profiles were judged with).
 [[nodiscard]] CachingAllocatorModel::SegmentPlacement step_segment_placement(const StepTensors& t);

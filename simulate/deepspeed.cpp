@@ -89,14 +89,21 @@ OffloadDevice read_device(const nlohmann::json& j, const std::string& where, Pro
   return d;
 }
 
+// "auto" is the Hugging Face Trainer's placeholder, filled from its TrainingArguments before
+// DeepSpeed reads the config (transformers' HfTrainerDeepSpeedConfig): name it.
+bool is_auto(const nlohmann::json& v, const std::string& where, Problems& p, const char* give) {
+  if (!v.is_string() || v.get<std::string>() != "auto")
+    return false;
+  p.add(fmt::format("{} = \"auto\": give {} (\"auto\" is filled in by the Hugging Face "
+                    "Trainer from its TrainingArguments, not by DeepSpeed)",
+                    where, give));
+  return true;
+}
+
 double number(const nlohmann::json& v, const std::string& where, Problems& p, double lo,
               double hi) {
-  if (v.is_string() && v.get<std::string>() == "auto") {
-    p.add(fmt::format("{} = \"auto\": give a number (\"auto\" is filled in by the Hugging Face "
-                      "trainer, not by DeepSpeed)",
-                      where));
+  if (is_auto(v, where, p, "a number"))
     return 0;
-  }
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
       v.get<double>() > hi) {
     p.add(fmt::format("{} = {}: must be a number in [{:g}, {:g}]", where, json_brief(v), lo, hi));
@@ -118,6 +125,8 @@ std::int64_t whole(const nlohmann::json& v, const std::string& where, Problems& 
 }
 
 bool flag(const nlohmann::json& v, const std::string& where, Problems& p, bool fallback) {
+  if (is_auto(v, where, p, "true or false"))
+    return fallback;
   if (!v.is_boolean()) {
     p.add(fmt::format("{} = {}: must be true or false", where, json_brief(v)));
     return fallback;
@@ -133,10 +142,7 @@ bool enabled(const nlohmann::json& section, const std::string& where, Problems& 
   }
   for (const auto& [k, v] : section.items()) {
     if (k == "enabled") {
-      if (v.is_boolean())
-        on = v.get<bool>();
-      else
-        p.add(fmt::format("{}.enabled = {}: must be true or false", where, json_brief(v)));
+      on = flag(v, where + ".enabled", p, false);
     } else if (k != "loss_scale" && k != "initial_scale_power" && k != "loss_scale_window" &&
                k != "hysteresis" && k != "min_loss_scale" && k != "consecutive_hysteresis" &&
                k != "immediate_grad_update") {

@@ -197,7 +197,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
   AllocatorPeaks simulated;
   std::optional<StepTensors> step_tensors; // simulated once the analytic peak is known
-  if (fw.caching_allocator && params > 0) {
+  if (fw.caching_allocator && params > 0 && options.simulate_allocator) {
     // The step's tensors through the caching-allocator model (allocator.hpp), before the
     // timeline below reduces the parts to those alive at the peak.
     const auto& t = a.tensors;
@@ -277,6 +277,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
                                               : 0.0;
     st.empty_cache_before_steps = options.empty_cache_before_steps;
     st.steps = std::max<std::int64_t>(options.allocator_steps, 2); // the first makes the states
+    st.stop_at_out_of_memory = options.verdict_only_above_bytes > 0 && st.cap_bytes > 0;
     step_tensors = std::move(st);
   }
   if (fw.memory_timeline) {

@@ -89,8 +89,13 @@ struct MemoryOptions {
   // A verdict is all the caller needs above this total (the plan search: the GPU's memory):
   // when the analytic peak of allocated bytes plus the overhead already exceeds it, the
   // allocator is not simulated (reserved >= allocated, so the step cannot fit either way) and
-  // reserved is reported as allocated. 0: always simulate.
+  // reserved is reported as allocated; under a cap the allocator stops at the first request
+  // the cap cannot hold (StepTensors::stop_at_out_of_memory). 0: always simulate in full.
   double verdict_only_above_bytes = 0;
+  // false: the analytic breakdown only, without playing the caching allocator (what a step's
+  // time reads of the memory, compose_step, does not depend on it: the plan search times a
+  // plan before it sizes it).
+  bool simulate_allocator = true;
 };
 
 /// Model-state bytes per GPU for `params` parameters sharded over `dp` ranks with ZeRO.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -33,6 +34,8 @@ const char* to_string(Reject r) {
   case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
   case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
+  case Reject::slower:
+    return "slower than the top plans on its step-time bound (memory not composed)";
   case Reject::framework_layout: return "the framework runs that layout with other ZeRO stages";
   case Reject::count_: break;
   }
@@ -240,30 +243,54 @@ void build(const Context& c, const model::ParallelPlan& plan, std::int64_t micro
   ++r.phase1_builds;
 }
 
-// Time a plan that fits (its memory composed) and offer it to the top list.
-void time_and_offer(const Context& c, const Phase1& p1, const model::ParallelPlan& plan,
-                    const model::TrainingSetup& s, std::int64_t micro_batches,
-                    const MemoryBreakdown& mem, PlanSearchResult& r, TopK& top) {
+// The step of a plan (compose_step reads the analytic part of the memory only) and the
+// objective it is ranked by.
+struct Timed {
   StepEstimate est;
+  double objective = 0;
+};
+Timed time_plan(const Context& c, const Phase1& p1, const model::ParallelPlan& plan,
+                const model::TrainingSetup& s, const MemoryBreakdown& mem, PlanSearchResult& r) {
+  Timed t;
   compose_step(p1.acc, p1.times, c.m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
-               c.flops_per_token, est, &mem);
-  r.collective_evaluations += est.collective_evaluations;
-  const double objective = c.o.objective == Objective::time ? est.step_time_s
-                           : c.o.objective == Objective::cost
-                               ? est.step_time_s * static_cast<double>(plan.num_gpus())
-                               : mem.total;
-  if (!top.may_take(objective))
+               c.flops_per_token, t.est, &mem);
+  r.collective_evaluations += t.est.collective_evaluations;
+  t.objective = c.o.objective == Objective::time ? t.est.step_time_s
+                : c.o.objective == Objective::cost
+                    ? t.est.step_time_s * static_cast<double>(plan.num_gpus())
+                    : mem.total;
+  return t;
+}
+
+// Offer a timed plan that fits (its memory composed: `memory_total`) to the top list.
+void offer(const model::ParallelPlan& plan, const model::TrainingSetup& s,
+           std::int64_t micro_batches, const Timed& t, double memory_total, TopK& top) {
+  if (!top.may_take(t.objective))
     return;
   PlanCandidate cand;
   cand.plan = plan;
   cand.micro_batch_size = s.micro_batch_size;
   cand.micro_batches = micro_batches;
   cand.recompute_layers = s.recompute_layers;
-  cand.step_time_s = est.step_time_s;
-  cand.per_gpu_bytes_total = mem.total;
-  cand.mfu = est.mfu;
-  cand.objective = objective;
+  cand.step_time_s = t.est.step_time_s;
+  cand.per_gpu_bytes_total = memory_total;
+  cand.mfu = t.est.mfu;
+  cand.objective = t.objective;
   top.offer(cand);
+}
+
+// Whether a plan with full recompute of some layers only may enter the top list: the fastest
+// re-runs one layer per model chunk (timed on the analytic memory, which is all the step reads).
+bool partial_may_enter(const Context& c, const Phase1& p1, const model::ParallelPlan& plan,
+                       model::TrainingSetup s, PlanSearchResult& r, const TopK& top) {
+  MemoryOptions analytic{c.o.step.bucket_bytes, c.o.step.framework};
+  analytic.simulate_allocator = false;
+  s.recompute_layers = 1;
+  return top.may_take(
+      time_plan(c, p1, plan, s,
+                compose_memory_fullest(p1.acc, c.m, plan, s, c.profile, analytic, c.o.memory_bytes),
+                r)
+          .objective);
 }
 
 // PlanSearchOptions::search_recompute_layers: `plan` fits with full recompute of every layer,
@@ -277,9 +304,17 @@ void offer_partial_recompute(const Context& c, const Phase1& p1, const model::Pa
     most = std::max(most, n);
   const std::int64_t v = std::max<std::int64_t>(plan.interleave, 1);
   const std::int64_t chunk = (most + v - 1) / v;
-  auto memory = [&](std::int64_t n) {
+  auto memory = [&](std::int64_t n, bool allocator = true) {
     s.recompute_layers = n;
-    return compose_memory_fullest(p1.acc, c.m, plan, s, c.profile, mo, c.o.memory_bytes);
+    MemoryOptions o = mo;
+    o.simulate_allocator = allocator;
+    return compose_memory_fullest(p1.acc, c.m, plan, s, c.profile, o, c.o.memory_bytes);
+  };
+  auto count = [&] {
+    ++r.space_size;
+    ++r.evaluated;
+    if (split != Split::even)
+      ++r.uneven_evaluated;
   };
   std::int64_t lo = 0, hi = chunk; // lo: no recompute (does not fit); hi: every layer (fits)
   while (hi - lo > 1) {
@@ -289,14 +324,11 @@ void offer_partial_recompute(const Context& c, const Phase1& p1, const model::Pa
   if (hi >= chunk)
     return; // only every layer fits: the full-recompute candidate already is this plan
   const MemoryBreakdown mem = memory(hi);
-  ++r.space_size;
-  ++r.evaluated;
-  if (split != Split::even)
-    ++r.uneven_evaluated;
+  count();
   ++r.feasible;
   ++r.timed;
   s.recompute_layers = hi;
-  time_and_offer(c, p1, plan, s, micro_batches, mem, r, top);
+  offer(plan, s, micro_batches, time_plan(c, p1, plan, s, mem, r), mem.total, top);
 }
 
 void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r,
@@ -472,8 +504,65 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                   ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
                   continue;
                 }
+                // As `memory` and `estimate` size the plan (the allocator under this GPU's
+                // capacity), but a misfit needs only its verdict. The analytic breakdown comes
+                // first: it is the answer for a profile that does not simulate its allocator,
+                // and its allocated bytes are a floor of what the allocator reserves.
                 MemoryOptions mo{c.o.step.bucket_bytes, c.o.step.framework};
-                mo.verdict_only_above_bytes = c.o.memory_bytes; // a misfit needs no allocator
+                mo.device_bytes = c.o.memory_bytes;
+                mo.verdict_only_above_bytes = c.o.memory_bytes;
+                const bool allocator = c.o.step.fw().caching_allocator;
+                mo.simulate_allocator = false;
+                const MemoryBreakdown m0 =
+                    compose_memory_fullest(p1.acc, m, plan, s, c.profile, mo, c.o.memory_bytes);
+                mo.simulate_allocator = true;
+                if ((allocator ? m0.peak_allocated() + m0.overhead : m0.total) > c.o.memory_bytes) {
+                  no_fit = true;
+                  ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
+                  continue;
+                }
+                const bool prune = c.o.objective != Objective::memory && c.o.bound_step_time;
+                const bool partial = c.o.search_recompute_layers &&
+                                     rc == static_cast<std::int64_t>(Recompute::full) &&
+                                     c.setup.recompute_layers == 0 && c.rcs.front() == 0 &&
+                                     failed[static_cast<std::size_t>(z)][0] &&
+                                     (!prune || partial_may_enter(c, p1, plan, s, r, top));
+                const double gpus =
+                    c.o.objective == Objective::cost ? static_cast<double>(plan.num_gpus()) : 1.0;
+                // Margin: the bound adds the same terms in another order (rounding).
+                auto may_enter = [&](std::int64_t policy) {
+                  return !prune || top.may_take(least_step_s[static_cast<std::size_t>(policy)] *
+                                                gpus * (1 - 1e-12));
+                };
+                if (!allocator) {
+                  // The analytic breakdown is the memory: the plan fits, and the bound only
+                  // spares timing it.
+                  ++r.feasible;
+                  if (partial)
+                    offer_partial_recompute(c, p1, plan, s, micro_batches, split, mo, r, top);
+                  if (!may_enter(rc))
+                    continue;
+                  ++r.timed;
+                  offer(plan, s, micro_batches, time_plan(c, p1, plan, s, m0, r), m0.total, top);
+                  continue;
+                }
+                // Under a caching-allocator profile sizing is the search's costliest part: a
+                // plan that cannot enter the top list on its step time is left unsized (whether
+                // it fits changes no answer): first the bound, then the step itself (compose_step
+                // reads only the analytic memory). Full recompute that may hand its layout to
+                // partial recompute (no faster than none) is sized whatever its own time.
+                if (!may_enter(partial ? 0 : rc)) {
+                  ++r.rejected[static_cast<std::size_t>(Reject::slower)];
+                  continue;
+                }
+                std::optional<Timed> timed;
+                if (prune) {
+                  timed = time_plan(c, p1, plan, s, m0, r);
+                  if (!partial && !top.may_take(timed->objective)) {
+                    ++r.rejected[static_cast<std::size_t>(Reject::slower)];
+                    continue;
+                  }
+                }
                 const MemoryBreakdown mem =
                     compose_memory_fullest(p1.acc, m, plan, s, c.profile, mo, c.o.memory_bytes);
                 if (mem.total > c.o.memory_bytes) {
@@ -482,21 +571,11 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                   continue;
                 }
                 ++r.feasible;
-                if (c.o.search_recompute_layers &&
-                    rc == static_cast<std::int64_t>(Recompute::full) &&
-                    c.setup.recompute_layers == 0 && c.rcs.front() == 0 &&
-                    failed[static_cast<std::size_t>(z)][0])
+                if (partial)
                   offer_partial_recompute(c, p1, plan, s, micro_batches, split, mo, r, top);
-                if (c.o.objective != Objective::memory && c.o.bound_step_time) {
-                  const double gpus =
-                      c.o.objective == Objective::cost ? static_cast<double>(plan.num_gpus()) : 1.0;
-                  // Margin: the bound adds the same terms in another order (rounding).
-                  if (!top.may_take(least_step_s[static_cast<std::size_t>(rc)] * gpus *
-                                    (1 - 1e-12)))
-                    continue;
-                }
                 ++r.timed;
-                time_and_offer(c, p1, plan, s, micro_batches, mem, r, top);
+                offer(plan, s, micro_batches, timed ? *timed : time_plan(c, p1, plan, s, mem, r),
+                      mem.total, top);
               }
             }
           }
@@ -709,12 +788,15 @@ std::vector<PlanNeighbour> plan_neighbours(const model::ModelSpec& m,
         [](auto& p) { p.interleave *= 2; }, best.micro_batch_size);
   std::vector<PlanNeighbour> out;
   for (const auto& n : ns) {
-    PlanNeighbour r{n.what, 0, {}};
+    PlanNeighbour r{n.what, 0, {}, {}};
     model::TrainingSetup t = s;
     t.micro_batch_size = n.mb;
     t.recompute_layers = best.recompute_layers > 0 ? best.recompute_layers : s.recompute_layers;
     if (n.p.recompute != Recompute::full) // another policy re-runs no chosen subset
       t.recompute_layers = 0;
+    r.candidate.plan = n.p;
+    r.candidate.micro_batch_size = n.mb;
+    r.candidate.recompute_layers = best.recompute_layers > 0 ? t.recompute_layers : 0;
     try {
       model::validate(n.p, m, t, cluster.num_gpus(), "neighbour");
     } catch (const ConfigError& e) {
@@ -726,14 +808,25 @@ std::vector<PlanNeighbour> plan_neighbours(const model::ModelSpec& m,
       continue;
     }
     const auto e = estimate_step(m, cluster, gpu, profile, n.p, t, so);
+    r.candidate.per_gpu_bytes_total = e.memory.total;
     if (e.memory.total > gpu.memory_bytes)
       r.why_not = fmt::format("needs {:.1f} GB per GPU (> {:.0f})", e.memory.total / 1e9,
                               gpu.memory_bytes / 1e9);
     else
-      r.step_time_s = e.step_time_s;
+      r.step_time_s = r.candidate.step_time_s = e.step_time_s;
     out.push_back(std::move(r));
   }
   return out;
+}
+
+bool same_plan(const PlanCandidate& a, const PlanCandidate& b) {
+  const auto& p = a.plan;
+  const auto& q = b.plan;
+  return p.tp == q.tp && p.pp == q.pp && p.dp == q.dp && p.cp == q.cp && p.ep == q.ep &&
+         p.zero_stage == q.zero_stage && p.recompute == q.recompute &&
+         p.sequence_parallel == q.sequence_parallel && p.interleave == q.interleave &&
+         p.stage_layers == q.stage_layers && a.micro_batch_size == b.micro_batch_size &&
+         a.recompute_layers == b.recompute_layers;
 }
 
 } // namespace trainsim::sim

@@ -36,6 +36,8 @@ enum class Reject {
   seq_too_long,       // seq_len above the model's learned positions
   out_of_range,       // a degree beyond model::validate's limits
   does_not_fit,       // memory per GPU above capacity
+  slower,             // under a caching-allocator profile, its step time (its bound, then the
+                      // step itself) cannot enter the top list: not sized (bound_step_time)
   framework_layout,   // the framework runs that parallelism only with other ZeRO stages
                       // (FrameworkProfile::parallelisms; one it does not run is not searched)
   count_
@@ -61,9 +63,11 @@ struct PlanSearchOptions {
   // of the same layout without composing its memory again (memory never falls as the
   // micro-batch grows); false composes each one (for tests: the same results).
   bool reuse_misfits = true;
-  // A plan that fits but whose step-time lower bound (its micro-batches and bubble through the
-  // first stage) cannot enter the top list is counted feasible without being timed; false
-  // times every feasible plan (for tests: the same results).
+  // A plan whose step-time lower bound (its micro-batches and bubble through the first stage)
+  // cannot enter the top list is not timed: counted feasible when its memory is analytic, and
+  // under a caching-allocator profile (whose allocator is the costly part) rejected as
+  // Reject::slower without being sized, as is one whose composed step cannot enter either;
+  // false sizes and times every plan (for tests: the same top list).
   bool bound_step_time = true;
   // Where a layout's step does not fit without recompute but does with full recompute, also
   // the plan that re-runs only the fewest layers per model chunk that fit
@@ -121,10 +125,13 @@ searched_stage_layers(const model::ModelSpec& model, const hw::ClusterSpec& clus
 /// pipeline depth gets the search's own stage split). A neighbour that is not a valid layout or
 /// does not fit says why and has no step time.
 struct PlanNeighbour {
-  std::string change;     // "tp 8 -> 4 (dp x2)"
-  double step_time_s = 0; // 0 when not valid
-  std::string why_not;    // the rule it breaks, or the memory it needs; empty when valid
+  std::string change;      // "tp 8 -> 4 (dp x2)"
+  double step_time_s = 0;  // 0 when not valid
+  std::string why_not;     // the rule it breaks, or the memory it needs; empty when valid
+  PlanCandidate candidate; // the neighbour's plan, micro-batch, step and memory per GPU
 };
+/// Whether two candidates are the same plan (layout, micro-batch, ZeRO, recompute).
+[[nodiscard]] bool same_plan(const PlanCandidate& a, const PlanCandidate& b);
 [[nodiscard]] std::vector<PlanNeighbour>
 plan_neighbours(const model::ModelSpec& model, const hw::ClusterSpec& cluster,
                 const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,

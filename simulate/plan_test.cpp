@@ -47,13 +47,22 @@ struct Search {
   }
 };
 
-// The same counts and the same plans, in the same order, with the same times.
+// Every candidate counted once: the space is what fits plus every rejection, and what was
+// evaluated is what fits, what does not, and what its step time kept out of the top list.
+void check_counts(const PlanSearchResult& r) {
+  std::int64_t rejected = 0;
+  for (auto n : r.rejected)
+    rejected += n;
+  CHECK(r.space_size == r.feasible + rejected);
+  CHECK(r.evaluated == r.feasible + r.rejected[static_cast<std::size_t>(Reject::does_not_fit)] +
+                           r.rejected[static_cast<std::size_t>(Reject::slower)]);
+}
+
+// The same plans, in the same order, with the same times. (How many were sized differs with
+// the pruning, which depends on the top list each thread has found so far.)
 void check_same_results(const PlanSearchResult& x, const PlanSearchResult& y) {
-  CHECK(x.space_size == y.space_size);
-  CHECK(x.evaluated == y.evaluated);
-  CHECK(x.uneven_evaluated == y.uneven_evaluated);
-  CHECK(x.feasible == y.feasible);
-  CHECK(x.rejected == y.rejected);
+  check_counts(x);
+  check_counts(y);
   REQUIRE(x.plans.size() == y.plans.size());
   for (std::size_t i = 0; i < x.plans.size(); ++i) {
     CHECK(x.plans[i].step_time_s == y.plans[i].step_time_s);
@@ -82,7 +91,10 @@ TEST_CASE("identical results single- and multi-threaded") {
   a.o.threads = 1;
   const auto r1 = a.run();
   a.o.threads = 4;
-  check_same_results(r1, a.run());
+  const auto r4 = a.run();
+  check_same_results(r1, r4);
+  CHECK(r1.space_size == r4.space_size); // the candidates enumerated do not depend on threads
+  CHECK(r1.evaluated == r4.evaluated);
   // With uneven stage splits too (Llama 3 405B: 126 layers).
   a.on("llama3-405b", "dgx-h100", 1024, 2048, 8192);
   a.o.threads = 1;
@@ -95,11 +107,7 @@ TEST_CASE("identical results single- and multi-threaded") {
 TEST_CASE("every candidate is counted once; plans are sorted and agree with estimate_step") {
   Search a;
   const auto r = a.run();
-  std::int64_t rejected = 0;
-  for (auto n : r.rejected)
-    rejected += n;
-  CHECK(r.space_size == r.feasible + rejected);
-  CHECK(r.evaluated == r.feasible + r.rejected[static_cast<std::size_t>(Reject::does_not_fit)]);
+  check_counts(r);
   REQUIRE(!r.plans.empty());
   for (std::size_t i = 1; i < r.plans.size(); ++i)
     CHECK(r.plans[i - 1].step_time_s <= r.plans[i].step_time_s);
@@ -169,11 +177,7 @@ TEST_CASE("searching the fewest re-run layers: partial plans that fit, each the 
   REQUIRE(!r.plans.empty());
   REQUIRE(!plain.plans.empty());
   CHECK(r.space_size > plain.space_size);
-  std::int64_t rejected = 0;
-  for (auto n : r.rejected)
-    rejected += n;
-  CHECK(r.space_size == r.feasible + rejected);
-  CHECK(r.evaluated == r.feasible + r.rejected[static_cast<std::size_t>(Reject::does_not_fit)]);
+  check_counts(r);
   CHECK(r.plans.front().recompute_layers > 0);
   CHECK(r.plans.front().step_time_s < plain.plans.front().step_time_s);
   int partial = 0;
@@ -290,6 +294,7 @@ TEST_CASE("guard: the work per evaluated plan stays constant (collective evaluat
   a.on("megatron-1t", "dgx-a100", 384, 3072, 2048);
   a.s.precision = model::Precision::fp16_mixed;
   a.s.attention = model::AttentionImpl::naive;
+  a.o.bound_step_time = false; // every feasible plan timed
   const auto r = a.run();
   REQUIRE(r.feasible > 1000);
   REQUIRE(r.timed > 0);
@@ -306,11 +311,7 @@ TEST_CASE("plan: Llama 3 405B on tp 8, pp 16 finds the 7,8x14,7 layout on its ow
   REQUIRE(!r.plans.empty());
   // 126 layers do not divide over 16 stages: every candidate has the balanced split.
   CHECK(r.uneven_evaluated == r.evaluated);
-  std::int64_t rejected = 0;
-  for (auto n : r.rejected)
-    rejected += n;
-  CHECK(r.space_size == r.feasible + rejected);
-  CHECK(r.evaluated == r.feasible + r.rejected[static_cast<std::size_t>(Reject::does_not_fit)]);
+  check_counts(r);
   for (const auto& c : r.plans) {
     CHECK(c.plan.stage_layers == llama3_405b_split());
     model::TrainingSetup s = a.s;
@@ -550,4 +551,47 @@ TEST_CASE("plan neighbours: one change each, re-estimated with the full model or
   const auto mb =
       fmt::format("micro-batch {} -> {}", best.micro_batch_size, 2 * best.micro_batch_size);
   CHECK(std::any_of(ns.begin(), ns.end(), [&](const auto& n) { return n.change == mb; }));
+}
+
+TEST_CASE("plan and memory give the same bytes for the same plan (random searches, partial "
+          "recompute, caching-allocator profiles)") {
+  // The search sizes a plan as `trainsim memory` does: the caching allocator under the GPU's
+  // capacity (a plan search that played it uncapped said 148.9 GB where `memory` said 146.8).
+  std::mt19937_64 rng(20261207);
+  const char* models[] = {"llama3-8b", "cs336-xl", "llama3.2-1b", "qwen3-8b"};
+  int compared = 0;
+  for (int i = 0; i < 8; ++i) {
+    Search a;
+    a.m = model::load_model(models[rng() % std::size(models)]);
+    a.cluster = hw::load_cluster("dgx-h100");
+    a.cluster.num_nodes = 1;
+    a.cluster.gpus_per_node = std::int64_t{1} << (rng() % 4); // 1, 2, 4 or 8 GPUs
+    a.gpu = hw::load_gpu(rng() % 2 ? "h100-sxm" : "h200");
+    a.prof = hw::default_profile(a.gpu.name);
+    a.o.memory_bytes = a.gpu.memory_bytes;
+    a.s.seq_len = std::int64_t{1024} << (rng() % 4);
+    a.s.global_batch_size = a.cluster.gpus_per_node * (std::int64_t{2} << (rng() % 5));
+    a.o.search_recompute_layers = true;
+    a.o.top_k = 8;
+    const char* fw = a.cluster.gpus_per_node == 1 && rng() % 2 ? "pytorch" : "fsdp";
+    a.o.step.framework = std::make_shared<const FrameworkProfile>(load_framework(fw));
+    CAPTURE(a.m.name);
+    CAPTURE(fw);
+    CAPTURE(a.s.seq_len);
+    CAPTURE(a.s.global_batch_size);
+    const auto r = a.run();
+    for (const auto& c : r.plans) {
+      model::TrainingSetup s = a.s;
+      s.micro_batch_size = c.micro_batch_size;
+      s.recompute_layers = c.recompute_layers;
+      MemoryOptions mo; // as `trainsim memory` builds them
+      mo.bucket_bytes = a.o.step.bucket_bytes;
+      mo.framework = a.o.step.framework;
+      mo.device_bytes = a.gpu.memory_bytes;
+      const MemoryBreakdown mem = estimate_memory(a.m, c.plan, s, a.prof, mo);
+      CHECK(mem.total == doctest::Approx(c.per_gpu_bytes_total).epsilon(1e-12));
+      ++compared;
+    }
+  }
+  CHECK(compared > 20);
 }

@@ -10,14 +10,13 @@
 
 namespace trainsim::sim {
 
+Dtype effective_peak_dtype(const hw::GpuSpec& gpu, Dtype dtype) {
+  // A dtype without its own units (bf16 on a V100) runs at fp32 speed.
+  return gpu.peak_flops_per_s[dtype] > 0 ? dtype : Dtype::fp32;
+}
+
 double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype) {
-  const double p = gpu.peak_flops_per_s[dtype];
-  if (p > 0)
-    return p;
-  if (dtype == Dtype::bf16 && gpu.peak_flops_per_s[Dtype::fp16] > 0 &&
-      gpu.peak_flops_per_s[Dtype::bf16] == 0)
-    return gpu.peak_flops_per_s[Dtype::fp32]; // no bf16 units: emulated at fp32 speed
-  return gpu.peak_flops_per_s[Dtype::fp32];
+  return gpu.peak_flops_per_s[effective_peak_dtype(gpu, dtype)];
 }
 
 void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precision) {

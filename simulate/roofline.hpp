@@ -36,6 +36,8 @@ struct OpCost { // one operator, one GPU, one micro-batch, one pass
 /// Peak FLOP/s a dtype runs at on this GPU (fp32 falls back for formats it lacks, e.g.
 /// bf16 on Turing, which frameworks emulate in fp32).
 [[nodiscard]] double effective_peak_flops_per_s(const hw::GpuSpec& gpu, Dtype dtype);
+/// The dtype whose peak that is: `dtype`, or fp32 where the GPU has no units for it.
+[[nodiscard]] Dtype effective_peak_dtype(const hw::GpuSpec& gpu, Dtype dtype);
 
 /// Throws ConfigError when `precision` needs units the GPU lacks: fp8 and fp8-cs need an FP8
 /// tensor-core peak (Hopper, Ada, Blackwell, MI300), mxfp8 also per-block scaling in the tensor

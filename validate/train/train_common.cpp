@@ -63,10 +63,14 @@ void validate(const TrainOptions& o) {
   } catch (const ConfigError& e) {
     p.add(e.what());
   }
-  if (o.batch_size <= 0)
-    p.add(fmt::format("batch_size = {}: must be positive", o.batch_size));
-  if (o.seq_len <= 0)
-    p.add(fmt::format("seq_len = {}: must be positive", o.seq_len));
+  // Sizes one GPU can train (as model::validate bounds a TrainingSetup) and counts of steps a
+  // measurement can run.
+  auto count = [&](const char* field, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    if (v < lo || v > hi)
+      p.add(fmt::format("{} = {}: must be in {}..{}", field, v, lo, hi));
+  };
+  count("batch_size", o.batch_size, 1, 1 << 20);
+  count("seq_len", o.seq_len, 1, 1 << 24);
   if (o.precision != model::Precision::fp32 && o.precision != model::Precision::bf16_mixed)
     p.add(fmt::format("precision = {}: must be fp32 or bf16-mixed", model::to_string(o.precision)));
   if (o.attention == model::AttentionImpl::flash) {
@@ -78,8 +82,7 @@ void validate(const TrainOptions& o) {
                         "use --attention naive",
                         o.model.head_dim));
   }
-  if (o.num_gpus <= 0)
-    p.add(fmt::format("num_gpus = {}: must be positive", o.num_gpus));
+  count("num_gpus", o.num_gpus, 1, 1024);
   if (o.num_gpus > 1 && o.ddp == DdpMode::none && o.zero_stage == 0)
     p.add(fmt::format("num_gpus = {} with ddp = none: pick a gradient sync (--ddp) or --zero 1",
                       o.num_gpus));
@@ -89,16 +92,21 @@ void validate(const TrainOptions& o) {
                       to_string(o.ddp)));
   if (o.zero_stage != 0 && o.zero_stage != 1)
     p.add(fmt::format("zero_stage = {}: must be 0 or 1", o.zero_stage));
-  if (o.bucket_bytes <= 0)
-    p.add(fmt::format("bucket_bytes = {}: must be positive", o.bucket_bytes));
-  if (o.grad_accumulation <= 0)
-    p.add(fmt::format("grad_accumulation = {}: must be positive", o.grad_accumulation));
-  if (o.steps <= 0)
-    p.add(fmt::format("steps = {}: must be positive", o.steps));
-  if (o.warmup < 0)
-    p.add(fmt::format("warmup = {}: must be >= 0", o.warmup));
-  if (o.data_period <= 0)
-    p.add(fmt::format("data_period = {}: must be positive", o.data_period));
+  if (!(o.bucket_bytes > 0 && o.bucket_bytes <= 0x1p40))
+    p.add(fmt::format("bucket_bytes = {}: must be in (0, 2^40]", o.bucket_bytes));
+  count("grad_accumulation", o.grad_accumulation, 1, 1 << 20);
+  count("steps", o.steps, 1, 1000000);
+  count("warmup", o.warmup, 0, 1000000);
+  count("data_period", o.data_period, 1, 1 << 20);
+  const AdamWConfig& a = o.adamw; // AdamW's own domain (Loshchilov and Hutter 2019)
+  if (!(a.lr > 0 && a.lr <= 10))
+    p.add(fmt::format("lr = {}: must be in (0, 10]", a.lr));
+  if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1))
+    p.add(fmt::format("beta1 = {}, beta2 = {}: each must be in [0, 1)", a.beta1, a.beta2));
+  if (!(a.eps > 0 && a.eps <= 1))
+    p.add(fmt::format("eps = {}: must be in (0, 1]", a.eps));
+  if (!(a.weight_decay >= 0 && a.weight_decay <= 10))
+    p.add(fmt::format("weight_decay = {}: must be in [0, 10]", a.weight_decay));
   p.throw_if_any();
 }
 
