@@ -747,7 +747,7 @@ trainsim_cli_error(kernel_profile_wall_string "kernel_profile_wall_string.json: 
 # group of the hardening issue; cli/tests/hostile_files.sh says what each checks).
 foreach(case deep_json duplicate_key endless_runs_file names_not_paths output_is_input
              failed_command_keeps_output write_errors measurement_types run_numbers
-             jsonl_positions control_characters)
+             jsonl_positions control_characters interrupted plot_tmpdir)
   add_test(NAME cli.hostile.${case}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/hostile_files.sh
                    $<TARGET_FILE:trainsim> ${PROJECT_SOURCE_DIR} ${case})

@@ -577,8 +577,11 @@ class Gen {
   }
   // A recorded file a user hands to `compare`, mutated (a key removed, retyped or added, at the
   // top or in a nested object, or the text cut short): a train-step line, a kernel profile, a
-  // kernel-measurement document or a framework run. Written under the run's temporary folder,
-  // one file per draw, so that a failing invocation can be re-run.
+  // kernel-measurement document, a framework run (one line, or several with one repeated), a
+  // two-GPU collectives document or an allocator trace (its header mutated, or a line of it).
+  // The values put in include names that are paths (a data file must never open them) and
+  // absurd sizes. Written under the run's temporary folder, one file per draw, so that a failing
+  // invocation can be re-run.
   void mutated_record(Args& a, const std::string& results) {
     const std::string root = std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/";
     struct Source {
@@ -590,16 +593,49 @@ class Gen {
         {root + "kernel-profiles-2026-12-02/fsdp-cs336-medium-bf16-mixed-flash-none-b4-s512.json",
          false},
         {results + "h200-held-out.json", false},
-        {results + "runs-2026-12-02/runs-a.jsonl", true}};
+        {root + "runs-2026-12-02/runs-a.jsonl", true},
+        {results + "collectives-h200x2.json", false},
+        {root + "allocator-traces-2026-12-05-capped2/"
+                "pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace",
+         true}};
     const std::size_t which = pick_index(sources.size());
+    const bool trace = which == 5;
     std::ifstream in(sources[which].path);
-    std::string text, line;
+    std::string text, line, rest;
     if (sources[which].jsonl) {
       std::vector<std::string> lines;
       while (std::getline(in, line))
         if (!line.empty())
           lines.push_back(line);
-      text = lines.empty() ? "{}" : lines[pick_index(lines.size())];
+      if (lines.empty()) // a source missing from the checkout is the test's own bug
+        throw std::logic_error("property test: no lines in " + sources[which].path);
+      if (trace) { // the header (JSON after "# "), or one request line among the first 200
+        const std::size_t k =
+            chance(0.5) ? 0 : pick_index(std::min<std::size_t>(lines.size(), 200));
+        text = lines.empty() ? "#" : lines[k];
+        for (std::size_t i = 0; i < std::min<std::size_t>(lines.size(), 400); ++i)
+          if (i != k)
+            rest += lines[i] + "\n";
+        if (k != 0) { // a request line: its numbers made huge, negative or followed by junk
+          const std::vector<std::string> edits{" 1125899906842624", " -1", " x", " 1e3", ""};
+          text = text.substr(0, pick_index(text.size() + 1)) + edits[pick_index(edits.size())];
+          const std::string file = fmt::format("{}/mut-{}.trace", tmp_, ++mutated_);
+          std::ofstream(file) << lines[0] << "\n" << text << "\n" << rest;
+          a = {"compare", "--allocator-traces", file};
+          return;
+        }
+        text = text.substr(std::min<std::size_t>(text.size(), 2)); // the header's JSON
+      } else if (which == 3 && chance(0.3)) { // several rows, one of them twice
+        for (std::size_t i = 0; i < std::min<std::size_t>(lines.size(), 4); ++i)
+          rest += lines[i] + "\n";
+        rest += lines[pick_index(std::min<std::size_t>(lines.size(), 4))] + "\n";
+        const std::string file = fmt::format("{}/mut-{}.jsonl", tmp_, ++mutated_);
+        std::ofstream(file) << rest;
+        a = {"compare", "--framework-runs", file};
+        return;
+      } else {
+        text = lines.empty() ? "{}" : lines[pick_index(lines.size())];
+      }
     } else {
       text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
@@ -608,7 +644,9 @@ class Gen {
     if (j.is_discarded() || chance(0.1)) {
       out = text.substr(0, pick_index(text.size() + 1)); // cut short
     } else {
-      const std::vector<nlohmann::json> extras{"trainsim", -1, 0, 1e300, "bf16-mixed"};
+      const std::vector<nlohmann::json> extras{
+          "trainsim",    -1,          0,          1e300,       "bf16-mixed", "/dev/urandom",
+          "/etc/passwd", "../x.json", "a\x1b[2J", 99999999999, 1e-300};
       for (std::size_t k = 1 + pick_index(3); k > 0; --k) {
         nlohmann::json* target = &j;
         if (chance(0.5) && j.is_object() && !j.empty()) { // one level down, where there is one
@@ -621,14 +659,25 @@ class Gen {
       }
       out = j.dump();
     }
-    const std::string file =
-        fmt::format("{}/mut-{}{}", tmp_, ++mutated_, sources[which].jsonl ? ".jsonl" : ".json");
-    std::ofstream(file) << out << "\n";
+    const std::string file = fmt::format("{}/mut-{}{}", tmp_, ++mutated_,
+                                         trace                  ? ".trace"
+                                         : sources[which].jsonl ? ".jsonl"
+                                                                : ".json");
+    if (trace)
+      std::ofstream(file) << "# " << out << "\n" << rest;
+    else
+      std::ofstream(file) << out << "\n";
     switch (which) {
     case 0: a = {"compare", "--calibration", "h200", "--train-step", file}; break;
     case 1: a = {"compare", "--kernel-profiles", file}; break;
     case 2: a = {"compare", "--calibration", "h200", "--measurements", file}; break;
-    default: a = {"compare", "--framework-runs", file}; break;
+    case 3: a = {"compare", "--framework-runs", file}; break;
+    case 4: a = {"compare", "--calibration", "h200-x2-nvlink", "--collectives", file}; break;
+    default:
+      a = {"compare", "--allocator-traces", file};
+      if (chance(0.5))
+        a.push_back("--with-prediction");
+      break;
     }
   }
 
@@ -662,7 +711,8 @@ class Gen {
       break;
     case 4:
       a = {"compare", "--framework-runs",
-           results + "runs-2026-12-02/" + pick({"runs-a.jsonl", "runs-c.jsonl", "oom.jsonl"})};
+           std::string(TRAINSIM_SOURCE_DIR) + "/validate/results/runs-2026-12-02/" +
+               pick({"runs-a.jsonl", "runs-c.jsonl", "oom.jsonl"})};
       opt(a, "--framework", {"pytorch", "fsdp", "pytorch-compile", "megatron", "nope"}, 0.4);
       opt(a, "--only", {"fit", "test", "all", "half"}, 0.3);
       opt(a, "--max-test-error-pct", {"0", "50", "-1"}, 0.3);

@@ -152,6 +152,30 @@ assert rows[1][0] == 'x\\\\x1b[31mRED\r\nforged, \"line\"', repr(rows[1][0])
   err=$("$bin" estimate --model m.json --gpu "x$(printf '\033')[2J" 2>&1)
   ! grep -q $'\x1b' <<< "$err" || fail "ESC reached the error message"
   ;;
+interrupted) # row 18: SIGTERM while an output is being made leaves nothing behind
+  # An exhaustive search (objective memory: nothing pruned) runs for seconds; its output file
+  # is open from the start.
+  "$bin" plan --model llama3-70b --cluster dgx-h100 --num-gpus 1024 --global-batch 1024 \
+    --framework fsdp --objective memory --threads 1 -o out.txt &
+  pid=$!
+  for _ in $(seq 50); do ls -A | grep -q trainsim && break; sleep 0.1; done
+  ls -A | grep -q '^[.]out[.]trainsim-' || fail "no temporary output while the command ran"
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 143 ] || fail "exit code $rc after SIGTERM (expected 143: still running when killed)"
+  [ -z "$(ls -A)" ] || fail "left behind after SIGTERM: $(ls -A)"
+  ;;
+plot_tmpdir) # row 8: a missing TMPDIR does not matter to a plot, and leaves nothing behind
+  if command -v gnuplot > /dev/null; then
+    TMPDIR=/nonexistent "$bin" estimate --model gpt2 --gpu h100-sxm --plot x.png > /dev/null ||
+      fail "plot with TMPDIR=/nonexistent failed"
+    [ -s x.png ] || fail "no plot written"
+  else
+    refuses 'gnuplot is not installed' env TMPDIR=/nonexistent "$bin" estimate --model gpt2 --gpu h100-sxm --plot x.png
+  fi
+  [ -z "$(ls -A | grep -v '^x[.]png$')" ] || fail "left behind: $(ls -A)"
+  ;;
 *)
   echo "unknown case $case_name"
   exit 2

@@ -606,51 +606,68 @@ std::vector<double> minimise(const std::function<double(const std::vector<double
 
 } // namespace
 
+namespace {
+
+// One runs file's text (the JSON lines of `file`), its names mapped by `names`, appended to
+// `out`; `first_line_of_id` holds every id read so far, over all the files of one reading.
+void read_runs_text(std::string_view text, const std::string& file, const NameMap& names,
+                    std::map<std::string, std::string>& first_line_of_id,
+                    std::vector<FrameworkRun>& out) {
+  std::istringstream in{std::string(text)};
+  std::map<std::string, std::int64_t> counter; // per framework (or OOM configuration)
+  std::map<std::string, Split> oom_side;
+  std::string line;
+  for (std::int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    const std::string where = fmt::format("{}:{}", file, n);
+    const nlohmann::json j = parse_json_text(line, file, n);
+    FrameworkRun run = parse_run(j, where, names);
+    run.file = file;
+    if (!run.id.empty()) {
+      const auto [it, fresh] = first_line_of_id.emplace(run.id, where);
+      if (!fresh)
+        throw ConfigError(fmt::format("{}: id {}: given twice (first at {}): one row per run; a "
+                                      "second pass of the same run goes to --repeat-runs",
+                                      where, json_brief(run.id), it->second));
+    }
+    // A batch declared with its sides (docs/frameworks.md) states each row's: it takes no
+    // place in the alternating order of the file's other rows.
+    const auto side = j.is_object() ? j.find("split") : j.end();
+    if (j.is_object() && side != j.end()) {
+      if (!side->is_string() || (*side != "fit" && *side != "test"))
+        throw ConfigError(fmt::format("{}: split must be \"fit\" or \"test\"", where));
+      run.split = *side == "fit" ? Split::fit : Split::test;
+    } else if (run.is_oom_search() || run.oom_config) {
+      // The caps of one configuration share its id up to "-cap".
+      const std::string config = run.id.substr(0, run.id.rfind("-cap"));
+      auto it = oom_side.find(config);
+      if (it == oom_side.end()) {
+        const std::int64_t k = counter["oom"]++;
+        it = oom_side.emplace(config, k % 2 == 0 ? Split::fit : Split::test).first;
+      }
+      run.split = it->second;
+    } else {
+      run.split = counter[run.framework]++ % 2 == 0 ? Split::fit : Split::test;
+    }
+    out.push_back(std::move(run));
+  }
+}
+
+} // namespace
+
 std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files) {
   std::vector<FrameworkRun> out;
   std::map<std::string, std::string> first_line_of_id; // over every file: one row per run
-  for (const auto& file : files) {
-    std::istringstream in(read_input_file(file)); // says why it cannot be read; size limit
-    const NameMap names = read_name_map(file);
-    std::map<std::string, std::int64_t> counter; // per framework (or OOM configuration)
-    std::map<std::string, Split> oom_side;
-    std::string line;
-    for (std::int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos)
-        continue;
-      const std::string where = fmt::format("{}:{}", file, n);
-      const nlohmann::json j = parse_json_text(line, file, n);
-      FrameworkRun run = parse_run(j, where, names);
-      run.file = file;
-      if (!run.id.empty()) {
-        const auto [it, fresh] = first_line_of_id.emplace(run.id, where);
-        if (!fresh)
-          throw ConfigError(fmt::format("{}: id {}: given twice (first at {}): one row per run; a "
-                                        "second pass of the same run goes to --repeat-runs",
-                                        where, json_brief(run.id), it->second));
-      }
-      // A batch declared with its sides (docs/frameworks.md) states each row's: it takes no
-      // place in the alternating order of the file's other rows.
-      const auto side = j.is_object() ? j.find("split") : j.end();
-      if (j.is_object() && side != j.end()) {
-        if (!side->is_string() || (*side != "fit" && *side != "test"))
-          throw ConfigError(fmt::format("{}: split must be \"fit\" or \"test\"", where));
-        run.split = *side == "fit" ? Split::fit : Split::test;
-      } else if (run.is_oom_search() || run.oom_config) {
-        // The caps of one configuration share its id up to "-cap".
-        const std::string config = run.id.substr(0, run.id.rfind("-cap"));
-        auto it = oom_side.find(config);
-        if (it == oom_side.end()) {
-          const std::int64_t k = counter["oom"]++;
-          it = oom_side.emplace(config, k % 2 == 0 ? Split::fit : Split::test).first;
-        }
-        run.split = it->second;
-      } else {
-        run.split = counter[run.framework]++ % 2 == 0 ? Split::fit : Split::test;
-      }
-      out.push_back(std::move(run));
-    }
-  }
+  for (const auto& file : files)
+    read_runs_text(read_input_file(file), file, read_name_map(file), first_line_of_id, out);
+  return out;
+}
+
+std::vector<FrameworkRun> read_framework_runs_text(std::string_view text, const std::string& file) {
+  std::vector<FrameworkRun> out;
+  std::map<std::string, std::string> first_line_of_id;
+  read_runs_text(text, file, NameMap{}, first_line_of_id, out);
   return out;
 }
 

@@ -80,6 +80,10 @@ struct FrameworkRun {
 /// (their caps together). Malformed lines throw ConfigError naming file:line and the field;
 /// runs trainsim cannot model are kept with skip_reason set.
 [[nodiscard]] std::vector<FrameworkRun> read_framework_runs(const std::vector<std::string>& files);
+/// One runs file's text, read as read_framework_runs reads a file (without a model map beside
+/// it): for the fuzz target.
+[[nodiscard]] std::vector<FrameworkRun> read_framework_runs_text(std::string_view text,
+                                                                 const std::string& file);
 
 /// Merges further passes of runs already read (same id; rows of `repeat_files` in the same
 /// format): a run's measured step time becomes the geometric mean of all its passes, and

@@ -1,12 +1,15 @@
 // libFuzzer target for the recorded measurements a user hands to `trainsim compare` and
 // `trainsim calibrate`: a training run's record (one line of `--framework-runs`, or the
-// configuration of a `--kernel-profiles` file), a `bench kernels` document (`--measurements`),
+// configuration of a `--kernel-profiles` file), the input whole as a runs file (JSON lines:
+// repeated ids, a bad line among good ones), a `bench kernels` document (`--measurements`),
 // a `bench collectives` document (`--collectives`) and the launch, overlap and host-link probes.
 // Any input must be read or refused with ConfigError; a crash, another exception or a sanitizer
 // report is a bug, and so is a run's predicted step time, tokens/s or peak that comes out
 // non-finite or negative, a kernel's predicted time likewise, a refusal of a kernel document
 // that does not name its file, or a fit or probe that leaves the hardware profile failing its
-// own validation (every collective series read is fitted and its quality written). Built with
+// own validation (every collective series read is fitted and its quality written). The names a
+// record gives (framework, model, gpu, cluster) are data, never paths: one read with a '/' in
+// it is a bug (the reader must refuse it before anything opens it). Built with
 // -DTRAINSIM_FUZZ=ON (clang); docs/model.md, "Fuzzing the input parsers", says how to run it.
 #include <cmath>
 #include <cstddef>
@@ -26,20 +29,15 @@ namespace {
 
 bool bad(double v) { return !std::isfinite(v) || v < 0; }
 
-// Preset names only: a fuzzed name with a '/' would be read as a path.
-bool preset_name(const std::string& s) {
-  return !s.empty() && s.find('/') == std::string::npos && s.find('.') == std::string::npos;
+bool path_like(const std::string& s) {
+  return s.find('/') != std::string::npos || s.ends_with(".json");
 }
 
-void run_record(const nlohmann::json& j) {
+void predict(const trainsim::fitting::FrameworkRun& run) {
   using namespace trainsim;
-  fitting::FrameworkRun run;
-  try {
-    run = fitting::parse_framework_run(j, "fuzz.json");
-  } catch (const ConfigError&) {
-    return;
-  }
-  if (!run.skip_reason.empty() || !preset_name(run.framework))
+  if (path_like(run.framework) || path_like(run.model_name))
+    __builtin_trap(); // a name read as data that could open a file
+  if (!run.skip_reason.empty())
     return;
   try {
     const sim::FrameworkProfile fw = sim::load_framework(run.framework);
@@ -52,6 +50,30 @@ void run_record(const nlohmann::json& j) {
       __builtin_trap();
   } catch (const ConfigError&) {
   }
+}
+
+void run_record(const nlohmann::json& j) {
+  using namespace trainsim;
+  try {
+    predict(fitting::parse_framework_run(j, "fuzz.json"));
+  } catch (const ConfigError&) {
+  }
+}
+
+// The input as a runs file: read whole or refused (a line naming its file and line), and each
+// run read predicted (the first few: a prediction plays the allocator).
+void runs_file(std::string_view text) {
+  using namespace trainsim;
+  std::vector<fitting::FrameworkRun> runs;
+  try {
+    runs = fitting::read_framework_runs_text(text, "fuzz.jsonl");
+  } catch (const ConfigError& e) {
+    if (std::string_view(e.what()).find("fuzz.jsonl") == std::string_view::npos)
+      __builtin_trap(); // every refusal names its source
+    return;
+  }
+  for (std::size_t i = 0; i < runs.size() && i < 4; ++i)
+    predict(runs[i]);
 }
 
 void kernel_document(const nlohmann::json& j, const trainsim::hw::GpuSpec& gpu,
@@ -125,6 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace trainsim;
   static const hw::GpuSpec gpu = hw::load_gpu("h200");
   static const hw::HardwareProfile base = hw::load_profile("h200");
+  runs_file(std::string_view(reinterpret_cast<const char*>(data), size));
   const auto parsed = testing::fuzz_json(data, size);
   if (!parsed)
     return 0;
