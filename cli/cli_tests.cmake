@@ -478,7 +478,7 @@ trainsim_cli_test(precision_fp8_mfu_of_fp8_peak "MFU [0-9.]+%  HFU [0-9.]+% \\(o
   estimate --model llama3-8b --cluster dgx-h100 --num-gpus 8 --tp 2 --global-batch 64 --precision fp8)
 # An fp32 MFU above 100% says why (found by cli_property's long run, seed 2929: PyTorch's fp32
 # attention runs on TF32 tensor cores, and model FLOPs count the whole attention square).
-trainsim_cli_test(mfu_above_peak_says_why "MFU 1[0-9][0-9]\\.[0-9]%[^\n]*\nnote: an MFU above 100% is possible at long sequences in fp32"
+trainsim_cli_test(mfu_above_peak_says_why "MFU 1[0-9][0-9]\\.[0-9]%[^\n]*\nnote: an MFU or HFU above 100% is possible at long sequences in fp32"
   estimate --model cs336-small --gpu b200 --num-gpus 1 --seq-len 32768 --precision fp32 --framework pytorch)
 # Row 10: one clear message each.
 trainsim_cli_error(hf_no_model_type "hf_no_model_type.json: model_type: missing: a Hugging Face config.json"
@@ -799,3 +799,10 @@ add_test(NAME cli.hostile.formats
 add_test(NAME cli.hostile.plan_memory_agree
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_memory_agree.sh
                  $<TARGET_FILE:trainsim>)
+# The million-run's finding (seed 3312): an HFU above 100% in fp32 (full recompute) with an MFU
+# below it now carries the note too.
+trainsim_cli_test(hfu_above_peak_says_why "\"mfu_note\": \"an MFU or HFU above 100%"
+  estimate --model llama3-8b --gpu gb200 --num-gpus 16 --tp 2 --pp 1 --cp 1 --zero 2 --recompute full
+  --seq-len 32768 --global-batch 8 --precision fp32 --framework deepspeed --format json)
+trainsim_cli_test(plan_help_global_batch "--global-batch INT +Sequences per optimizer step \\(required"
+  plan --help)

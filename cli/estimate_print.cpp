@@ -237,7 +237,7 @@ nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,
                    {"mfu", e.mfu},
                    {"hfu", e.hfu},
                    {"mfu_peak_flops_per_s", e.peak_flops_per_s},
-                   {"mfu_note", e.mfu > 1 ? sim::kMfuAbovePeakNote : ""},
+                   {"mfu_note", e.hfu > 1 || e.mfu > 1 ? sim::kMfuAbovePeakNote : ""},
                    {"tokens_per_s", e.tokens_per_s},
                    {"model_flops_per_step", e.model_flops_per_step},
                    {"achieved_flops_per_s_per_gpu", e.achieved_flops_per_s_per_gpu},
@@ -325,7 +325,7 @@ void print_estimate(Sink& sink, const model::ModelSpec& m, const Machine& mc,
                          "tokens/s  |  {:.1f} TFLOP/s per GPU (model)\n",
                          format_seconds(e.step_time_s), band_text(e), 100 * e.mfu, 100 * e.hfu,
                          peak_dtype, e.tokens_per_s, e.achieved_flops_per_s_per_gpu / 1e12));
-  if (e.mfu > 1)
+  if (e.hfu > 1 || e.mfu > 1) // HFU counts recompute too: the same cause
     sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
   for (const auto& c : e.caveats)
     sink.write(fmt::format("caveat ({}): {}\n", e.framework, c));

@@ -58,7 +58,8 @@ void check_precision_supported(const hw::GpuSpec& gpu, model::Precision precisio
 /// CUDA-core peak an fp32 step's MFU is stated against. Neither happens at 16-bit or FP8, where
 /// the GEMM peak bounds every kernel.
 inline constexpr const char* kMfuAbovePeakNote =
-    "an MFU above 100% is possible at long sequences in fp32: model FLOPs count the whole s x s "
+    "an MFU or HFU above 100% is possible at long sequences in fp32: model FLOPs count the whole "
+    "s x s "
     "attention product (Megatron-LM's convention) while the causal kernel executes half of it, "
     "and PyTorch's fp32 attention runs on TF32 tensor cores (3xTF32), faster than the fp32 "
     "CUDA-core peak MFU is stated against";
