@@ -345,7 +345,9 @@ void compare_kernel_profiles(const CompareOptions& o, Sink& sink) {
       throw ConfigError(fmt::format("{}: gpu_busy_s: missing or not a positive number (a kernel "
                                     "profile from scripts/peer_kernel_profile.py)",
                                     file));
-    const double busy = j["gpu_busy_s"].get<double>();
+    // A step's GPU time: at least a microsecond, at most a day (as a run's step time).
+    const double busy = require_range(fmt::format("{}: gpu_busy_s", file),
+                                      j["gpu_busy_s"].get<double>(), Interval{1e-6, 86400, "s"});
     j["measured"] = {{"step_time_s", optional_number(j, "step_wall_s", 0.0, file)}};
     const fitting::FrameworkRun run = fitting::parse_framework_run(j, file);
     if (!run.skip_reason.empty())

@@ -34,8 +34,7 @@ const char* to_string(Reject r) {
   case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
   case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
-  case Reject::slower:
-    return "slower than the top plans on its step-time bound (memory not composed)";
+  case Reject::slower: return "cannot enter the top plans on its step time (not sized)";
   case Reject::framework_layout: return "the framework runs that layout with other ZeRO stages";
   case Reject::count_: break;
   }
@@ -304,17 +303,9 @@ void offer_partial_recompute(const Context& c, const Phase1& p1, const model::Pa
     most = std::max(most, n);
   const std::int64_t v = std::max<std::int64_t>(plan.interleave, 1);
   const std::int64_t chunk = (most + v - 1) / v;
-  auto memory = [&](std::int64_t n, bool allocator = true) {
+  auto memory = [&](std::int64_t n) {
     s.recompute_layers = n;
-    MemoryOptions o = mo;
-    o.simulate_allocator = allocator;
-    return compose_memory_fullest(p1.acc, c.m, plan, s, c.profile, o, c.o.memory_bytes);
-  };
-  auto count = [&] {
-    ++r.space_size;
-    ++r.evaluated;
-    if (split != Split::even)
-      ++r.uneven_evaluated;
+    return compose_memory_fullest(p1.acc, c.m, plan, s, c.profile, mo, c.o.memory_bytes);
   };
   std::int64_t lo = 0, hi = chunk; // lo: no recompute (does not fit); hi: every layer (fits)
   while (hi - lo > 1) {
@@ -324,11 +315,93 @@ void offer_partial_recompute(const Context& c, const Phase1& p1, const model::Pa
   if (hi >= chunk)
     return; // only every layer fits: the full-recompute candidate already is this plan
   const MemoryBreakdown mem = memory(hi);
-  count();
+  ++r.space_size;
+  ++r.evaluated;
+  if (split != Split::even)
+    ++r.uneven_evaluated;
   ++r.feasible;
   ++r.timed;
   s.recompute_layers = hi;
   offer(plan, s, micro_batches, time_plan(c, p1, plan, s, mem, r), mem.total, top);
+}
+
+// One candidate of the search: a layout with its micro-batch, ZeRO stage and recompute policy.
+struct Candidate {
+  const Phase1& p1;
+  const model::ParallelPlan& plan;
+  const model::TrainingSetup& s;
+  std::int64_t micro_batches;
+  Split split;
+  double bound_s;      // lower bound of its step time
+  double none_bound_s; // ... of the same layout without recompute
+  bool partial;        // full recompute whose layout may hand over to partial recompute
+};
+
+// Sizes a candidate as `memory` and `estimate` do (the allocator under this GPU's capacity; a
+// misfit needs only its verdict), counts it and offers it to the top list. Returns false when
+// it does not fit. The analytic breakdown comes first: it is the memory of a profile that does
+// not simulate its allocator, and under one that does its allocated bytes are a floor of what
+// the allocator reserves. A plan that cannot enter the top list on its step time is not timed,
+// and under a caching-allocator profile, where sizing is the search's costliest part, not
+// sized either (whether it fits changes no answer): first the bound, then the step itself
+// (compose_step reads only the analytic memory). Full recompute that may hand its layout to
+// partial recompute (no faster than none) is sized whatever its own time.
+bool size_and_offer(const Context& c, const Candidate& k, PlanSearchResult& r, TopK& top) {
+  MemoryOptions mo{c.o.step.bucket_bytes, c.o.step.framework};
+  mo.device_bytes = c.o.memory_bytes;
+  mo.verdict_only_above_bytes = c.o.memory_bytes;
+  const bool allocator = c.o.step.fw().caching_allocator;
+  mo.simulate_allocator = false;
+  const MemoryBreakdown m0 =
+      compose_memory_fullest(k.p1.acc, c.m, k.plan, k.s, c.profile, mo, c.o.memory_bytes);
+  mo.simulate_allocator = true;
+  auto misfit = [&] {
+    ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
+    return false;
+  };
+  if ((allocator ? m0.peak_allocated() + m0.overhead : m0.total) > c.o.memory_bytes)
+    return misfit();
+  const bool prune = c.o.objective != Objective::memory && c.o.bound_step_time;
+  const bool partial = k.partial && (!prune || partial_may_enter(c, k.p1, k.plan, k.s, r, top));
+  const double gpus =
+      c.o.objective == Objective::cost ? static_cast<double>(k.plan.num_gpus()) : 1.0;
+  // Margin: the bound adds the same terms in another order (rounding).
+  auto may_enter = [&](double bound_s) {
+    return !prune || top.may_take(bound_s * gpus * (1 - 1e-12));
+  };
+  if (!allocator) { // the analytic breakdown is the memory: it fits; the bound spares the timing
+    ++r.feasible;
+    if (partial)
+      offer_partial_recompute(c, k.p1, k.plan, k.s, k.micro_batches, k.split, mo, r, top);
+    if (may_enter(k.bound_s)) {
+      ++r.timed;
+      offer(k.plan, k.s, k.micro_batches, time_plan(c, k.p1, k.plan, k.s, m0, r), m0.total, top);
+    }
+    return true;
+  }
+  auto slower = [&] {
+    ++r.rejected[static_cast<std::size_t>(Reject::slower)];
+    return true; // not known not to fit
+  };
+  if (!may_enter(partial ? k.none_bound_s : k.bound_s))
+    return slower();
+  std::optional<Timed> timed;
+  if (prune) {
+    timed = time_plan(c, k.p1, k.plan, k.s, m0, r);
+    if (!partial && !top.may_take(timed->objective))
+      return slower();
+  }
+  const MemoryBreakdown mem =
+      compose_memory_fullest(k.p1.acc, c.m, k.plan, k.s, c.profile, mo, c.o.memory_bytes);
+  if (mem.total > c.o.memory_bytes)
+    return misfit();
+  ++r.feasible;
+  if (partial)
+    offer_partial_recompute(c, k.p1, k.plan, k.s, k.micro_batches, k.split, mo, r, top);
+  ++r.timed;
+  offer(k.plan, k.s, k.micro_batches, timed ? *timed : time_plan(c, k.p1, k.plan, k.s, mem, r),
+        mem.total, top);
+  return true;
 }
 
 void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearchResult& r,
@@ -504,78 +577,20 @@ void search_tp_cp(const Context& c, std::int64_t tp, std::int64_t cp, PlanSearch
                   ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
                   continue;
                 }
-                // As `memory` and `estimate` size the plan (the allocator under this GPU's
-                // capacity), but a misfit needs only its verdict. The analytic breakdown comes
-                // first: it is the answer for a profile that does not simulate its allocator,
-                // and its allocated bytes are a floor of what the allocator reserves.
-                MemoryOptions mo{c.o.step.bucket_bytes, c.o.step.framework};
-                mo.device_bytes = c.o.memory_bytes;
-                mo.verdict_only_above_bytes = c.o.memory_bytes;
-                const bool allocator = c.o.step.fw().caching_allocator;
-                mo.simulate_allocator = false;
-                const MemoryBreakdown m0 =
-                    compose_memory_fullest(p1.acc, m, plan, s, c.profile, mo, c.o.memory_bytes);
-                mo.simulate_allocator = true;
-                if ((allocator ? m0.peak_allocated() + m0.overhead : m0.total) > c.o.memory_bytes) {
-                  no_fit = true;
-                  ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
-                  continue;
-                }
-                const bool prune = c.o.objective != Objective::memory && c.o.bound_step_time;
                 const bool partial = c.o.search_recompute_layers &&
                                      rc == static_cast<std::int64_t>(Recompute::full) &&
                                      c.setup.recompute_layers == 0 && c.rcs.front() == 0 &&
-                                     failed[static_cast<std::size_t>(z)][0] &&
-                                     (!prune || partial_may_enter(c, p1, plan, s, r, top));
-                const double gpus =
-                    c.o.objective == Objective::cost ? static_cast<double>(plan.num_gpus()) : 1.0;
-                // Margin: the bound adds the same terms in another order (rounding).
-                auto may_enter = [&](std::int64_t policy) {
-                  return !prune || top.may_take(least_step_s[static_cast<std::size_t>(policy)] *
-                                                gpus * (1 - 1e-12));
-                };
-                if (!allocator) {
-                  // The analytic breakdown is the memory: the plan fits, and the bound only
-                  // spares timing it.
-                  ++r.feasible;
-                  if (partial)
-                    offer_partial_recompute(c, p1, plan, s, micro_batches, split, mo, r, top);
-                  if (!may_enter(rc))
-                    continue;
-                  ++r.timed;
-                  offer(plan, s, micro_batches, time_plan(c, p1, plan, s, m0, r), m0.total, top);
-                  continue;
-                }
-                // Under a caching-allocator profile sizing is the search's costliest part: a
-                // plan that cannot enter the top list on its step time is left unsized (whether
-                // it fits changes no answer): first the bound, then the step itself (compose_step
-                // reads only the analytic memory). Full recompute that may hand its layout to
-                // partial recompute (no faster than none) is sized whatever its own time.
-                if (!may_enter(partial ? 0 : rc)) {
-                  ++r.rejected[static_cast<std::size_t>(Reject::slower)];
-                  continue;
-                }
-                std::optional<Timed> timed;
-                if (prune) {
-                  timed = time_plan(c, p1, plan, s, m0, r);
-                  if (!partial && !top.may_take(timed->objective)) {
-                    ++r.rejected[static_cast<std::size_t>(Reject::slower)];
-                    continue;
-                  }
-                }
-                const MemoryBreakdown mem =
-                    compose_memory_fullest(p1.acc, m, plan, s, c.profile, mo, c.o.memory_bytes);
-                if (mem.total > c.o.memory_bytes) {
+                                     failed[static_cast<std::size_t>(z)][0];
+                const Candidate k{p1,
+                                  plan,
+                                  s,
+                                  micro_batches,
+                                  split,
+                                  least_step_s[static_cast<std::size_t>(rc)],
+                                  least_step_s[0],
+                                  partial};
+                if (!size_and_offer(c, k, r, top))
                   no_fit = true;
-                  ++r.rejected[static_cast<std::size_t>(Reject::does_not_fit)];
-                  continue;
-                }
-                ++r.feasible;
-                if (partial)
-                  offer_partial_recompute(c, p1, plan, s, micro_batches, split, mo, r, top);
-                ++r.timed;
-                offer(plan, s, micro_batches, timed ? *timed : time_plan(c, p1, plan, s, mem, r),
-                      mem.total, top);
               }
             }
           }
