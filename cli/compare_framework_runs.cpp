@@ -480,8 +480,6 @@ void calibrate_framework(const std::vector<std::string>& files,
   auto& f = report.fitted;
   if (options.host_per_kernel)
     f.emplace_back("host_us_per_kernel", p.host_s_per_kernel * 1e6);
-  if (options.host_per_layer)
-    f.emplace_back("host_us_per_layer", p.host_s_per_layer * 1e6);
   if (options.host_per_checkpoint)
     f.emplace_back("host_us_per_checkpoint", p.host_s_per_checkpoint * 1e6);
   if (options.host_per_sac_kernel)

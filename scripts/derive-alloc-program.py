@@ -491,7 +491,7 @@ def main():
         die("the two traces ran different attention or frameworks")
     # A size's power of B, S or D is read from how it changes between the two traces: where
     # both share one, a block of B x S x D and one of B x D (times the shared S) fit both alike
-    # and the program is wrong elsewhere (session 27: an eager flash program derived from two
+    # and the program is wrong elsewhere (an eager flash program derived from two
     # s1024 traces missed PyTorch's peak by up to 20% at s2048 and s4096). V is the recorded
     # vocabulary's, F and H follow D (the program applies only there).
     for dim, what in (("B", "micro-batch"), ("S", "sequence length"), ("D", "hidden size")):

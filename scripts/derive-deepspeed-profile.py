@@ -43,7 +43,6 @@ FROM_PYTORCH = [
     "host_bwd_kernel_factor",
     "host_us_per_checkpoint",
     "host_us_per_sac_kernel",
-    "host_ms_per_step",
 ]
 
 

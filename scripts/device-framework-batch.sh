@@ -6,84 +6,84 @@
 #           profiles of two FSDP fit rows
 #   runs:   scripts/framework-runs-b.json -> runs-d.jsonl (FSDP2 and torch.compile step times)
 #   oom:    scripts/framework-oom-runs-b.json -> oom-b.jsonl (largest micro-batch under caps)
-#   phases: (session 6) host and GPU time per phase of fit-row configurations
+#   phases: host and GPU time per phase of fit-row configurations
 #           (scripts/peer_phase_times.py) and the launch queue's depth
-#   runs-c: (session 6) scripts/framework-runs-c.json -> runs-e.jsonl (FSDP2 step times)
-#   traces-d: (session 7) allocator traces with each block's stream, and the blocks alive at
+#   runs-c: scripts/framework-runs-c.json -> runs-e.jsonl (FSDP2 step times)
+#   traces-d: allocator traces with each block's stream, and the blocks alive at
 #           the peak (--peak-frames), of FSDP2 fit-row configurations and of eager naive
 #           attention with full recompute at shapes no row has; a kernel profile of a GPU-bound
 #           FSDP2 fit row
-#   repeat-fsdp: (session 7) every FSDP2 step-time row of runs-a, runs-d and runs-e measured
+#   repeat-fsdp: every FSDP2 step-time row of runs-a, runs-d and runs-e measured
 #           again, in plan order -> runs-f.jsonl (a second pass; docs/frameworks.md)
-#   runs-g: (session 9) scripts/framework-runs-g.json -> runs-g.jsonl (torchtitan's per-op
+#   runs-g: scripts/framework-runs-g.json -> runs-g.jsonl (torchtitan's per-op
 #           checkpointing, --recompute selective-op, eager and FSDP2; compared, not fitted)
-#   runs-h: (session 10) scripts/framework-runs-h.json -> runs-h.jsonl (per-op checkpointing,
+#   runs-h: scripts/framework-runs-h.json -> runs-h.jsonl (per-op checkpointing,
 #           eager and FSDP2, fit and test halves; docs/frameworks.md) and the GPU work of one
 #           context-parallel rank (scripts/peer_ring_attention.py -> ring-attention.jsonl)
-#   repeat-sac: (session 10) every run of runs-g and runs-h measured again in one call, in plan
+#   repeat-sac: every run of runs-g and runs-h measured again in one call, in plan
 #           order -> runs-i.jsonl (a second pass of the per-op checkpointing runs, merged by
 #           geometric mean with --repeat-runs as runs-f is; docs/frameworks.md)
-#   sdpa-grid: (session 10) PyTorch SDPA forward and backward (default, flash and cuDNN
+#   sdpa-grid: PyTorch SDPA forward and backward (default, flash and cuDNN
 #           backends) over causal training shapes (scripts/peer_sdpa.py --grid); mechanism
-#   role-parts: (session 10) the eager elementwise parts of a layer one by one (norm, RoPE, the
+#   role-parts: the eager elementwise parts of a layer one by one (norm, RoPE, the
 #           attention output's copy, SwiGLU, residual; scripts/peer_role_parts.py); mechanism
-#   traces-l: (session 11) allocator traces (--peak-frames) of two fit-side FSDP2 OOM
+#   traces-l: allocator traces (--peak-frames) of two fit-side FSDP2 OOM
 #           configurations with full recompute at the batches where trainsim's verdict is
 #           off (docs/frameworks.md); mechanism
-#   sac-f8: (session 13) which op torchtitan's per-op checkpointing policy sees for an FP8
+#   sac-f8: which op torchtitan's per-op checkpointing policy sees for an FP8
 #           linear built as torchao's Float8Linear runs it, and the FP8 GEMMs a checkpointed
 #           layer re-runs (scripts/peer_sac_float8.py); then the capped traces of traces-m
 #           ONLY=4 and the 40 GB one again with Python frames; mechanism
-#   loss-parallel: (session 13) peak memory per logit of eager cross-entropy against PyTorch's
+#   loss-parallel: peak memory per logit of eager cross-entropy against PyTorch's
 #           loss_parallel on a one-rank mesh (scripts/peer_loss_parallel.py); mechanism
-#   oom-d:  (session 17) scripts/framework-oom-runs-d.json -> oom-d.jsonl (eager naive attention
+#   oom-d:  scripts/framework-oom-runs-d.json -> oom-d.jsonl (eager naive attention
 #           with full recompute, all fit configurations; docs/frameworks.md), then each
 #           boundary in fresh processes (scripts/peer_oom_fresh_boundary.py -> oom-d-fresh.jsonl)
-#   traces-d4: (session 18) allocator traces under the 40 and 24 GB caps at three of oom-d's
+#   traces-d4: allocator traces under the 40 and 24 GB caps at three of oom-d's
 #           fresh boundaries (fit configurations), for the generated step's parts around the
 #           recorded layer program; mechanism
-#   traces-m: (session 12) allocator traces recorded under the allocator cap at the fresh
+#   traces-m: allocator traces recorded under the allocator cap at the fresh
 #           boundaries where trainsim's max micro-batch is off (docs/frameworks.md); mechanism
-#   oom-fresh: (session 11) every recorded eager and FSDP2 OOM pair's boundary re-measured with
+#   oom-fresh: every recorded eager and FSDP2 OOM pair's boundary re-measured with
 #           one fresh process per probe (scripts/peer_oom_fresh_boundary.py -> oom-fresh.jsonl;
 #           ONLY=id,id for a part; docs/frameworks.md)
-#   kernels-k: (session 10) kernel profiles of six configurations no profile has, held out as
+#   kernels-k: kernel profiles of six configurations no profile has, held out as
 #           the judge of the next trial of GPU-side constants (docs/frameworks.md)
-#   oom-c:  (session 6) scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
+#   oom-c:  scripts/framework-oom-runs-c.json -> oom-c.jsonl; ONLY=id,id to run a
 #           part of the plan (the sides stay those of the plan's order)
-#   gpu-memory: (session 20) the memory one process gets on the lent GPU
+#   gpu-memory: the memory one process gets on the lent GPU
 #           (scripts/peer_gpu_memory.py; the GPU presets' capacities)
-#   runs-j: (session 22) scripts/framework-runs-j.json -> runs-j.jsonl (full recompute of the
+#   runs-j: scripts/framework-runs-j.json -> runs-j.jsonl (full recompute of the
 #           first N layers only, --recompute-layers, eager, FSDP2 and torch.compile, with a
 #           no-recompute and an every-layer reference; all compared, none fitted)
-#   runs-k: (session 22) scripts/framework-runs-k.json -> runs-k.jsonl (trial 2 of full
+#   runs-k: scripts/framework-runs-k.json -> runs-k.jsonl (trial 2 of full
 #           recompute of some layers: twelve new configurations trainsim predicts GPU-bound;
 #           all compared, none fitted)
-#   runs-l: (session 27) scripts/framework-runs-l.json -> runs-l.jsonl (eager and torch.compile
+#   runs-l: scripts/framework-runs-l.json -> runs-l.jsonl (eager and torch.compile
 #           at Llama 3 8B's widths, four layers, seq 8192; compared, not fitted)
-#   kernel-suites: (session 30) trainsim's kernel calibration and held-out suites on the lent
+#   kernel-suites: trainsim's kernel calibration and held-out suites on the lent
 #           GPU (builds trainsim with CUDA first); files named by the GPU
-#   runs-l-why: (session 30) kernel profiles of runs-l's eager and compiled b1 steps and the
+#   runs-l-why: kernel profiles of runs-l's eager and compiled b1 steps and the
 #           eager elementwise parts at Llama 3 8B's width (mechanism, nothing fitted)
-#   recompute-boundary: (session 23) the least full recompute (first N layers) that lets a step
+#   recompute-boundary: the least full recompute (first N layers) that lets a step
 #           fit under a cap set from its own uncapped peaks, one fresh process per probe
 #           (scripts/peer_recompute_boundary.py, scripts/framework-recompute-boundary.json ->
 #           recompute-boundary.jsonl; ONLY=1,2 for plan positions; a check, nothing fitted)
-#   recompute-boundary-q: (session 23) the same at a cap a quarter of the way from every layer
+#   recompute-boundary-q: the same at a cap a quarter of the way from every layer
 #           recomputed to none, the uncapped peaks taken from recompute-boundary.jsonl
 #           -> recompute-boundary-q.jsonl
-#   traces-prog: (session 24) uncapped allocator traces (FSDP2 and eager, flash attention, full
+#   traces-prog: uncapped allocator traces (FSDP2 and eager, flash attention, full
 #           recompute and none) for deriving recorded programs; fit material only
-#   traces-flash-judge, oom-e: (session 24) eager flash full-recompute traces and OOM
+#   traces-flash-judge, oom-e: eager flash full-recompute traces and OOM
 #           boundaries judging the recorded flash program (declared before the call)
-#   traces-fsdp-judge, oom-f: (session 24) the same for the derived FSDP2 program (ONLY=id,id
+#   traces-fsdp-judge, oom-f: the same for the derived FSDP2 program (ONLY=id,id
 #           for part of the plan: three searches and their fresh boundaries exceed one call)
-#   traces-e-capped: (session 27) capped eager flash traces at oom-e's boundaries (mechanism)
-#   traces-e-capped2: (session 27) capped and uncapped eager flash traces where trainsim's
+#   traces-e-capped: capped eager flash traces at oom-e's boundaries (mechanism)
+#   traces-e-capped2: capped and uncapped eager flash traces where trainsim's
 #           capped verdict is not monotone in the batch (mechanism)
-#   traces-flash-judge2, oom-e2: (session 27) the judge of the eager flash program derived
+#   traces-flash-judge2, oom-e2: the judge of the eager flash program derived
 #           again at two sequence lengths (declared in docs/frameworks.md before the call)
-#   empty-cache-check: (session 25) the OOM probes' torch.cuda.empty_cache() as a mechanism:
+#   empty-cache-check: the OOM probes' torch.cuda.empty_cache() as a mechanism:
 #           FSDP2 cs336-medium s2048 flash full recompute under 80 GB, b185, b191 and b197, each
 #           in fresh processes with the cache emptied before the steps (as every recorded
 #           boundary was probed) and kept (--keep-cache, as a training loop and the traced
@@ -91,14 +91,14 @@
 #           PyTorch's own requests says: kept, b185 and b197 run out of memory; emptied, b185
 #           runs and b197 gets past the request that failed; its step played from the FSDP2
 #           program: kept, all three fail, emptied, all three run (docs/frameworks.md,
-#           session 25). A check, nothing fitted
-#   traces-rcb: (session 23) allocator traces (--peak-frames) under the cap of the FSDP2
+#           "Under a cap: the OOM boundary"). A check, nothing fitted
+#   traces-rcb: allocator traces (--peak-frames) under the cap of the FSDP2
 #           recompute boundaries trainsim misses (FSDP2 cs336-2.7b n = 5 and 8 at 79.75 GB,
 #           llama3.2-1b n = 9 at 58 GB); mechanism, nothing fitted
-#   traces-steps8: (session 31) eight-step uncapped allocator traces of the three
-#           configurations whose third step needed a larger cap than the second (session 27):
+#   traces-steps8: eight-step uncapped allocator traces of the three
+#           configurations whose third step needed a larger cap than the second :
 #           how the smallest cap grows over a training loop's steps (mechanism, nothing fitted)
-#   ring-dist: (session 20) PyTorch's ring attention with its communication on every GPU lent,
+#   ring-dist: PyTorch's ring attention with its communication on every GPU lent,
 #           cp 1, 2, 4, 8 (scripts/peer_ring_attention_dist.py -> ring-dist.jsonl); mechanism
 #           of the torchtitan context-parallel rows, to be run where several GPUs are lent
 # The fit/test side of every row is declared in docs/frameworks.md before the runs were made.
@@ -149,12 +149,12 @@ case "$part" in
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-j.json --output "$w/runs-j.jsonl" --limit-s 120
     ;;
   runs-l)
-    # (session 27) eager against torch.compile at Llama 3 8B's widths (four layers, seq 8192):
+    # eager against torch.compile at Llama 3 8B's widths (four layers, seq 8192):
     # scripts/framework-runs-l.json -> runs-l.jsonl; compared, not fitted (docs/frameworks.md)
     box 580 python3 scripts/peer_framework_runs.py --plan scripts/framework-runs-l.json --output "$w/runs-l.jsonl" --limit-s 150
     ;;
   kernel-suites)
-    # (session 30) trainsim's kernel calibration and held-out suites on the lent GPU, whatever
+    # trainsim's kernel calibration and held-out suites on the lent GPU, whatever
     # it is (the H100 SXM profile's efficiencies are the H200's, never measured on an H100)
     OUT="$w" box 300 bash scripts/device-run.sh build
     g=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
@@ -164,7 +164,7 @@ case "$part" in
     done
     ;;
   runs-l-why)
-    # (session 30) where the time of runs-l's configurations goes: kernel profiles of eager and
+    # where the time of runs-l's configurations goes: kernel profiles of eager and
     # compiled steps (b1, no recompute) and the eager elementwise parts at that width; mechanism
     for fw in pytorch pytorch-compile; do
       box 150 python3 scripts/peer_kernel_profile.py --out "$w" --framework "$fw" \
@@ -182,7 +182,7 @@ case "$part" in
       --out "$w/recompute-boundary.jsonl" --budget-s ${BUDGET_S:-560} ${ONLY:+--only "$ONLY"}
     ;;
   traces-rcb)
-    # (session 23) allocator traces of the FSDP2 recompute boundaries trainsim misses, under the
+    # allocator traces of the FSDP2 recompute boundaries trainsim misses, under the
     # cap they were measured at: the step ran at these N; trainsim said it would not (mechanism)
     t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames "$@"; }
     t --framework fsdp --model cs336-2.7b --recompute full --recompute-layers 5 --batch 8 --seq-len 1024 --memory-cap-gb 79.75
@@ -190,7 +190,7 @@ case "$part" in
     t --framework fsdp --model llama3.2-1b --recompute full --recompute-layers 9 --batch 8 --seq-len 2048 --memory-cap-gb 58
     ;;
   traces-prog)
-    # (session 24) uncapped allocator traces for deriving recorded FSDP2 and eager flash
+    # uncapped allocator traces for deriving recorded FSDP2 and eager flash
     # programs (fit material; docs/frameworks.md "Fit/test split")
     t() { box 150 python3 scripts/peer_allocator_trace.py --out "$w" --attention flash "$@"; }
     t --framework fsdp --model cs336-medium --recompute full --batch 32 --seq-len 1024
@@ -202,7 +202,7 @@ case "$part" in
     t --framework fsdp --model cs336-large --recompute none --batch 8 --seq-len 1024
     ;;
   traces-flash-judge|traces-fsdp-judge)
-    # (session 24) uncapped flash full-recompute traces judging the recorded eager flash
+    # uncapped flash full-recompute traces judging the recorded eager flash
     # program (traces-flash-judge) and the derived FSDP2 one (traces-fsdp-judge); declared in
     # docs/frameworks.md "Fit/test split" before the call
     fw=pytorch
@@ -216,7 +216,7 @@ case "$part" in
     t --model cs336-medium --batch 64 --seq-len 512
     ;;
   traces-flash-judge2)
-    # (session 27) uncapped eager flash full-recompute traces at shapes no trace has, judging
+    # uncapped eager flash full-recompute traces at shapes no trace has, judging
     # the program derived again at s1024 and s2048 (declared in docs/frameworks.md)
     t() { flash_full_trace pytorch "$@"; }
     t --model cs336-small --batch 16 --seq-len 4096
@@ -227,7 +227,7 @@ case "$part" in
     t --model cs336-medium --batch 128 --seq-len 512
     ;;
   oom-e2)
-    # (session 27) OOM boundaries judging that program
+    # OOM boundaries judging that program
     # oom-e's searches took 90-164 s each and their fresh walks up to 121 s per cap: one
     # configuration per call, ONLY=oom-pytorch-cs336-medium-bf16-mixed-flash-full-s2048, then
     # ONLY=oom-pytorch-cs336-small-bf16-mixed-flash-full-s4096
@@ -235,7 +235,7 @@ case "$part" in
     box 340 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e2.jsonl" --out "$w/oom-e2-fresh.jsonl" --budget-s 330
     ;;
   traces-e-capped)
-    # (session 27) capped traces where the eager flash boundaries of oom-e sit below trainsim's
+    # capped traces where the eager flash boundaries of oom-e sit below trainsim's
     # (played from the flash program derived at two sequence lengths, which reserves PyTorch's
     # uncapped peak to the figure at these shapes, trainsim says b33 and b55 fit; without it
     # b30 and b54): b28 runs and b29 fails at 24 GB, b54 fails at 80 GB; mechanism only
@@ -245,7 +245,7 @@ case "$part" in
     t --model cs336-xl --batch 54 --seq-len 2048 --memory-cap-gb 80
     ;;
   traces-e-capped2)
-    # (session 27) where trainsim's capped step is not monotone in the batch: played from the
+    # where trainsim's capped step is not monotone in the batch: played from the
     # flash program derived again, cs336-large s1024 under 24 GB fails at b29 but fits at b30
     # to b33, where PyTorch's probes failed at b30, b31 and b33; PyTorch's own requests at b30
     # and b33 under the cap, and uncapped at b29, b30 and b33 (mechanism only)
@@ -257,18 +257,18 @@ case "$part" in
     t --batch 33
     ;;
   oom-e)
-    # (session 24) OOM boundaries judging the recorded flash program (declared as above)
+    # OOM boundaries judging the recorded flash program (declared as above)
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-e.json --output "$w/oom-e.jsonl" --limit-s 200 ${ONLY:+--only "$ONLY"}
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-e.jsonl" --out "$w/oom-e-fresh.jsonl" --budget-s 225
     ;;
   traces-steps8)
-    # (session 31) steps 2..8 replayed by scripts/trace-min-cap.sh (docs/frameworks.md)
+    # steps 2..8 replayed by scripts/trace-min-cap.sh (docs/frameworks.md)
     flash_full_trace pytorch --model cs336-large --seq-len 1024 --batch 24 --steps 8
     flash_full_trace pytorch --model cs336-large --seq-len 4096 --batch 8 --steps 8
     flash_full_trace fsdp --model cs336-2.7b --seq-len 1024 --batch 66 --steps 8
     ;;
   empty-cache-check)
-    # (session 25) fresh processes, two steps each, the cache emptied or kept before them
+    # fresh processes, two steps each, the cache emptied or kept before them
     for rep in 1 2; do
       for b in 185 191 197; do
         for keep in "" --keep-cache; do
@@ -283,7 +283,7 @@ case "$part" in
     done
     ;;
   oom-f)
-    # (session 24) FSDP2 OOM boundaries judging the derived FSDP2 program (declared as above)
+    # FSDP2 OOM boundaries judging the derived FSDP2 program (declared as above)
     box 330 python3 scripts/peer_framework_runs.py --plan scripts/framework-oom-runs-f.json --output "$w/oom-f.jsonl" --limit-s 200 ${ONLY:+--only "$ONLY"}
     box 240 python3 scripts/peer_oom_fresh_boundary.py --runs "$w/oom-f.jsonl" --out "$w/oom-f-fresh.jsonl" --budget-s 225
     ;;
@@ -400,14 +400,14 @@ PY
     ;;
   traces-d3)
     # Allocator traces under the cap at oom-d's fresh boundaries where the prediction is off
-    # by more than one (fit configurations; docs/frameworks.md session 17): the batch that ran.
+    # by more than one (fit configurations; docs/frameworks.md): the batch that ran.
     t() { box 190 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --addresses "$@"; }
     t --framework pytorch --model cs336-medium --attention naive --recompute full --batch 178 --seq-len 1024 --memory-cap-gb 80
     t --framework pytorch --model cs336-large --attention naive --recompute full --batch 36 --seq-len 2048 --memory-cap-gb 80
     ;;
   traces-d4)
     # Allocator traces under the lower caps at oom-d's fresh boundaries (fit configurations;
-    # docs/frameworks.md session 18): the generated step with the recorded layer program, off
+    # docs/frameworks.md): the generated step with the recorded layer program, off
     # by two at 40 GB for cs336-large s2048, against exact pairs at 24 GB as controls.
     t() { box 190 python3 scripts/peer_allocator_trace.py --out "$w" --peak-frames --addresses "$@"; }
     t --framework pytorch --model cs336-large --attention naive --recompute full --batch 13 --seq-len 2048 --memory-cap-gb 40
@@ -427,7 +427,7 @@ PY
     done
     ;;
   gpu-memory)
-    # What the GPU offers one process, against the datasheet's capacity (session 20).
+    # What the GPU offers one process, against the datasheet's capacity .
     box 120 python3 scripts/peer_gpu_memory.py --output "$w/gpu-memory.json"
     ;;
   oom-c)

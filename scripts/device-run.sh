@@ -6,7 +6,7 @@
 # training-step benchmark with its PyTorch peer. Everything lands in
 # $OUT (default out/device-run); each step is time-boxed so a slow step cannot eat the rest.
 # Usage: scripts/device-run.sh [all|build|tests|kernels|train|dp|collectives|fp8]
-# fp8 (not in `all`; session 21): the fp8-shapes and fp8-held-out suites (FP8 GEMMs at training
+# fp8 (not in `all`): the fp8-shapes and fp8-held-out suites (FP8 GEMMs at training
 # shapes) and the calibration and held-out suites again in the same call, for the FP8
 # size-curve trials (docs/frameworks.md, "Fit/test split").
 # Order in `all`: build, tests, kernels (fits the H200 profile), train (single GPU: predicts

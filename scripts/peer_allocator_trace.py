@@ -46,7 +46,7 @@ def run(a):
     if a.memory_cap_gb:
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(a.memory_cap_gb * 1e9 / total, 1.0))
-    # context=None records no tracebacks at all (the peak files of sessions 7-12 say "?"):
+    # context=None records no tracebacks at all (the peak files recorded that way say "?"):
     # --peak-frames needs each allocation's Python frames.
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python",
                                              context="alloc" if a.peak_frames else None)

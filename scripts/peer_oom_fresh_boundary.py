@@ -2,7 +2,7 @@
 """The OOM boundary of recorded pairs, re-measured one fresh process per probe.
 
 scripts/peer_framework_runs.py --oom-search probes batch sizes in one process, and a probe that
-ran out of memory can leave memory behind for the next (docs/frameworks.md, session 7); its
+ran out of memory can leave memory behind for the next (docs/frameworks.md, "Under a cap: the OOM boundary"); its
 fresh check re-ran only the answer. This script takes the recorded pairs (JSON lines with
 `measured.max_micro_batch` and `memory_cap_bytes`) and, for each, runs
 scripts/peer_oom_leak_check.py once per probe, each in its own process under the pair's cap:

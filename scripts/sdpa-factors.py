@@ -8,7 +8,7 @@ attention time at the same shape (`trainsim roofline`, rows attn.core, the commi
 profile of that GPU). Prints the factors and the spread over the sequences; the profiles' values
 are these, rounded to 2 digits. An optional fourth argument names the grid's backend to read
 (default: `default`, the backend PyTorch picks; `cudnn`: cuDNN's alone, the fused attention
-Transformer Engine runs on Hopper, tried for the megatron profile in session 31 and not kept:
+Transformer Engine runs on Hopper, tried for the megatron profile and not kept (validate/JOURNAL.md):
 docs/frameworks.md, "Fit/test split").
 
   python3 scripts/sdpa-factors.py build/cli/trainsim validate/results/runs-2026-12-03/sdpa-grid.json h200

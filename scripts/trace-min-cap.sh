@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The smallest allocator cap (to 0.1 GB) under which trainsim's replay of a recorded PyTorch
 # allocator trace fits its first N steps, the cache emptied at the start as the OOM probes do
-# (docs/frameworks.md, session 27: a third step can need more than the second).
+# (docs/frameworks.md, "The caching allocator": a third step can need more than the second).
 # Usage: scripts/trace-min-cap.sh TRAINSIM_BINARY TRACE [N ...]   (default N: 2 3)
 # Prints: TRACE  cap for N steps (GB) ...
 set -euo pipefail

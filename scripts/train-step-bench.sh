@@ -12,7 +12,7 @@
 # CALIBRATION=FILE predicts with that hardware profile (default: the GPU's preset profile);
 # RECOMPUTES="none full" the single-GPU recompute policies (add "selective" to check that the
 # attention core's forward re-run under selective recompute is priced: docs/frameworks.md,
-# "Fit/test split", session 26; e.g. RECOMPUTES="none selective" MODELS="cs336-small cs336-xl"
+# "Fit/test split"; e.g. RECOMPUTES="none selective" MODELS="cs336-small cs336-xl"
 # DP_MODELS= PEERS=0 scripts/device-run.sh train).
 # Writes three files to $OUT: train-step.log (build/test/table output and errors),
 # train-step.jsonl (one JSON object per run: trainsim results, "source": "trainsim", and peer

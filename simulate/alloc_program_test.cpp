@@ -123,20 +123,22 @@ TEST_CASE("the recorded program applies where it was recorded, nowhere else") {
 }
 
 TEST_CASE("the recorded flash program plays the steps it was derived from") {
-  // presets/alloc-programs/pytorch-bf16-flash-full.json, derived (session 27) from two eager
+  // presets/alloc-programs/pytorch-bf16-flash-full.json, derived from two eager
   // flash full-recompute traces at two sequence lengths: cs336-large b24 s1024
   // (validate/results/allocator-traces-2026-12-04-prog/) and cs336-medium b16 s2048
   // (allocator-traces-2026-12-05-judge/). Played by a profile that lists it, the generated
   // step reserves what PyTorch reserved (their headers' last max_reserved_bytes): to the byte
   // at s1024, here and in the earlier cs336-medium b32 s1024 trace; within one 2 MiB
   // small-pool segment at s2048. The pytorch profile lists it since its declared judge
-  // (docs/frameworks.md, session 29: the OOM boundaries exact at six of six) passed.
+  // (docs/frameworks.md, "Recorded allocation programs": the OOM boundaries exact at six of six)
+  // passed.
   const AllocProgram& prog = load_alloc_program("pytorch-bf16-flash-full");
   CHECK(prog.attention == model::AttentionImpl::flash);
   FrameworkProfile fw = load_framework("pytorch");
   CHECK(fw.allocation_programs ==
         std::vector<std::string>{"pytorch-bf16-naive-full", "pytorch-bf16-flash-full"});
-  // Without it: the same profile listing the naive program alone (before session 29).
+  // Without it: the same profile listing the naive program alone (as before the flash program was
+  // judged).
   const auto with = with_and_without("pytorch", fw.allocation_programs).first;
   const auto without = with_and_without("pytorch", {"pytorch-bf16-naive-full"}).first;
   const auto prof = hw::default_profile("h200");
@@ -245,8 +247,8 @@ TEST_CASE("the OOM probes' empty_cache: FSDP2's initialisation leaves no segment
   // model and optimizer (scripts/peer_framework_runs.py probe_under_cap). FSDP2 cs336-medium
   // s2048 under 80 GB: PyTorch ran b185 (its search) and b197 (a fresh process). Played from
   // the FSDP2 program, the step keeping what the initialisation left cached runs out of memory
-  // at b185 (as PyTorch's own traced requests do: docs/frameworks.md, session 25); with the
-  // cache emptied first it fits.
+  // at b185 (as PyTorch's own traced requests do: docs/frameworks.md, "Under a cap: the OOM
+  // boundary"); with the cache emptied first it fits.
   const std::string path = (std::filesystem::path(TRAINSIM_SOURCE_DIR) /
                             "validate/results/allocator-traces-2026-12-04-prog/"
                             "fsdp-bf16-flash-full.json")

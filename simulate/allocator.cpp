@@ -180,8 +180,8 @@ TraceReplay replay_allocator_trace_text(std::string_view text, const std::string
   TraceReplay r;
   r.measured_peak_allocated_bytes = r.measured_peak_reserved_bytes =
       std::numeric_limits<double>::quiet_NaN();
-  // As the driver placed the segments of the recorded steps (docs/frameworks.md, session 12),
-  // unless the header says otherwise (a generated step written by `trainsim memory
+  // As the driver placed the segments of the recorded steps (docs/frameworks.md, "The caching
+  // allocator"), unless the header says otherwise (a generated step written by `trainsim memory
   // --allocator-trace-out` carries the placement it was played with; the header comes first).
   auto placement = CachingAllocatorModel::SegmentPlacement::below;
   if (text.starts_with("#")) {

@@ -13,7 +13,8 @@
 //     matters: traces recorded with each segment's address show it below the ones before (of
 //     equal free blocks the newest segment's serves), which replays of recorded traces follow
 //     (SegmentPlacement::below); the step generator keeps each new segment above (`above`,
-//     the placement its fitted profiles were judged with; docs/frameworks.md, session 12);
+//     the placement its fitted profiles were judged with; docs/frameworks.md, "The caching
+//     allocator");
 //   - the block is split when what is left is at least 512 B (small pool) or more than 1 MiB
 //     (large pool); otherwise the whole block is handed out (and counted as allocated);
 //   - a freed block merges with free neighbours of its segment;

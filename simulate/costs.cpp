@@ -591,7 +591,7 @@ FrameworkOpTime framework_op_time(const model::Op& op, Pass pass, const hw::GpuS
                           ? fw.sdpa_factor_on(gpu.name, op.head_dim, bwd)
                           : 1.0;
   const double compute = c.compute_s / gemm_scale * rc.compute_factor(bwd, fp32) * sdpa;
-  const double memory = c.memory_s * rc.bytes_factor(bwd, fp32) / fw.memory_bw_scale;
+  const double memory = c.memory_s * rc.bytes_factor(bwd, fp32);
   double body = std::max(compute, memory);
   if (fw.autocast_cast_passes && op.kind == model::OpKind::gemm && op.params > 0 &&
       (op.dtype == Dtype::bf16 || op.dtype == Dtype::fp16)) {

@@ -177,19 +177,18 @@ std::string FrameworkProfile::layout_refusal(const model::ParallelPlan& plan) co
 bool FrameworkProfile::is_identity() const {
   // The scalars first: a fitted profile differs in one of them, so the per-op callers on the
   // plan search's hot path return early without comparing every role.
-  if (!(host_model == HostModel::per_op && host_s_per_step == 0 && host_s_per_layer == 0 &&
-        host_bwd_kernel_factor == 1 && host_s_per_checkpoint == 0 && host_s_per_sac_kernel == 0 &&
-        moe_dispatch_s_per_layer == 0 && tp_overlap_hidden_fraction == 1 &&
-        gemm_efficiency_scale == 1 && gpu_gemm_efficiency_scale.empty() &&
-        gpu_sdpa_time_factors.empty() && memory_bw_scale == 1 && optimizer_bytes_factor == 1 &&
-        optimizer_host_s_per_tensor == 0 && activation_bytes_factor == 1 &&
-        logits_peak_bytes_per_elem == 0 && logits_peak_bytes_per_elem_fp32 == 0 &&
-        logits_peak_bytes_per_elem_loss_parallel == 0 && score_bwd_transient_bytes == 0 &&
-        score_bwd_transient_bytes_fp32 == 0 && ffn_bwd_transient_tensors == 0 &&
-        !autocast_fp32_weights && !autocast_cast_passes && !fsdp2_copies && !expand_kv_heads &&
-        cp_ring == CpRing::p2p && allocator_overhead_fraction == 0 && allocator_round_bytes == 0 &&
-        context_bytes == 0 && !caching_allocator && !pp_unsharded_stage && !megatron_main_grads &&
-        !fp8_param_gather))
+  if (!(host_model == HostModel::per_op && host_bwd_kernel_factor == 1 &&
+        host_s_per_checkpoint == 0 && host_s_per_sac_kernel == 0 && moe_dispatch_s_per_layer == 0 &&
+        tp_overlap_hidden_fraction == 1 && gemm_efficiency_scale == 1 &&
+        gpu_gemm_efficiency_scale.empty() && gpu_sdpa_time_factors.empty() &&
+        optimizer_bytes_factor == 1 && optimizer_host_s_per_tensor == 0 &&
+        activation_bytes_factor == 1 && logits_peak_bytes_per_elem == 0 &&
+        logits_peak_bytes_per_elem_fp32 == 0 && logits_peak_bytes_per_elem_loss_parallel == 0 &&
+        score_bwd_transient_bytes == 0 && score_bwd_transient_bytes_fp32 == 0 &&
+        ffn_bwd_transient_tensors == 0 && !autocast_fp32_weights && !autocast_cast_passes &&
+        !fsdp2_copies && !expand_kv_heads && cp_ring == CpRing::p2p &&
+        allocator_overhead_fraction == 0 && context_bytes == 0 && !caching_allocator &&
+        !pp_unsharded_stage && !megatron_main_grads && !fp8_param_gather))
     return false;
   for (const auto& r : roles)
     if (!same(r, RoleCost{}))
@@ -295,8 +294,6 @@ void validate(const FrameworkProfile& f, const std::string& source) {
           "framework's recipes set that sharding)");
   non_negative("host_us_per_kernel", f.host_s_per_kernel * 1e6, 1e4);
   positive("host_bwd_kernel_factor", f.host_bwd_kernel_factor, 10);
-  non_negative("host_ms_per_step", f.host_s_per_step * 1e3, 1e5);
-  non_negative("host_us_per_layer", f.host_s_per_layer * 1e6, 1e6);
   non_negative("host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6, 1e6);
   non_negative("host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6, 1e4);
   non_negative("moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6, 1e6);
@@ -309,7 +306,6 @@ void validate(const FrameworkProfile& f, const std::string& source) {
     for (auto [field, v] : {std::pair{"fwd_64", s.fwd_64}, std::pair{"bwd_64", s.bwd_64},
                             std::pair{"fwd_128", s.fwd_128}, std::pair{"bwd_128", s.bwd_128}})
       positive(fmt::format("gpu_sdpa_time_factors.{}.{}", gpu, field).c_str(), v, 10);
-  positive("memory_bw_scale", f.memory_bw_scale, 2);
   positive("optimizer_bytes_factor", f.optimizer_bytes_factor, 100);
   non_negative("optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6, 1e4);
   positive("activation_bytes_factor", f.activation_bytes_factor, 100);
@@ -326,11 +322,10 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   non_negative("score_bwd_transient_bytes_fp32", f.score_bwd_transient_bytes_fp32, 100);
   non_negative("ffn_bwd_transient_tensors", f.ffn_bwd_transient_tensors, 16);
   non_negative("allocator_overhead_fraction", f.allocator_overhead_fraction, 10);
-  non_negative("allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0), 1e6);
   non_negative("context_gb", f.context_bytes / 1e9, 1e3);
-  if (f.caching_allocator && (f.allocator_overhead_fraction != 0 || f.allocator_round_bytes != 0))
+  if (f.caching_allocator && f.allocator_overhead_fraction != 0)
     p.add("caching_allocator = true: the allocator's slack is simulated, so "
-          "allocator_overhead_fraction and allocator_round_mib must be 0");
+          "allocator_overhead_fraction must be 0");
   non_negative("fit.time_sigma_pct", f.fit.time_sigma_fraction * 100, 1e4);
   non_negative("fit.memory_sigma_pct", f.fit.memory_sigma_fraction * 100, 1e4);
   non_negative("fit_multi_gpu.time_sigma_pct", f.fit_multi_gpu.time_sigma_fraction * 100, 1e4);
@@ -362,11 +357,6 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   if (r.get("host_us_per_kernel", us))
     f.host_s_per_kernel = us * 1e-6;
   r.get("host_bwd_kernel_factor", f.host_bwd_kernel_factor);
-  double ms = 0;
-  if (r.get("host_ms_per_step", ms))
-    f.host_s_per_step = ms * 1e-3;
-  if (r.get("host_us_per_layer", us))
-    f.host_s_per_layer = us * 1e-6;
   if (r.get("host_us_per_checkpoint", us))
     f.host_s_per_checkpoint = us * 1e-6;
   if (r.get("host_us_per_sac_kernel", us))
@@ -416,7 +406,6 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       }
     }
   }
-  r.get("memory_bw_scale", f.memory_bw_scale);
   r.get("optimizer_bytes_factor", f.optimizer_bytes_factor);
   if (r.get("optimizer_host_us_per_tensor", us))
     f.optimizer_host_s_per_tensor = us * 1e-6;
@@ -454,6 +443,9 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("megatron_main_grads", f.megatron_main_grads);
   r.get("fp8_param_gather", f.fp8_param_gather);
   r.get("caching_allocator", f.caching_allocator);
+  r.get("compiled", f.compiled);
+  if (r.get("compiled_loss_profile", f.compiled_loss_profile))
+    check_data_preset_name(p, "compiled_loss_profile", f.compiled_loss_profile);
   if (const auto* programs = r.take("allocation_program")) {
     // One program's name, or a list of them (each applies where it was recorded).
     if (programs->is_string())
@@ -484,9 +476,6 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
             "allocator model)");
   }
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
-  double mib = 0;
-  if (r.get("allocator_round_mib", mib))
-    f.allocator_round_bytes = mib * 1024.0 * 1024.0;
   double gb = 0;
   if (r.get("context_gb", gb))
     f.context_bytes = gb * 1e9;
@@ -717,8 +706,6 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"host_model", f.host_model == HostModel::queue ? "queue" : "per_op"},
       {"host_us_per_kernel", f.host_s_per_kernel * 1e6},
       {"host_bwd_kernel_factor", f.host_bwd_kernel_factor},
-      {"host_ms_per_step", f.host_s_per_step * 1e3},
-      {"host_us_per_layer", f.host_s_per_layer * 1e6},
       {"host_us_per_checkpoint", f.host_s_per_checkpoint * 1e6},
       {"host_us_per_sac_kernel", f.host_s_per_sac_kernel * 1e6},
       {"moe_dispatch_us_per_layer", f.moe_dispatch_s_per_layer * 1e6},
@@ -727,7 +714,6 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale},
       {"gpu_gemm_efficiency_scale", f.gpu_gemm_efficiency_scale},
       {"gpu_sdpa_time_factors", sdpa_json(f.gpu_sdpa_time_factors)},
-      {"memory_bw_scale", f.memory_bw_scale},
       {"optimizer_bytes_factor", f.optimizer_bytes_factor},
       {"optimizer_host_us_per_tensor", f.optimizer_host_s_per_tensor * 1e6},
       {"activation_bytes_factor", f.activation_bytes_factor},
@@ -753,8 +739,9 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"expand_kv_heads", f.expand_kv_heads},
       {"cp_ring", f.cp_ring == FrameworkProfile::CpRing::p2p ? "p2p" : "torch_allgather"},
       {"caching_allocator", f.caching_allocator},
+      {"compiled", f.compiled},
+      {"compiled_loss_profile", f.compiled_loss_profile},
       {"allocator_overhead_fraction", f.allocator_overhead_fraction},
-      {"allocator_round_mib", f.allocator_round_bytes / (1024.0 * 1024.0)},
       {"context_gb", f.context_bytes / 1e9}};
   if (f.allocation_programs.size() == 1)
     j["allocation_program"] = f.allocation_programs.front();
@@ -849,7 +836,7 @@ TorchCompile parse_torch_compile(const std::string& text, const std::string& fie
 }
 
 bool torch_compile_applies(const FrameworkProfile& fw) {
-  return fw.caching_allocator && fw.name != "pytorch-compile";
+  return fw.caching_allocator && !fw.compiled;
 }
 
 FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c) {
@@ -859,14 +846,19 @@ FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c) 
     throw ConfigError(fmt::format("torch.compile applies to the eager PyTorch profiles (pytorch, "
                                   "fsdp); the {} profile does not model PyTorch",
                                   fw.name));
-  if (fw.name == "pytorch-compile")
-    throw ConfigError("the pytorch-compile profile is compiled already (the whole model, the "
-                      "loss included): leave torch.compile at none");
+  if (fw.compiled)
+    throw ConfigError(fmt::format("the {} profile is compiled already (the whole model, the "
+                                  "loss included): leave torch.compile at none",
+                                  fw.name));
   FrameworkProfile out = fw;
   out.torch_compile = c == TorchCompile::blocks ? "blocks" : "blocks+loss";
   out.host_s_per_sac_kernel = 0; // the per-op policy is traced into the graph
   if (c == TorchCompile::blocks_and_loss) {
-    static const FrameworkProfile compiled = load_framework("pytorch-compile");
+    if (fw.compiled_loss_profile.empty())
+      throw ConfigError(fmt::format("torch.compile blocks+loss: the {} profile names no compiled "
+                                    "loss chain (compiled_loss_profile); use blocks",
+                                    fw.name));
+    const FrameworkProfile compiled = load_framework(fw.compiled_loss_profile);
     out.logits_peak_bytes_per_elem = compiled.logits_peak_bytes_per_elem;
     out.logits_peak_bytes_per_elem_fp32 = compiled.logits_peak_bytes_per_elem_fp32;
     out.logits_peak_bytes_per_elem_loss_parallel = 0; // the compiled chain, tp or not

@@ -161,7 +161,6 @@ struct FrameworkProfile {
   // Backward host time per modelled kernel relative to the forward's (the op list's kernel
   // counts and the launches they stand for differ by pass; measured by phase timings).
   double host_bwd_kernel_factor = 1;
-  double host_s_per_step = 0;       // fixed host time per optimizer step (loop, zero_grad, ...)
   double host_s_per_checkpoint = 0; // per checkpointed layer and micro-batch under recompute
                                     // (torch.utils.checkpoint's saved-tensor hooks, re-dispatch)
   // Per kernel of a layer's forward, once in the forward and once in the re-run forward, under
@@ -170,9 +169,7 @@ struct FrameworkProfile {
   // create_selective_checkpoint_contexts) that sees every op of both passes; torch.compile
   // traces it away (0 there).
   double host_s_per_sac_kernel = 0;
-  double host_s_per_layer = 0;      // per transformer layer and micro-batch, forward + backward
-                                    // (module hooks: FSDP's unshard/reshard, checkpoint wrappers)
-  double gemm_efficiency_scale = 1; // achieved GEMM rate / the hardware profile's model
+  double gemm_efficiency_scale = 1;        // achieved GEMM rate / the hardware profile's model
   double expert_gemm_efficiency_scale = 1; // routed experts' grouped GEMMs, on top of the above
                                            // (many small GEMMs, permutation, uneven loads)
   // A further GEMM scale per GPU preset (absent: 1), on top of gemm_efficiency_scale: the
@@ -202,13 +199,12 @@ struct FrameworkProfile {
     const auto it = gpu_sdpa_time_factors.find(gpu);
     return it == gpu_sdpa_time_factors.end() ? 1.0 : it->second.at(head_dim, backward);
   }
-  double memory_bw_scale = 1; // achieved rate of memory-bound kernels / the profile's
   // Fixed time per MoE layer and micro-batch (forward + backward), exposed: what does not
   // grow with the tokens. Without CUDA graphs the token dispatcher copies the per-expert token
   // counts to the host before its all-to-all (a device-to-host synchronisation in every MoE
   // layer, Megatron-Core's MoEAlltoAllTokenDispatcher) and its small kernels run at the host's
   // pace; published rows run under full-iteration CUDA graphs show the floor too, so most of it
-  // is GPU-side, around the all-to-alls (docs/frameworks.md, Results, session 26). Fitted;
+  // is GPU-side, around the all-to-alls (docs/frameworks.md, "What a profile holds"). Fitted;
   // 0 = none.
   double moe_dispatch_s_per_layer = 0;
   // Share of a layer's tensor-parallel collectives hidden behind its GEMMs when the run
@@ -246,7 +242,7 @@ struct FrameworkProfile {
   // PyTorch's experimental ring attention (torch/distributed/tensor/experimental/_attention.py,
   // rotate_method ALL_GATHER, convert_to_f32): K/V all-gathered once per pass and waited for
   // after the first step, dK/dV passed in fp32 after every backward step, the last waited for
-  // at once (docs/frameworks.md, session 19).
+  // at once (docs/frameworks.md, "What a profile holds").
   enum class CpRing { p2p, torch_allgather };
   CpRing cp_ring = CpRing::p2p;
   double logits_peak_bytes_per_elem = 0; // transient bytes per logit element alive at the loss
@@ -312,8 +308,13 @@ struct FrameworkProfile {
   // Reserved bytes from a model of PyTorch's caching allocator run over the step's tensors
   // (simulate/allocator.hpp) instead of a fitted fraction: allocator_overhead_fraction stays 0.
   bool caching_allocator = false;
+  // torch.compile over the whole model and its loss already (pytorch-compile): --torch-compile
+  // does not apply on top.
+  bool compiled = false;
+  // The compiled profile whose loss chain --torch-compile blocks+loss takes over (a preset's
+  // name; empty: that option is refused for this profile).
+  std::string compiled_loss_profile;
   double allocator_overhead_fraction = 0; // peak reserved / peak allocated - 1 (fragmentation)
-  double allocator_round_bytes = 0;       // caching-allocator segment rounding at the peak
   double context_bytes = 0; // CUDA context + library workspaces outside the allocator; 0: the
                             // hardware profile's context_overhead_bytes
   // Layer allocation programs (presets/alloc-programs, simulate/alloc_program.hpp): the
@@ -384,11 +385,11 @@ enum class TorchCompile { none, blocks, blocks_and_loss };
 /// "none", "blocks" or "blocks+loss"; ConfigError naming `field` otherwise.
 [[nodiscard]] TorchCompile parse_torch_compile(const std::string& text, const std::string& field);
 /// Whether torch.compile is modelled over this profile: eager PyTorch (a caching allocator),
-/// not pytorch-compile (compiled already).
+/// not compiled already (FrameworkProfile::compiled).
 [[nodiscard]] bool torch_compile_applies(const FrameworkProfile& fw);
 /// The profile under that compilation; ConfigError for a profile that is not eager PyTorch
 /// (no caching allocator: megatron, deepspeed, trainsim) or is compiled already
-/// (pytorch-compile: no per-op dispatch cost and its own loss chain).
+/// (FrameworkProfile::compiled), and for blocks+loss one without compiled_loss_profile.
 [[nodiscard]] FrameworkProfile with_torch_compile(const FrameworkProfile& fw, TorchCompile c);
 [[nodiscard]] FrameworkProfile framework_from_json(const nlohmann::json& j,
                                                    const std::string& source);

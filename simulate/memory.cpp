@@ -308,7 +308,7 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   }
   // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
   // allocated bytes): a fraction of what is allocated plus segment rounding.
-  m.allocator = fw.allocator_overhead_fraction * m.peak_allocated() + fw.allocator_round_bytes;
+  m.allocator = fw.allocator_overhead_fraction * m.peak_allocated();
   // Frameworks that simulate their allocator: the slack the model's allocator keeps beyond
   // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
   // Out of memory under the cap: the step cannot run, and reserved is what it would have

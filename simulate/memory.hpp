@@ -82,7 +82,7 @@ struct MemoryOptions {
   bool empty_cache_before_steps = false;
   // Training steps the caching-allocator model plays (StepTensors::steps): under a cap,
   // PyTorch's reserved bytes settle only by the third or fourth step, so a training loop's
-  // verdict plays four (docs/frameworks.md, session 31: "Steps beyond the third"); what
+  // verdict plays four (docs/frameworks.md, "The caching allocator"); what
   // emulates the two-step OOM and recompute-boundary probes plays two.
   static constexpr std::int64_t kLoopSteps = 4, kProbeSteps = 2;
   std::int64_t allocator_steps = kLoopSteps;

@@ -76,17 +76,16 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   }
   c.first_extra = {t.emb_fwd, t.emb_bwd, 0, t.emb_tp, 0, 0};
   c.last_extra = {t.head_fwd, t.head_bwd, 0, t.head_tp, 0, 0};
-  // Host issue time (queue-model frameworks): the ops', plus per-layer hooks split over the
-  // two passes and the checkpoint wrapper of a recomputed layer in backward.
-  const double hooks = fw.host_s_per_layer / 2;
+  // Host issue time (queue-model frameworks): the ops', plus the checkpoint wrapper of a
+  // recomputed layer in backward.
   const double ckpt = plan.recompute == Recompute::none ? 0 : fw.host_s_per_checkpoint;
   // Per-op checkpointing's dispatch mode sees every op of the forward and of its re-run.
   const double sac = plan.recompute == Recompute::selective_op ? t.layer_sac_dispatch_host : 0;
-  c.layer.host_fwd = t.layer_fwd_host + hooks + sac;
-  c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + hooks + ckpt + sac;
+  c.layer.host_fwd = t.layer_fwd_host + sac;
+  c.layer.host_bwd = t.layer_bwd_host + t.layer_recompute_host[rc] + ckpt + sac;
   if (plan.recompute == Recompute::full) {
     c.layer_plain.host_fwd = c.layer.host_fwd;
-    c.layer_plain.host_bwd = t.layer_bwd_host + hooks;
+    c.layer_plain.host_bwd = t.layer_bwd_host;
   }
   c.first_extra.host_fwd = t.emb_fwd_host;
   c.first_extra.host_bwd = t.emb_bwd_host;
@@ -350,7 +349,7 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                              (est.slowest_stage == 0 ? a.emb_param_tensors : 0) +
                              (est.slowest_stage == plan.pp - 1 ? a.head_param_tensors : 0);
       b.optimizer = body * fw.optimizer_bytes_factor + 4 * profile.gpu_launch_gap_s;
-      optimizer_host = tensors * fw.optimizer_host_s_per_tensor + fw.host_s_per_step;
+      optimizer_host = tensors * fw.optimizer_host_s_per_tensor;
     }
   }
   // Host-bound frameworks: the host issues each phase (forward, backward with its recompute,

@@ -710,8 +710,8 @@ FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& whe
   return parse_run(j, where, NameMap{});
 }
 
-// The largest micro-batch as the recorded runs find it (docs/frameworks.md, "Fit/test split",
-// session 18): scripts/peer_framework_runs.py's search over the caps 24, 40 and 80 GB in
+// The largest micro-batch as the recorded runs find it (docs/frameworks.md, "Under a cap: the
+// OOM boundary"): scripts/peer_framework_runs.py's search over the caps 24, 40 and 80 GB in
 // increasing order (a linear guess from the uncapped reserved bytes at the start batch and twice
 // it, a walk and a bisection; a batch that fit under a lower cap taken to fit under a higher),
 // then scripts/peer_oom_fresh_boundary.py's walk up or down from that answer and bisection.
@@ -974,7 +974,6 @@ FitOptions default_fit_options(const FrameworkProfile& base,
   }
   if (base.host_model == HostModel::queue && step_runs) {
     o.host_per_kernel = true;
-    o.host_per_layer = base.host_s_per_layer > 0;
     o.host_per_checkpoint = recompute;
     o.host_per_sac_kernel = sac;
   }
@@ -998,7 +997,7 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
       time_rows.push_back(&r);
     // OOM-boundary rows record the peaks of the largest batch that ran under the cap. Rows with
     // per-op checkpointing were made to fit that policy's dispatch cost only (declared in
-    // docs/frameworks.md, the fifth batch): their peaks are compared, not fitted on.
+    // docs/frameworks.md, "Fit/test split"): their peaks are compared, not fitted on.
     // Recompute boundaries are a check only (docs/frameworks.md): never fitted on.
     if (r.plan.recompute != model::Recompute::selective_op && !r.recompute_boundary &&
         (!r.is_oom_search() || r.max_micro_batch > 0) &&
@@ -1029,8 +1028,6 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     std::vector<double*> params;
     if (options.host_per_kernel)
       params.push_back(&f.host_s_per_kernel);
-    if (options.host_per_layer)
-      params.push_back(&f.host_s_per_layer);
     if (options.host_per_checkpoint) {
       f.host_s_per_checkpoint = std::max(f.host_s_per_checkpoint, 1e-4);
       params.push_back(&f.host_s_per_checkpoint);

@@ -97,7 +97,7 @@ void merge_repeat_runs(std::vector<FrameworkRun>& runs,
 [[nodiscard]] FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& where);
 
 /// The largest micro-batch the recorded OOM search would find if `fits(batch, cap)` were the
-/// GPU (docs/frameworks.md, "Fit/test split", session 18): scripts/peer_framework_runs.py's
+/// GPU (docs/frameworks.md, "Under a cap: the OOM boundary"): scripts/peer_framework_runs.py's
 /// search over its caps (24, 40 and 80 GB) below the run's own, then the run's (a linear guess from
 /// `uncapped(batch)`, the step's reserved bytes without a cap, at run.search_start_batch and
 /// twice it; a walk and a bisection; a batch that fit under a lower cap taken to fit under a
@@ -143,7 +143,7 @@ struct RunPrediction {
 /// memory: activation factor, allocator overhead. Parameters with no fit run informing them
 /// stay as they are.
 struct FitOptions {
-  bool host_per_kernel = false, host_per_layer = false, host_per_checkpoint = false;
+  bool host_per_kernel = false, host_per_checkpoint = false;
   bool host_per_sac_kernel = false; // runs with per-op checkpointing (selective-op) to fit on
   bool gemm_efficiency = false, expert_efficiency = false, moe_dispatch = false;
   // A GEMM scale per GPU preset beside the shared one, for every GPU but the one with most

@@ -172,7 +172,7 @@ std::vector<KernelShape> suite_cases(std::string_view suite) {
     // FP8 GEMMs (cuBLASLt, e4m3 in, bf16 out) at the linear layers' shapes of FP8 training:
     // forward (tokens x out x in), data gradient (tokens x in x out) and weight gradient (out x
     // in x tokens). In list order the 1st, 3rd, ... case is a fit shape, the 2nd, 4th, ... a
-    // test shape (docs/frameworks.md, "Fit/test split", session 21).
+    // test shape (docs/frameworks.md, "Fit/test split").
     for (auto [m, n, k] :
          {std::array<std::int64_t, 3>{2048, 1536, 2048}, // Qwen3 30B-A3B expert fc1, 2048 rows
           {2048, 2048, 768},                             // its fc2
@@ -199,7 +199,7 @@ std::vector<KernelShape> suite_cases(std::string_view suite) {
   }
   if (suite == "fp8-held-out") {
     // FP8 GEMMs of models and layouts no other suite has: the judge of the second FP8 trial
-    // (docs/frameworks.md, "Fit/test split", session 21).
+    // (docs/frameworks.md, "Fit/test split").
     for (auto [m, n, k] :
          {std::array<std::int64_t, 3>{2048, 28672, 4096}, // Mixtral 8x7B expert fc1
           {2048, 4096, 14336},                            // its fc2
