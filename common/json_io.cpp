@@ -11,6 +11,10 @@
 
 #include "common/text.hpp"
 
+#ifdef TRAINSIM_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
 namespace trainsim {
 
 namespace {
@@ -138,6 +142,49 @@ std::string json_brief(const nlohmann::json& value) {
   }
 }
 
+namespace {
+
+// The text of a gzip stream (RFC 1952), at most kMaxInputFileBytes of it: a small file that
+// would inflate past the limit is refused like a large one.
+std::string gunzip(const std::string& data, const std::string& path) {
+#ifdef TRAINSIM_HAVE_ZLIB
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+    throw ConfigError(fmt::format("{}: cannot start reading it as gzip", path));
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  std::string text;
+  char chunk[65536];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      inflateEnd(&z);
+      throw ConfigError(fmt::format("{}: not a valid gzip stream ({})", path,
+                                    rc == Z_BUF_ERROR ? "cut short" : "corrupt data"));
+    }
+    text.append(chunk, sizeof chunk - z.avail_out);
+    if (text.size() > kMaxInputFileBytes) {
+      inflateEnd(&z);
+      throw ConfigError(fmt::format("{}: inflates to more than {:.0f} MiB: input files are "
+                                    "limited to that",
+                                    path, static_cast<double>(kMaxInputFileBytes) / (1 << 20)));
+    }
+  }
+  inflateEnd(&z);
+  return text;
+#else
+  (void)data;
+  throw ConfigError(fmt::format("{}: gzip-compressed, and this build has no zlib (install "
+                                "zlib1g-dev and rebuild)",
+                                path));
+#endif
+}
+
+} // namespace
+
 std::string read_input_file(const std::string& path, bool regular_only) {
   namespace fs = std::filesystem;
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -177,6 +224,9 @@ std::string read_input_file(const std::string& path, bool regular_only) {
   std::fclose(f);
   if (failed)
     throw ConfigError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b) // gzip's magic number
+    return gunzip(text, path);
   return text;
 }
 

@@ -40,7 +40,8 @@ inline constexpr std::uintmax_t kMaxInputFileBytes = 16 * 1024 * 1024;
 /// kMaxInputFileBytes (also for files whose size is not known in advance, such as pipes).
 /// A file the user named on the command line may be a pipe (`<(...)`); one a program finds by
 /// itself (a model map beside a runs file) must be a regular file (`regular_only`), so that a
-/// FIFO or a device planted there cannot block or feed it.
+/// FIFO or a device planted there cannot block or feed it. A gzip-compressed file (recorded
+/// traces and logs are stored so) is read decompressed, its text under the same limit.
 [[nodiscard]] std::string read_input_file(const std::string& path, bool regular_only = false);
 /// Reads (read_input_file) and parses a file. Throws ConfigError if it cannot be read or parsed.
 [[nodiscard]] nlohmann::json load_json_file(const std::string& path);

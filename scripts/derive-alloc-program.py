@@ -28,6 +28,7 @@ Each trace's header names its model (presets/models/<model>.json gives D, F, H, 
 micro-batch and sequence length. Stdlib only; exits non-zero, naming what disagrees, when the two
 traces do not give one program.
 """
+import gzip
 import json
 import os
 import sys
@@ -47,8 +48,9 @@ def die(msg):
 
 
 def load(path):
-    with open(path) as f:
-        lines = f.read().split("\n")
+    with open(path, "rb") as f:  # recorded traces are stored gzip-compressed
+        data = f.read()
+    lines = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode().split("\n")
     if not lines or not lines[0].startswith("# "):
         die(f"{path}: no '# {{json}}' header")
     head = json.loads(lines[0][2:])

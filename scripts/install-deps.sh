@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake make g++ libfmt-dev libcli11-dev doctest-dev nlohmann-json3-dev
       libgnuplot-iostream-dev gnuplot-nox libboost-iostreams-dev libboost-filesystem-dev
-      libboost-system-dev libopenmpi-dev openmpi-bin python3)
+      libboost-system-dev libopenmpi-dev openmpi-bin python3 zlib1g-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

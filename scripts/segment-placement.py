@@ -7,15 +7,23 @@ between (in a gap left by a freed or partly used range). PyTorch's best fit take
 address among equal free blocks, so this order decides which of two equal blocks serves a
 request (simulate/allocator.hpp, SegmentPlacement; docs/frameworks.md).
 
-  python3 scripts/segment-placement.py validate/results/fixtures/allocator-traces-addresses/*.trace
+  python3 scripts/segment-placement.py validate/results/fixtures/allocator-traces-addresses/*.trace.gz
+(recorded traces and address files are stored gzip-compressed; plain ones are read too)
 """
+import gzip
 import sys
 
 
+def read_text(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
+
+
 def placement(trace_path):
-    addr_path = trace_path[:-len(".trace")] + ".addr"
-    with open(trace_path) as t, open(addr_path) as a:
-        lines, addrs = t.read().splitlines(), a.read().splitlines()
+    stem = trace_path[:-len(".gz")] if trace_path.endswith(".gz") else trace_path
+    addr_path = stem[:-len(".trace")] + ".addr" + (".gz" if trace_path.endswith(".gz") else "")
+    lines, addrs = read_text(trace_path).splitlines(), read_text(addr_path).splitlines()
     if len(lines) != len(addrs):
         raise SystemExit(f"{addr_path}: {len(addrs)} lines, the trace has {len(lines)}")
     below = above = between = 0

@@ -9,6 +9,8 @@ bin=$1; trace=$2; shift 2
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(2 3)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 out="$(basename "$trace")"
+zcat -f "$trace" >"$tmp/whole.trace" # recorded traces are stored gzip-compressed
+trace=$tmp/whole.trace
 for n in "${steps[@]}"; do
   line=$(grep -n "^m $((n - 1)) zero_grad\$" "$trace" | cut -d: -f1 || true)
   if [ -z "$line" ]; then out+="  -"; continue; fi
