@@ -115,14 +115,14 @@ trainsim_cli_error(grad_reduce_not_megatron "--framework fsdp keeps its own grad
 # Fit-side naive attention with full recompute under the cap: the allocator model replays
 # PyTorch's own sequence to its verdict (validate/results/fixtures/allocator-traces-fit-naive/).
 trainsim_cli_test(compare_allocator_traces_fit_naive "the model's verdict is PyTorch's for 2 of 2 traces"
-  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-medium-bf16-mixed-naive-full-b178-s1024-cap80.trace ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace)
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-medium-bf16-mixed-naive-full-b178-s1024-cap80.trace.gz ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace.gz)
 # trainsim's own generated step for those configurations plays the layer allocation program
 # recorded from those two traces (presets/alloc-programs): under the cap it fits as PyTorch's
 # step did (without the program it did not), and so it does on the three fit traces recorded
 # under 40 and 24 GB that the program was not derived from.
 trainsim_cli_test(compare_allocator_traces_fit_naive_generated
   "\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": true"
-  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace.gz
   --with-prediction --format json)
 # The memory command says when the recorded layer program was played, and names it in JSON.
 trainsim_cli_test(memory_names_allocation_program
@@ -134,9 +134,9 @@ trainsim_cli_test(memory_allocation_program_json "\"allocation_program\": \"pyto
   --gpu h200 --micro-batch 16 --format json)
 trainsim_cli_test(compare_allocator_traces_fit_naive_capped
   "\"predicted_fits_under_cap\": true.*\"predicted_fits_under_cap\": true.*\"predicted_fits_under_cap\": true"
-  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-large-bf16-mixed-naive-full-b13-s2048-cap40.trace
-  ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-large-bf16-mixed-naive-full-b4-s2048-cap24.trace
-  ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-medium-bf16-mixed-naive-full-b45-s1024-cap24.trace
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-large-bf16-mixed-naive-full-b13-s2048-cap40.trace.gz
+  ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-large-bf16-mixed-naive-full-b4-s2048-cap24.trace.gz
+  ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-medium-bf16-mixed-naive-full-b45-s1024-cap24.trace.gz
   --with-prediction --format json)
 trainsim_cli_test(memory_offload_activations "activation offload \\(40 layers\\): [0-9.]+ GB of activations in host memory"
   memory --model llama3-70b --cluster gb200-nvl72 --num-gpus 64 --zero 3 --micro-batch 2 --global-batch 256 --seq-len 8192 --precision fp8 --offload-activation-layers 40)
@@ -573,9 +573,9 @@ trainsim_cli_error(framework_runs_needs_framework "--framework: required"
 # guard (exit 3 above 3%); a malformed trace names file:line.
 set(ALLOC_TRACES ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces)
 trainsim_cli_test(allocator_traces "reserved: mean \\|error\\| [0-9.]+%, worst [0-2]\\.[0-9]% \\(3 traces\\)"
-  compare --allocator-traces ${ALLOC_TRACES}/pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace
-  ${ALLOC_TRACES}/pytorch-cs336-small-bf16-mixed-naive-none-b4-s512.trace
-  ${ALLOC_TRACES}/pytorch-llama3.2-1b-bf16-mixed-flash-selective-b4-s4096.trace
+  compare --allocator-traces ${ALLOC_TRACES}/pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace.gz
+  ${ALLOC_TRACES}/pytorch-cs336-small-bf16-mixed-naive-none-b4-s512.trace.gz
+  ${ALLOC_TRACES}/pytorch-llama3.2-1b-bf16-mixed-flash-selective-b4-s4096.trace.gz
   --max-reserved-error-pct 3)
 trainsim_cli_test(kernel_profiles "GPU time: mean \\|error\\| [0-9.]+%, worst [0-9.]+% \\(2 profiles\\)"
   compare --kernel-profiles ${PROJECT_SOURCE_DIR}/validate/results/kernel-profiles-2026-12-02/pytorch-cs336-small-bf16-mixed-flash-none-b32-s512.json
@@ -585,10 +585,10 @@ trainsim_cli_error(kernel_profile_not_one "gpu_busy_s: missing or not a positive
 # As the OOM probes run a step (the cache emptied after the model is built), PyTorch's own
 # traced b197 requests get past the request that failed in the traced process.
 trainsim_cli_test(allocator_trace_empty_cache "out of memory +serves the failed request"
-  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-capped/fsdp-cs336-medium-bf16-mixed-flash-full-b197-s2048-cap80.trace
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-capped/fsdp-cs336-medium-bf16-mixed-flash-full-b197-s2048-cap80.trace.gz
   --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_empty_cache_no_cap "--empty-cache-at-start: needs a cap"
-  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace.gz
   --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
@@ -599,7 +599,7 @@ add_test(NAME cli.refuses.memory_program_by_path
 # Every recorded allocation program is what scripts/derive-alloc-program.py makes of the two
 # traces its "source" names (the FSDP2 program waiting for its judge included).
 add_test(NAME cli.alloc_programs_are_the_derivation
-         COMMAND bash -c "cd ${PROJECT_SOURCE_DIR} && out=$(mktemp) && for f in presets/alloc-programs/*.json validate/results/allocator-traces-2026-12-04-prog/*.json; do traces=$(grep -o 'validate/[^ ]*[.]trace' $f | tr '\\n' ' ') && python3 scripts/derive-alloc-program.py $traces $out > /dev/null && cmp $out $f || exit 1; done; rm -f $out")
+         COMMAND bash -c "cd ${PROJECT_SOURCE_DIR} && out=$(mktemp) && for f in presets/alloc-programs/*.json validate/results/allocator-traces-2026-12-04-prog/*.json; do traces=$(grep -o 'validate/[^ ]*[.]trace[.]gz' $f | tr '\\n' ' ') && test -n \"$traces\" && python3 scripts/derive-alloc-program.py $traces $out > /dev/null && cmp $out $f || exit 1; done; rm -f $out")
 add_test(NAME cli.framework_presets_are_the_fit
          COMMAND bash -c "set -e; out=$(mktemp -d); trap 'rm -rf $out' EXIT; ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out; n=0; for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f); n=$((n + 1)); done; test $n -eq 5")
 trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
@@ -655,13 +655,13 @@ trainsim_cli_test(compare_kernel_profiles_by_kind "\"attention_measured_s\": 0\\
 # A recorded trace replayed under an allocator cap: FSDP2 cs336-medium, full recompute, micro-batch
 # 77 x 2048 reserved 38.76 GB uncapped; the model needs 36.7 GB once its cache is returned.
 trainsim_cli_test(compare_allocator_trace_under_cap "\"fits_under_cap\": true"
-  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace.gz
   --allocator-cap-gb 40 --format json)
 trainsim_cli_test(compare_allocator_trace_over_cap "out of memory"
-  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace.gz
   --allocator-cap-gb 30)
 trainsim_cli_error(allocator_cap_negative "--allocator-cap-gb = -1: must be in \\[0, 1e6\\]"
-  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace
+  compare --allocator-traces ${ALLOC_TRACES}/fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace.gz
   --allocator-cap-gb -1)
 
 # A trace recorded under its cap (eager cs336-large, naive attention, full recompute, micro-batch
@@ -672,7 +672,7 @@ trainsim_cli_error(allocator_cap_negative "--allocator-cap-gb = -1: must be in \
 set(CAPPED_TRACES ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-capped)
 trainsim_cli_test(compare_allocator_trace_recorded_cap
   "\"fits_under_cap\": true,[^}]*\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": true"
-  compare --allocator-traces ${CAPPED_TRACES}/pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace
+  compare --allocator-traces ${CAPPED_TRACES}/pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace.gz
   --with-prediction --format json)
 # Two traces recorded under 24 GB that ran out of memory in their third step (eager cs336-large,
 # flash, full recompute, b30 and b33; session 31): the generated step played over the steps a
@@ -680,8 +680,8 @@ trainsim_cli_test(compare_allocator_trace_recorded_cap
 set(CAPPED2_TRACES ${PROJECT_SOURCE_DIR}/validate/results/allocator-traces-2026-12-05-capped2)
 trainsim_cli_test(compare_allocator_trace_third_step
   "\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false.*\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false"
-  compare --allocator-traces ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace
-  ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b33-s1024-cap24.trace
+  compare --allocator-traces ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace.gz
+  ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b33-s1024-cap24.trace.gz
   --with-prediction --format json)
 trainsim_cli_error(allocator_trace_prediction_needs_config "allocator_no_config.trace: framework: missing"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_no_config.trace
@@ -746,7 +746,7 @@ trainsim_cli_error(kernel_profile_wall_string "kernel_profile_wall_string.json: 
 # group of the hardening issue; cli/tests/hostile_files.sh says what each checks).
 foreach(case deep_json duplicate_key endless_runs_file names_not_paths output_is_input
              failed_command_keeps_output write_errors measurement_types run_numbers
-             jsonl_positions control_characters interrupted plot_tmpdir)
+             jsonl_positions control_characters interrupted plot_tmpdir gzip_inputs)
   add_test(NAME cli.hostile.${case}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/hostile_files.sh
                    $<TARGET_FILE:trainsim> ${PROJECT_SOURCE_DIR} ${case})

@@ -869,13 +869,13 @@ void add_compare(CLI::App& app) {
       "--only pytorch\n"
       "  trainsim compare --allocator-traces "
       "validate/results/fixtures/allocator-traces/"
-      "pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace\n"
+      "pytorch-cs336-xl-bf16-mixed-flash-none-b4-s512.trace.gz\n"
       "  trainsim compare --allocator-traces "
       "validate/results/fixtures/allocator-traces/"
-      "fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace --allocator-cap-gb 40\n"
+      "fsdp-cs336-medium-bf16-mixed-flash-full-b77-s2048.trace.gz --allocator-cap-gb 40\n"
       "  trainsim compare --allocator-traces "
       "validate/results/fixtures/allocator-traces-capped/"
-      "pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace");
+      "pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace.gz");
   cmd->callback([o] { run_compare(*o); });
 }
 

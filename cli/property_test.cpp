@@ -25,12 +25,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include "cli/app.hpp"
+#include "common/json_io.hpp"
 #include "common/json_mutate.hpp"
 #include "common/presets.hpp"
 #include "simulate/roofline.hpp"
@@ -596,11 +598,11 @@ class Gen {
         {root + "runs-2026-12-02/runs-a.jsonl", true},
         {results + "collectives-h200x2.json", false},
         {root + "allocator-traces-2026-12-05-capped2/"
-                "pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace",
+                "pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace.gz",
          true}};
     const std::size_t which = pick_index(sources.size());
     const bool trace = which == 5;
-    std::ifstream in(sources[which].path);
+    std::istringstream in(trainsim::read_input_file(sources[which].path)); // traces: gzip
     std::string text, line, rest;
     if (sources[which].jsonl) {
       std::vector<std::string> lines;
@@ -637,7 +639,7 @@ class Gen {
         text = lines.empty() ? "{}" : lines[pick_index(lines.size())];
       }
     } else {
-      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      text = in.str();
     }
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     std::string out;

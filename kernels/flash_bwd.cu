@@ -8,7 +8,7 @@
 // to swizzled shared memory for dQ += dS K, added to an fp32 workspace with float2 atomics.
 // A preprocess computes delta = rowsum(dO * O) with 16-byte loads; a postprocess scales dQ and
 // converts it to the input dtype. D = 128: 145 KB shared memory, one CTA per SM.
-// Measured on the H200 (validate/results/runs-2026-11-29/h200-flash-bwd-v2.log):
+// Measured on the H200 (validate/results/runs-2026-11-29/h200-flash-bwd-v2.log.gz):
 // bf16, b 2, h 16, s 4096, d 128: 218 TFLOP/s non-causal, 183 causal (3.0x and 2.6x the WMMA
 // kernel it replaced).
 #include <cmath>

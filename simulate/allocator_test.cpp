@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/json_io.hpp"
 #include "simulate/allocator.hpp"
 
 using namespace trainsim;
@@ -115,7 +117,7 @@ TEST_CASE("caching allocator: replays of recorded PyTorch steps give PyTorch's r
   int n = 0, multi_stream = 0, with_streams = 0;
   double worst = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() != ".trace")
+    if (!e.path().string().ends_with(".trace.gz")) // recorded traces are stored compressed
       continue;
     const TraceReplay r = replay_allocator_trace(e.path().string());
     CAPTURE(r.id);
@@ -206,7 +208,7 @@ TEST_CASE("caching allocator: traces recorded under a cap replay under it") {
                                     "validate/results/fixtures/allocator-traces-capped";
   int n = 0, failed = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() != ".trace")
+    if (!e.path().string().ends_with(".trace.gz")) // recorded traces are stored compressed
       continue;
     const auto free_run = replay_allocator_trace(e.path().string());
     CAPTURE(free_run.id);
@@ -263,14 +265,11 @@ TEST_CASE("fuzz: mutated allocator traces replay or name the line, with and with
   {
     const auto path = std::filesystem::path(TRAINSIM_SOURCE_DIR) /
                       "validate/results/fixtures/allocator-traces-capped/"
-                      "fsdp-cs336-2.7b-bf16-mixed-flash-full-b80-s1024-cap80.trace";
-    std::FILE* f = std::fopen(path.string().c_str(), "r");
-    REQUIRE(f != nullptr);
-    std::string text;
-    char buf[4096];
-    for (int i = 0; i < 40 && std::fgets(buf, sizeof buf, f); ++i)
-      text += buf;
-    std::fclose(f);
+                      "fsdp-cs336-2.7b-bf16-mixed-flash-full-b80-s1024-cap80.trace.gz";
+    std::istringstream in(read_input_file(path.string())); // the first 40 lines
+    std::string text, line;
+    for (int i = 0; i < 40 && std::getline(in, line); ++i)
+      text += line + "\n";
     corpus.push_back(text);
   }
   corpus.push_back("# {\"memory_cap_bytes\": 31457280, \"out_of_memory\": {\"step\": 0}}\n"

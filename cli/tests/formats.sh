@@ -10,7 +10,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 2
 fail=0
-trace=$(ls "$src"/validate/results/allocator-traces-2026-12-05-capped2/*.trace | head -n 1)
+trace=$(ls "$src"/validate/results/allocator-traces-2026-12-05-capped2/*.trace.gz | head -n 1)
 profile=$(ls "$src"/validate/results/kernel-profiles-2026-12-05/*.json | head -n 1)
 commands=(
   "model --model llama3-8b"

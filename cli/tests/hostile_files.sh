@@ -10,7 +10,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 2
 runs="$src/validate/results/runs-2026-12-05/runs-l.jsonl"
-trace="$src/validate/results/allocator-traces-2026-12-05-capped2/$(ls "$src/validate/results/allocator-traces-2026-12-05-capped2" | grep -m1 '[.]trace$')"
+trace="$src/validate/results/allocator-traces-2026-12-05-capped2/$(ls "$src/validate/results/allocator-traces-2026-12-05-capped2" | grep -m1 '[.]trace[.]gz$')"
 
 fail() { echo "FAIL ($case_name): $*"; exit 1; }
 # refuses REGEX CMD...: exit code 1 and a message line matching REGEX, within 20 s.
@@ -62,7 +62,7 @@ names_not_paths) # row 3: a name in a data file never opens a file
   refuses 'gpu = "/dev/urandom": must be a preset.s name' "$bin" compare --framework-runs r2.jsonl
   sed 's#"framework": *"[^"]*"#"framework": "/etc/passwd"#' one.jsonl > r3.jsonl
   refuses 'framework = "/etc/passwd": must be a preset.s name' "$bin" compare --framework-runs r3.jsonl
-  sed '1s#"framework": *"[^"]*"#"framework": "'"$dir"'/fifo"#' "$trace" > t.trace
+  sed '1s#"framework": *"[^"]*"#"framework": "'"$dir"'/fifo"#' <(zcat "$trace") > t.trace
   refuses 'framework = ".*fifo": must be a preset.s name' "$bin" compare --allocator-traces t.trace --with-prediction
   mkdir mapdir && cp one.jsonl mapdir/ && mkfifo mapdir/model-map.json
   refuses 'model-map.json: not a regular file' "$bin" compare --framework-runs mapdir/one.jsonl
@@ -117,7 +117,7 @@ run_numbers) # rows 13 and 16: absurd numbers in runs and traces, repeated run i
   refuses 'measured.step_time_s = 1e\+300: must be 0 or in' "$bin" compare --framework-runs st.jsonl
   cat one.jsonl one.jsonl > twice.jsonl
   refuses 'twice.jsonl:2: id ".*": given twice \(first at twice.jsonl:1\)' "$bin" compare --framework-runs twice.jsonl
-  sed '1s#"seq_len": *[0-9]*#"seq_len": 99999999999#' "$trace" > s.trace
+  sed '1s#"seq_len": *[0-9]*#"seq_len": 99999999999#' <(zcat "$trace") > s.trace
   refuses 'seq_len = 99999999999: absurdly large' "$bin" compare --allocator-traces s.trace --with-prediction
   python3 -c "
 print('# {\"id\": \"t\"}')
@@ -175,6 +175,17 @@ plot_tmpdir) # row 8: a missing TMPDIR does not matter to a plot, and leaves not
     refuses 'gnuplot is not installed' env TMPDIR=/nonexistent "$bin" estimate --model gpt2 --gpu h100-sxm --plot x.png
   fi
   [ -z "$(ls -A | grep -v '^x[.]png$')" ] || fail "left behind: $(ls -A)"
+  ;;
+gzip_inputs) # compressed inputs are read, under the same limit and never half-read
+  head -c 20000000 /dev/zero | gzip -c > bomb.trace.gz
+  refuses 'bomb.trace.gz: inflates to more than 16 MiB' "$bin" compare --allocator-traces bomb.trace.gz
+  printf '\037\213\010\000not a deflate stream' > bad.jsonl.gz
+  refuses 'bad.jsonl.gz: not a valid gzip stream' "$bin" compare --framework-runs bad.jsonl.gz
+  gzip -c "$runs" | head -c 300 > cut.jsonl.gz
+  refuses 'cut.jsonl.gz: not a valid gzip stream \(cut short\)' "$bin" compare --framework-runs cut.jsonl.gz
+  gzip -c "$runs" > r.jsonl.gz
+  "$bin" compare --framework-runs r.jsonl.gz > gz.txt || fail "a gzip-compressed runs file was refused"
+  "$bin" compare --framework-runs "$runs" | diff - gz.txt > /dev/null || fail "gzip changed the result"
   ;;
 *)
   echo "unknown case $case_name"
