@@ -40,15 +40,15 @@ trainsim_cli_test(memory_fits "\"fits\": true,.*\"total\": 41483546112[.]0,"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 --seq-len 4096 --format json)
 # The verdict of the asked micro-batch is that of the allocator capped at the GPU's memory, as
 # max_micro_batch's: at the largest micro-batch it reports, the step fits (a fit-side
-# configuration, played with the recorded layer program, presets/alloc-programs).
-trainsim_cli_test(memory_verdict_under_the_cap "\"fits\": true,[^}]*\"max_micro_batch\": 38,"
+# configuration).
+trainsim_cli_test(memory_verdict_under_the_cap "\"fits\": true,[^}]*\"max_micro_batch\": 44,"
   memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024
-  --gpu h200 --gpu-memory-gb 24 --micro-batch 38 --format json)
-# Above that safe answer the allocator's verdict is not monotone: 44 fits again, and the table
+  --gpu h200 --gpu-memory-gb 24 --micro-batch 44 --format json)
+# Above that safe answer the allocator's verdict is not monotone: 117 fits again, and the table
 # says so.
-trainsim_cli_test(memory_fits_again_above "micro-batch 44 fits again"
-  memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024
-  --gpu h200 --gpu-memory-gb 24 --micro-batch 38)
+trainsim_cli_test(memory_fits_again_above "micro-batch 117 fits again.*107 is the safe answer"
+  memory --framework pytorch --model cs336-large --attention naive --recompute full --seq-len 1024
+  --gpu h200 --gpu-memory-gb 80 --micro-batch 107)
 trainsim_cli_test(memory_does_not_fit "DOES NOT FIT: 576[.]85 GB of 84[.]94 GB \\(679%\\), misses by 491[.]91 GB"
   memory --model llama3-70b --gpu h100-sxm --num-gpus 8)
 trainsim_cli_test(presets_list "llama3-405b" presets list models)
@@ -109,6 +109,19 @@ trainsim_cli_error(ep_overlap_pipeline "--ep-overlap: needs the interleaved sche
 # Megatron-Core's gradient buffers in bf16 (--grad-reduce-dtype) and where the option is refused.
 trainsim_cli_test(memory_grad_reduce_bf16 "gradients +16\\.06"
   memory --model llama3-8b --cluster dgx-h100 --num-gpus 8 --cp 2 --zero 1 --global-batch 128 --seq-len 8192 --precision fp8 --grad-reduce-dtype bf16)
+# Under PyTorch's per-process cap (--allocator-cap-gb): reserved bytes against the cap, and the
+# largest micro-batch a training loop runs under it (the answer `compare` scores: 4 is the
+# boundary measured for this pair, oom-pytorch-cs336-medium-bf16-mixed-naive-none-s1024-cap24).
+trainsim_cli_test(memory_allocator_cap
+  "FITS: reserved 10[.]51 GB of the allocator's 24[.]00 GB cap \\(44%\\).*largest micro-batch that fits: 4\n"
+  memory --framework pytorch --model cs336-medium --attention naive --seq-len 1024 --gpu h200
+  --allocator-cap-gb 24)
+trainsim_cli_error(allocator_cap_needs_allocator "--allocator-cap-gb: the megatron profile does not simulate PyTorch's caching allocator"
+  memory --model llama3-8b --gpu h100-sxm --allocator-cap-gb 24)
+trainsim_cli_error(allocator_cap_above_gpu "--allocator-cap-gb 200: above the 84[.]94 GB of the h100-sxm"
+  memory --framework pytorch --model cs336-medium --gpu h100-sxm --allocator-cap-gb 200)
+trainsim_cli_error(allocator_cap_needs_model "--allocator-cap-gb: needs --model"
+  memory --framework pytorch --params 1e9 --allocator-cap-gb 20)
 trainsim_cli_error(grad_reduce_not_megatron "--framework fsdp keeps its own gradients"
   memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --framework fsdp --grad-reduce-dtype bf16)
 # Megatron-Core's activation CPU offload (--offload-activation-layers) and its rules.
@@ -116,22 +129,14 @@ trainsim_cli_error(grad_reduce_not_megatron "--framework fsdp keeps its own grad
 # PyTorch's own sequence to its verdict (validate/results/fixtures/allocator-traces-fit-naive/).
 trainsim_cli_test(compare_allocator_traces_fit_naive "the model's verdict is PyTorch's for 2 of 2 traces"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-medium-bf16-mixed-naive-full-b178-s1024-cap80.trace.gz ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace.gz)
-# trainsim's own generated step for those configurations plays the layer allocation program
-# recorded from those two traces (presets/alloc-programs): under the cap it fits as PyTorch's
-# step did (without the program it did not), and so it does on the three fit traces recorded
-# under 40 and 24 GB that the program was not derived from.
+# trainsim's own generated step for that configuration reserves 81.59 GB where PyTorch's step
+# reserved 78.62 (+3.8%): under the 80 GB cap it predicts out of memory where PyTorch's ran, a
+# known miss of the generated step for naive attention with full recompute (docs/frameworks.md,
+# "Under a cap: the OOM boundary").
 trainsim_cli_test(compare_allocator_traces_fit_naive_generated
-  "\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": true"
+  "\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": false,[^}]*\"predicted_peak_reserved_bytes\": 815[0-9]{8}[.]"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive/pytorch-cs336-large-bf16-mixed-naive-full-b36-s2048-cap80.trace.gz
   --with-prediction --format json)
-# The memory command says when the recorded layer program was played, and names it in JSON.
-trainsim_cli_test(memory_names_allocation_program
-  "allocator: the step's blocks in the order recorded from PyTorch \\(presets/alloc-programs/pytorch-bf16-naive-full.json\\)"
-  memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024
-  --gpu h200 --micro-batch 16)
-trainsim_cli_test(memory_allocation_program_json "\"allocation_program\": \"pytorch-bf16-naive-full\""
-  memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024
-  --gpu h200 --micro-batch 16 --format json)
 trainsim_cli_test(compare_allocator_traces_fit_naive_capped
   "\"predicted_fits_under_cap\": true.*\"predicted_fits_under_cap\": true.*\"predicted_fits_under_cap\": true"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-fit-naive-capped/pytorch-cs336-large-bf16-mixed-naive-full-b13-s2048-cap40.trace.gz
@@ -179,7 +184,7 @@ trainsim_cli_test(memory_fsdp_recompute_answer_caveat "\"caveats\": \\[\n +\"mem
 # full-recompute step, played from its recorded program: reserved 12.88 GB), and predicted
 # again from its own header.
 add_test(NAME cli.memory_allocator_trace_out_replays
-         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/golden.py 0 "trainsim-pytorch-cs336-medium-b16-s1024 +[0-9]+ +11\\.50 GB +- +12\\.88 GB +- +- +11\\.37 GB +12\\.88 GB\n.*1 trace\\(s\\) without measured peaks"
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/golden.py 0 "trainsim-pytorch-cs336-medium-b16-s1024 +[0-9]+ +11\\.40 GB +- +12\\.51 GB +- +- +11\\.37 GB +12\\.48 GB\n.*1 trace\\(s\\) without measured peaks"
                  bash -c "d=$(mktemp -d) && t=$<TARGET_FILE:trainsim> && $t memory --framework pytorch --model cs336-medium --attention naive --recompute full --seq-len 1024 --micro-batch 16 --gpu h200 --allocator-trace-out $d/g.trace > /dev/null && $t compare --allocator-traces $d/g.trace --with-prediction; rc=$?; rm -rf $d; exit $rc")
 trainsim_cli_error(allocator_trace_out_needs_allocator "the megatron profile does not simulate PyTorch's caching allocator"
   memory --model llama3-8b --gpu h100-sxm --allocator-trace-out unused.trace)
@@ -592,14 +597,6 @@ trainsim_cli_error(allocator_trace_empty_cache_no_cap "--empty-cache-at-start: n
   --empty-cache-at-start)
 trainsim_cli_error(allocator_trace_malformed "allocator_bad.trace:1: .*a line is"
   compare --allocator-traces ${PROJECT_SOURCE_DIR}/cli/testdata/allocator_bad.trace)
-# A profile names its allocation program as a preset, never by a path (data files are untrusted).
-add_test(NAME cli.refuses.memory_program_by_path
-         COMMAND ${CMAKE_COMMAND} -E env SRC=${PROJECT_SOURCE_DIR} BIN=$<TARGET_FILE:trainsim>
-                 bash -c [=[cd "$SRC" && f=$(mktemp --suffix=.json) && python3 -c "import json, sys; d = json.load(open('presets/frameworks/fsdp.json')); d['allocation_program'] = 'validate/results/allocator-traces-2026-12-04-prog/fsdp-bf16-flash-full.json'; json.dump(d, open(sys.argv[1], 'w'))" "$f" && bash cli/tests/refuses.sh "allocation_program = .*must be a preset's name, not a path" "$BIN" memory --model cs336-medium --gpu h200 --num-gpus 1 --micro-batch 32 --seq-len 1024 --recompute full --attention flash --framework "$f"; rc=$?; rm -f "$f"; exit $rc]=])
-# Every recorded allocation program is what scripts/derive-alloc-program.py makes of the two
-# traces its "source" names (the FSDP2 program waiting for its judge included).
-add_test(NAME cli.alloc_programs_are_the_derivation
-         COMMAND bash -c "cd ${PROJECT_SOURCE_DIR} && out=$(mktemp) && for f in presets/alloc-programs/*.json validate/results/allocator-traces-2026-12-04-prog/*.json; do traces=$(grep -o 'validate/[^ ]*[.]trace[.]gz' $f | tr '\\n' ' ') && test -n \"$traces\" && python3 scripts/derive-alloc-program.py $traces $out > /dev/null && cmp $out $f || exit 1; done; rm -f $out")
 add_test(NAME cli.framework_presets_are_the_fit
          COMMAND bash -c "set -e; out=$(mktemp -d); trap 'rm -rf $out' EXIT; ${PROJECT_SOURCE_DIR}/scripts/fit-frameworks.sh $<TARGET_FILE:trainsim> $out; n=0; for f in $out/*.json; do cmp $f ${PROJECT_SOURCE_DIR}/presets/frameworks/$(basename $f); n=$((n + 1)); done; test $n -eq 5")
 trainsim_cli_test(memory_framework_keys "\"peak_reserved_bytes\""
@@ -666,20 +663,20 @@ trainsim_cli_error(allocator_cap_negative "--allocator-cap-gb = -1: must be in \
 
 # A trace recorded under its cap (eager cs336-large, naive attention, full recompute, micro-batch
 # 46 at 40 GB, which ran; a test pair, recorded in session 12 and used for no development):
-# replayed under that cap it fits as PyTorch's did, and so does trainsim's own generated step
-# for that configuration (--with-prediction), which plays the recorded allocation program
-# since session 18 (before, it did not fit).
+# replayed under that cap it fits as PyTorch's did; trainsim's own generated step for that
+# configuration (--with-prediction) reserves 41.75 GB and does not fit (the known miss above).
 set(CAPPED_TRACES ${PROJECT_SOURCE_DIR}/validate/results/fixtures/allocator-traces-capped)
 trainsim_cli_test(compare_allocator_trace_recorded_cap
-  "\"fits_under_cap\": true,[^}]*\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": true"
+  "\"fits_under_cap\": true,[^}]*\"measured_fits_under_cap\": true,[^}]*\"predicted_fits_under_cap\": false"
   compare --allocator-traces ${CAPPED_TRACES}/pytorch-cs336-large-bf16-mixed-naive-full-b46-s1024-cap40.trace.gz
   --with-prediction --format json)
 # Two traces recorded under 24 GB that ran out of memory in their third step (eager cs336-large,
-# flash, full recompute, b30 and b33; session 31): the generated step played over the steps a
-# trace recorded (three) runs out of memory as PyTorch's did; played over two, it fitted.
+# flash, full recompute, b30 and b33): PyTorch's reserved bytes grew in the third step. The
+# generated step settles by its second: it runs out of memory at b33 as PyTorch did, and fits
+# at b30 (23.67 GB), where PyTorch's third step did not.
 set(CAPPED2_TRACES ${PROJECT_SOURCE_DIR}/validate/results/allocator-traces-2026-12-05-capped2)
 trainsim_cli_test(compare_allocator_trace_third_step
-  "\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false.*\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false"
+  "\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": true.*\"measured_fits_under_cap\": false,[^}]*\"predicted_fits_under_cap\": false"
   compare --allocator-traces ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b30-s1024-cap24.trace.gz
   ${CAPPED2_TRACES}/pytorch-cs336-large-bf16-mixed-flash-full-b33-s1024-cap24.trace.gz
   --with-prediction --format json)

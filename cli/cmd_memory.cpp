@@ -37,6 +37,7 @@ struct MemoryOptions {
   double nvme_gb_per_s = 6.0; // per node, for ZeRO-Infinity's NVMe traffic
   std::string plot;
   std::string allocator_trace_out; // the generated step's requests, as an allocator trace
+  double allocator_cap_gb = 0;     // torch.cuda.set_per_process_memory_fraction, as bytes
   OutputOptions out;
 };
 
@@ -185,6 +186,9 @@ int run_memory(const MemoryOptions& o) {
   if ((o.max_params || !o.params.empty()) && !o.allocator_trace_out.empty())
     throw ConfigError("--allocator-trace-out: needs --model (the step's requests come from the "
                       "model's tensors; --params and --max-params count model states only)");
+  if ((o.max_params || !o.params.empty()) && o.allocator_cap_gb > 0)
+    throw ConfigError("--allocator-cap-gb: needs --model (the cap bounds a step's caching "
+                      "allocator; --params and --max-params count model states only)");
   if (o.max_params)
     return run_max_params(o);
   if (!o.params.empty()) {
@@ -266,6 +270,21 @@ int run_memory(const MemoryOptions& o) {
   // retries (allocator.hpp), as max_micro_batch below assumes; the verdict and the reserved
   // bytes are those of the step on this GPU, not of an unbounded one.
   mo.device_bytes = mc.gpu.memory_bytes;
+  // A cap on what the caching allocator may reserve (PyTorch's per-process memory fraction):
+  // the step, its verdict and the searches below play under it.
+  const double cap = o.allocator_cap_gb * 1e9;
+  if (cap > 0) {
+    if (!mo.framework->caching_allocator)
+      throw ConfigError(fmt::format(
+          "--allocator-cap-gb: the {} profile does not simulate PyTorch's caching allocator, so "
+          "there is no allocator to cap (profiles that do: pytorch, pytorch-compile, fsdp)",
+          mo.framework->name));
+    if (cap > mc.gpu.memory_bytes)
+      throw ConfigError(fmt::format("--allocator-cap-gb {:g}: above the {} GB of the {} (the "
+                                    "cap is a fraction of the GPU's memory)",
+                                    o.allocator_cap_gb, gb(mc.gpu.memory_bytes), mc.gpu.name));
+    mo.allocator_cap_bytes = cap;
+  }
   const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
   if (!o.allocator_trace_out.empty()) {
     if (!b.allocator_step)
@@ -294,10 +313,7 @@ int run_memory(const MemoryOptions& o) {
                            s.seq_len)},
         {"source", "trainsim memory --allocator-trace-out (the generated step)"},
         {"pipeline_stage", b.stage}};
-    header["segment_placement"] = sim::step_segment_placement(*b.allocator_step) ==
-                                          sim::CachingAllocatorModel::SegmentPlacement::above
-                                      ? "above"
-                                      : "below";
+    header["segment_placement"] = "above"; // the generated step's (allocator.hpp)
     if (s.recompute_layers > 0)
       header["recompute_layers"] = s.recompute_layers;
     if (!o.machine.cluster.empty())
@@ -306,8 +322,11 @@ int run_memory(const MemoryOptions& o) {
       header["torch_compile"] = mo.framework->torch_compile;
     write_allocator_trace(o.allocator_trace_out, b, header);
   }
-  const bool fits = b.total <= mc.gpu.memory_bytes;
-  const std::string said = verdict(b.total, mc.gpu.memory_bytes, sigma);
+  // Under a cap, reserved bytes against the cap; else everything against the GPU's memory.
+  const double need = cap > 0 ? b.peak_reserved() : b.total;
+  const double capacity = cap > 0 ? cap : mc.gpu.memory_bytes;
+  const bool fits = b.total <= mc.gpu.memory_bytes && need <= capacity;
+  const std::string said = verdict(need, capacity, sigma);
   const std::string band =
       residuals.memory_runs > 0
           ? fmt::format("+-{:.0f}% (1 sigma over {} {}{} runs)", 100 * sigma, residuals.memory_runs,
@@ -327,15 +346,19 @@ int run_memory(const MemoryOptions& o) {
   // (docs/frameworks.md, "The least full recompute that fits, measured at a cap").
   std::int64_t rc_low = min_rc, rc_high = min_rc;
   if (residuals.memory_runs > 0 && sigma > 0 && sigma < 1) {
-    rc_low = sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes / (1 - sigma), mo);
-    rc_high = sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes / (1 + sigma), mo);
+    auto scaled = [&](double f) { // the memory (and the cap) scaled by f
+      sim::MemoryOptions so = mo;
+      so.allocator_cap_bytes = cap * f;
+      return sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes * f, so);
+    };
+    rc_low = scaled(1 / (1 - sigma));
+    rc_high = scaled(1 / (1 + sigma));
   }
   const double params = model::count_params(m).total;
   // What the profile's recorded comparisons say this memory figure misses (its caveats): the
   // asked step's, and the full-recompute steps behind "recompute needed to fit".
   const std::vector<std::string> caveats =
-      sim::memory_caveats(*mo.framework, p.recompute == model::Recompute::full || min_rc != 0,
-                          !b.allocation_program.empty());
+      sim::memory_caveats(*mo.framework, p.recompute == model::Recompute::full || min_rc != 0);
   Sink sink(o.out);
   nlohmann::json j{{"model", m.name},
                    {"gpu", mc.gpu.name},
@@ -353,7 +376,8 @@ int run_memory(const MemoryOptions& o) {
                    {"peak_allocated_bytes", b.peak_allocated()},
                    {"peak_reserved_bytes", b.peak_reserved()},
                    {"gpu_memory_bytes", mc.gpu.memory_bytes},
-                   {"headroom_bytes", mc.gpu.memory_bytes - b.total},
+                   {"allocator_cap_bytes", cap},
+                   {"headroom_bytes", capacity - need},
                    {"memory_band_fraction", sigma},
                    {"band_source", band},
                    {"verdict", said},
@@ -398,13 +422,15 @@ int run_memory(const MemoryOptions& o) {
     breakdown_table(sink, b);
     if (sink.format() == Format::table)
       sink.write(fmt::format(
-          "{}: {} GB of {} GB ({:.0f}%), {} by {} GB; band {}; peak allocated {} GB, reserved "
-          "{} GB; largest micro-batch that fits: {}\n",
+          "{}: {} ({:.0f}%), {} by {} GB; band {}; peak allocated {} GB, reserved {} GB; "
+          "largest micro-batch that fits: {}\n",
           said == "fits"           ? "FITS"
           : said == "does not fit" ? "DOES NOT FIT"
                                    : "WITHIN THE BAND: TRY IT",
-          gb(b.total), gb(mc.gpu.memory_bytes), 100 * b.total / mc.gpu.memory_bytes,
-          fits ? "fits" : "misses", gb(std::abs(mc.gpu.memory_bytes - b.total)), band,
+          cap > 0
+              ? fmt::format("reserved {} GB of the allocator's {} GB cap", gb(need), gb(capacity))
+              : fmt::format("{} GB of {} GB", gb(need), gb(capacity)),
+          100 * need / capacity, fits ? "fits" : "misses", gb(std::abs(capacity - need)), band,
           gb(b.peak_allocated()), gb(b.peak_reserved()),
           max_mb > 0 ? fmt::format("{}", max_mb)
                      : std::string("none (micro-batch 1 does not fit with this recompute)")));
@@ -433,14 +459,6 @@ int run_memory(const MemoryOptions& o) {
           "above it the verdict is not monotone: micro-batch {} fits again (the caching "
           "allocator's segments fall differently at each size); {} is the safe answer\n",
           again, max_mb));
-    if (sink.format() == Format::table && !b.allocation_program.empty()) {
-      const bool path = is_preset_path(b.allocation_program);
-      sink.write(
-          fmt::format("allocator: the step's blocks in the order recorded from PyTorch "
-                      "({})\n",
-                      path ? b.allocation_program
-                           : fmt::format("presets/alloc-programs/{}.json", b.allocation_program)));
-    }
     if (sink.format() == Format::table && b.host_activation_bytes > 0)
       sink.write(fmt::format("activation offload ({} layers): {} GB of activations in host "
                              "memory, not counted above\n",
@@ -550,6 +568,12 @@ void add_memory(CLI::App& app) {
                   "pytorch-compile, fsdp) as an allocator trace: every request and release in "
                   "order, the format of scripts/peer_allocator_trace.py, to replay with `trainsim "
                   "compare --allocator-traces` or set beside PyTorch's own trace");
+  cmd->add_option("--allocator-cap-gb", o->allocator_cap_gb,
+                  "Cap what PyTorch's caching allocator may reserve (GB = 1e9 bytes; "
+                  "torch.cuda.set_per_process_memory_fraction times the GPU's memory): the step, "
+                  "the verdict, the largest micro-batch and the least recompute are those of a "
+                  "training loop under the cap (pytorch, pytorch-compile, fsdp)")
+      ->check(CLI::Range(1e-3, 1e6));
   add_output_options(*cmd, o->out);
   cmd->footer("Examples:\n  trainsim memory --model llama3-8b --gpu h100-sxm --num-gpus 8 --zero 3 "
               "--seq-len 8192\n  trainsim memory --params 7.5e9 --num-gpus 64 --zero 1\n  "

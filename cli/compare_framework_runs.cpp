@@ -23,6 +23,7 @@ struct Tally {
   std::int64_t mem_n = 0, alloc_n = 0;
   double mem_sum_abs = 0, mem_worst = 0, alloc_sum_abs = 0, alloc_worst = 0;
   std::int64_t oom_n = 0, oom_exact = 0, oom_within_one = 0;
+  std::int64_t oom_loop = 0; // of oom_n, boundaries a user's training loop measured
   // Recompute boundaries: least layers fully recomputed to fit under a cap.
   std::int64_t rcb_n = 0, rcb_exact = 0, rcb_within_one = 0, rcb_sum_abs_layers = 0;
   std::int64_t rcb_in_band = 0; // the measured answer inside the memory band's range
@@ -91,6 +92,7 @@ struct Tally {
       j["oom_pairs"] = oom_n;
       j["oom_exact"] = oom_exact;
       j["oom_within_one"] = oom_within_one;
+      j["oom_by_training_loop"] = oom_loop;
     }
     if (rcb_n > 0) {
       j["recompute_boundaries"] = rcb_n;
@@ -227,15 +229,16 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       }
       row["max_micro_batch_measured"] = r.max_micro_batch;
       row["max_micro_batch_predicted"] = p.max_micro_batch;
-      // A boundary re-measured in fresh processes says where the one-process search differed.
-      const bool moved =
-          r.searched_max_micro_batch >= 0 && r.searched_max_micro_batch != r.max_micro_batch;
+      // By whom the boundary was measured: a user's training loop (four steps, the cache kept:
+      // what `trainsim memory --allocator-cap-gb` predicts) or the recorded search's probes.
+      row["boundary_measured_by"] = r.loop_boundary ? "training loop" : "probes";
+      k.oom_loop += r.loop_boundary ? 1 : 0;
       if (r.searched_max_micro_batch >= 0)
-        row["max_micro_batch_searched"] = r.searched_max_micro_batch;
+        row["max_micro_batch_probes"] = r.searched_max_micro_batch;
       t.add_row({r.id, half(r.split), fw_name,
-                 moved ? fmt::format("max batch {} (search {})", r.max_micro_batch,
-                                     r.searched_max_micro_batch)
-                       : fmt::format("max batch {}", r.max_micro_batch),
+                 r.loop_boundary ? fmt::format("max batch {} (loop; probes {})", r.max_micro_batch,
+                                               r.searched_max_micro_batch)
+                                 : fmt::format("max batch {} (probes)", r.max_micro_batch),
                  fmt::format("{}", p.max_micro_batch),
                  p.max_micro_batch == r.max_micro_batch
                      ? "="
@@ -351,9 +354,13 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       line += fmt::format("; {} of {} runs that ran predicted over their GPU's memory",
                           k.ran_over_capacity, k.ran_n);
     if (k.oom_n > 0)
-      line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}",
+      line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}{}",
                           k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,
-                          k.oom_within_one, k.oom_n);
+                          k.oom_within_one, k.oom_n,
+                          k.oom_loop == k.oom_n ? " (each by a training loop)"
+                          : k.oom_loop > 0 ? fmt::format(" ({} by a training loop, {} by probes)",
+                                                         k.oom_loop, k.oom_n - k.oom_loop)
+                                           : " (by probes)");
     if (k.rcb_n > 0)
       line += fmt::format("{}recompute boundary: least layers recomputed exact {}/{}, within one "
                           "{}/{}, mean |difference| {:.1f} layers, measured inside the memory "

@@ -202,8 +202,7 @@ nlohmann::json memory_json(const sim::MemoryBreakdown& b) {
           {"peak_allocated_bytes", b.peak_allocated()},
           {"peak_reserved_bytes", b.peak_reserved()},
           {"total", b.total},
-          {"host_activation_bytes", b.host_activation_bytes},
-          {"allocation_program", b.allocation_program}};
+          {"host_activation_bytes", b.host_activation_bytes}};
 }
 
 nlohmann::json estimate_json(const model::ModelSpec& m, const Machine& mc,

@@ -25,7 +25,7 @@ class Problems;
                                          const std::string& flag);
 
 /// Checks a preset named inside a data file (a run's model or gpu, a cluster's gpu, a profile's
-/// allocation program): data files are untrusted input, so a name in one is a preset handle,
+/// compiled_loss_profile): data files are untrusted input, so a name in one is a preset handle,
 /// never a path that could open a FIFO, a device or a file the user did not pass (files are
 /// passed by their flags: --model FILE, --framework FILE). Adds "field = "name": ..." to
 /// `problems` and returns false for a path-like, over-long or non-printable name.

@@ -9,7 +9,11 @@ scripts/peer_oom_leak_check.py once per probe, each in its own process under the
 the recorded answer b first (unless its fresh check already ran it), then upward while
 batches run (b + 1, b + 2, b + 4, ...: the stride doubles) or downward while they fail, and
 between the last batch that ran and the first that failed by bisection. The fresh boundary is
-the largest batch that ran with the next one failing, both in fresh processes. --known FILE
+the largest batch that ran with the next one failing, both in fresh processes.
+--steps 4 --keep-cache measures what a user's training loop finds (the protocol `trainsim memory`
+predicts: the model and optimizer built, no torch.cuda.empty_cache(), four steps under the cap);
+the walk then starts from the pair's earlier fresh boundary where it has one. --jobs N runs pairs
+side by side on the one GPU while their caps add up to at most --gpu-gb. --known FILE
 (this script's output of an earlier call) seeds the probes already made. Pairs are visited in file order,
 those where something fit first; a pair is skipped once the time budget is spent. Output: one
 JSON line per pair (id, cap, fresh probes with their peaks, fresh_max_micro_batch).
@@ -22,19 +26,21 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def probe(row, batch, steps, timeout_s):
+def probe(row, batch, steps, timeout_s, keep_cache=False):
     """One probe of `batch` under the row's cap in a fresh process: (ran, peaks) or None."""
     return fresh_probe(["--framework", row["framework"], "--model", row["model"],
                         "--seq-len", str(row["seq_len"]), "--precision", row["precision"],
                         "--attention", row.get("attention", "flash"),
                         "--recompute", row.get("recompute", "none"),
                         "--ok-batch", str(batch), "--cap-gb", str(row["memory_cap_bytes"] / 1e9),
-                        "--steps", str(steps)], timeout_s)
+                        "--steps", str(steps)] + (["--keep-cache"] if keep_cache else []),
+                       timeout_s)
 
 
 def fresh_probe(args, timeout_s):
@@ -54,11 +60,14 @@ def fresh_probe(args, timeout_s):
     return None
 
 
-def boundary(row, steps, timeout_s, deadline, known):
+def boundary(row, steps, timeout_s, deadline, known, keep_cache=False):
     m = row["measured"]
     b = int(m["max_micro_batch"])
+    loop = keep_cache or steps != 2  # another protocol than the search's probes
+    if loop and m.get("fresh_max_micro_batch") is not None:
+        b = int(m["fresh_max_micro_batch"])
     probes = dict(known)
-    if b > 0 and m.get("fresh_ok") is True and b not in probes:
+    if not loop and b > 0 and m.get("fresh_ok") is True and b not in probes:
         probes[b] = {"ok": True, "peak_allocated_bytes": m.get("fresh_peak_allocated_bytes"),
                      "peak_reserved_bytes": m.get("fresh_peak_reserved_bytes"),
                      "from": "the search's fresh check"}
@@ -67,7 +76,7 @@ def boundary(row, steps, timeout_s, deadline, known):
         if k not in probes:
             if time.time() >= deadline:
                 return None
-            p = probe(row, k, steps, timeout_s)
+            p = probe(row, k, steps, timeout_s, keep_cache)
             if p is None:
                 return None
             probes[k] = p
@@ -117,6 +126,11 @@ def main(argv):
     ap.add_argument("--runs", nargs="+", required=True, help="recorded OOM pairs (JSON lines)")
     ap.add_argument("--frameworks", default="pytorch,fsdp")
     ap.add_argument("--steps", type=int, default=2, help="training steps per probe (the search's)")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="no torch.cuda.empty_cache() before the steps (a user's training loop)")
+    ap.add_argument("--jobs", type=int, default=1, help="pairs measured side by side")
+    ap.add_argument("--gpu-gb", type=float, default=80,
+                    help="with --jobs: the caps of the pairs running together add up to at most this")
     ap.add_argument("--probe-timeout-s", type=float, default=150)
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--only", default="", help="comma-separated pair ids")
@@ -143,23 +157,57 @@ def main(argv):
                 r = json.loads(line)
                 known[r["id"]] = {int(k): v for k, v in r["fresh_probes"].items()}
     deadline = time.time() + a.budget_s
-    with open(a.out, "a") as out:
-        for r in rows:
+    lock = threading.Condition()
+    in_use = [0.0]  # GB of caps of the pairs running now
+
+    def measure(r, out):
+        cap_gb = r["memory_cap_bytes"] / 1e9
+        with lock:
+            lock.wait_for(lambda: in_use[0] == 0 or in_use[0] + cap_gb <= a.gpu_gb)
+            in_use[0] += cap_gb
+        try:
             if time.time() >= deadline:
                 print(f"{r['id']}: skipped (budget spent)", file=sys.stderr)
-                continue
+                return
             t0 = time.time()
             probes, fresh = boundary(r, a.steps, a.probe_timeout_s, deadline,
-                                     known.get(r["id"], {}))
+                                     known.get(r["id"], {}), a.keep_cache)
             rec = {"id": r["id"], "memory_cap_bytes": r["memory_cap_bytes"],
                    "searched_max_micro_batch": r["measured"]["max_micro_batch"],
-                   "fresh_max_micro_batch": fresh,
+                   "fresh_max_micro_batch": fresh, "steps": a.steps,
+                   "empty_cache": not a.keep_cache,
                    "fresh_probes": {str(k): v for k, v in sorted(probes.items())},
                    "seconds": round(time.time() - t0, 1)}
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+            with lock:
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
             print(f"{r['id']}: searched {r['measured']['max_micro_batch']}, fresh {fresh} "
                   f"({rec['seconds']} s)", file=sys.stderr)
+        finally:
+            with lock:
+                in_use[0] -= cap_gb
+                lock.notify_all()
+
+    with open(a.out, "a") as out:
+        # the largest caps first, so the small ones fill in beside each other at the end
+        rows.sort(key=lambda r: -r["memory_cap_bytes"])
+        pending = list(rows)
+        workers = []
+
+        def worker():
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    r = pending.pop(0)
+                measure(r, out)
+
+        for _ in range(max(a.jobs, 1)):
+            t = threading.Thread(target=worker)
+            t.start()
+            workers.append(t)
+        for t in workers:
+            t.join()
     return 0
 
 

@@ -361,57 +361,6 @@ std::uint64_t fingerprint(const StepTensors& t) {
         static_cast<double>(t.stop_at_out_of_memory), static_cast<double>(t.recomputed_layers),
         static_cast<double>(t.empty_cache_before_steps)})
     mix(x);
-  const auto& lp = t.layer_program;
-  for (const auto* events : {&lp.forward, &lp.backward}) {
-    mix(static_cast<double>(events->size()));
-    for (const auto& e : *events) {
-      mix(static_cast<double>(e.kind));
-      mix(static_cast<double>(e.block));
-      mix(e.bytes);
-      mix(static_cast<double>(e.stream));
-    }
-  }
-  for (const auto& part : lp.around) {
-    mix(static_cast<double>(part.events.size()));
-    for (const auto& e : part.events) {
-      mix(static_cast<double>(e.kind));
-      mix(static_cast<double>(e.block));
-      mix(static_cast<double>(e.part));
-      mix(e.bytes);
-      mix(static_cast<double>(e.stream));
-    }
-  }
-  for (const auto& sec : lp.init_sequence) {
-    mix(static_cast<double>(sec.size()));
-    for (const auto& e : sec) {
-      mix(e.bytes);
-      mix(static_cast<double>(e.section));
-      mix(static_cast<double>(e.block));
-    }
-  }
-  mix(static_cast<double>(lp.middle_backward));
-  mix(static_cast<double>(lp.forward_keeps_output));
-  for (const auto& z : lp.zero_grad_sequence) {
-    mix(static_cast<double>(z.part));
-    mix(static_cast<double>(z.block));
-  }
-  for (const auto& f : lp.first_step) {
-    mix(static_cast<double>(f.part));
-    mix(static_cast<double>(f.before));
-    mix(f.bytes);
-  }
-  mix(lp.batch_bytes);
-  for (const auto& [k, j] : lp.top_prev) {
-    mix(static_cast<double>(k));
-    mix(static_cast<double>(j));
-  }
-  for (const auto* kept : {&lp.forward_kept, &lp.backward_kept}) {
-    mix(static_cast<double>(kept->size()));
-    for (const auto& k : *kept) {
-      mix(static_cast<double>(k.block));
-      mix(static_cast<double>(k.until));
-    }
-  }
   return h;
 }
 
@@ -430,42 +379,15 @@ void play_step(CachingAllocatorModel& a, const StepTensors& t) {
       a.release(*it);
     ids.clear();
   };
-  // Parameters in model order, then persistent buffers; or the recorded initialisation.
+  // Parameters in model order, then persistent buffers.
   std::vector<Id> keep;
-  const auto& init = t.layer_program.init_sequence;
-  if (t.layer_program.has_init_sequence()) {
-    // Sections before, create (per layer), between, shard (per layer), after; what they never
-    // free stays for the run.
-    const auto n_layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
-    std::array<std::vector<std::vector<Id>>, 5> ids;
-    for (std::size_t sec = 0; sec < init.size(); ++sec) {
-      ids[sec].assign(LayerAllocProgram::per_layer_init_section(sec) ? n_layers : 1, {});
-      for (std::size_t l = 0; l < ids[sec].size(); ++l)
-        for (const auto& e : init[sec]) {
-          if (e.alloc) {
-            ids[sec][l].push_back(alloc(e.bytes));
-            continue;
-          }
-          const auto owner = static_cast<std::size_t>(e.section);
-          auto& list = ids[owner][LayerAllocProgram::per_layer_init_section(owner) ? l : 0];
-          if (e.block >= 0 && static_cast<std::size_t>(e.block) < list.size() &&
-              list[static_cast<std::size_t>(e.block)] >= 0) {
-            a.release(list[static_cast<std::size_t>(e.block)]);
-            list[static_cast<std::size_t>(e.block)] = -1;
-          }
-        }
-    }
-  } else {
-    alloc_all(t.emb_params, t.weight_bytes_per_param, keep);
-    for (std::int64_t l = 0; l < t.num_layers; ++l)
-      alloc_all(t.layer_params, t.weight_bytes_per_param, keep);
-    alloc_all(t.head_params, t.weight_bytes_per_param, keep);
-  }
+  alloc_all(t.emb_params, t.weight_bytes_per_param, keep);
+  for (std::int64_t l = 0; l < t.num_layers; ++l)
+    alloc_all(t.layer_params, t.weight_bytes_per_param, keep);
+  alloc_all(t.head_params, t.weight_bytes_per_param, keep);
   alloc_all(t.persistent, 1.0, keep);
   if (t.empty_cache_before_steps)
     a.empty_cache();
-  // The token batch of a recorded program: made after the parameters, again after each step.
-  Id token_batch = t.layer_program.batch_bytes > 0 ? alloc(t.layer_program.batch_bytes) : Id{-1};
   bool states = false;
   const auto layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
   // Whether layer l runs the policy's saved and re-made tensors (else layer_saved_plain).
@@ -509,115 +431,13 @@ void play_step(CachingAllocatorModel& a, const StepTensors& t) {
     // Forward of every micro-batch in flight: saved tensors stay until backward.
     std::vector<std::vector<Id>> emb(static_cast<std::size_t>(in_flight)),
         saved(static_cast<std::size_t>(in_flight) * layers);
-    // A recorded layer program (one micro-batch): each layer's blocks in the recorded order;
-    // the layers' outputs, the casts held to the forward's end, the gradient handed down and
-    // the weight gradients are what cross from one layer to the next. An FSDP2 program holds
-    // FSDP2's own gathers and reduce-scatters too.
-    const auto& lp = t.layer_program;
-    const bool program =
-        !t.layer_program.empty() && in_flight == 1 && (!fsdp2 || lp.middle_backward);
     std::vector<Id> root; // FSDP2: the root unit's unsharded parameters, forward to backward
-    if (fsdp2 && !program) {
+    if (fsdp2) {
       gather(t.emb_params, root);
       gather(t.head_params, root);
     }
-    std::vector<Id> layer_out(program ? layers : 0, -1), casts, handed;
-    // The first step's own blocks due before event i of `where` (-1: the first layer's forward).
-    auto first_step_blocks = [&](std::int8_t where, std::int32_t i) {
-      if (step != 0)
-        return;
-      for (const auto& f : lp.first_step)
-        if (f.part == where && f.before == i)
-          keep.push_back(alloc(std::max(f.bytes, 1.0)));
-    };
-    // The parts around the layers (LayerAllocProgram::around): their blocks by part, alive
-    // across the step.
-    const bool around = program && lp.has_around();
-    std::array<std::vector<Id>, LayerAllocProgram::num_parts> part_ids;
-    // Blocks kept to zero_grad, by part or layer window and block (a recorded free order).
-    std::map<std::pair<std::size_t, std::int32_t>, Id> part_kept, window_kept;
-    std::vector<Id> last_window; // layer 0's backward blocks that outlived it
-    auto drop = [&](std::vector<Id>& v, std::int32_t k) { // block k of v, if still held
-      if (k >= 0 && static_cast<std::size_t>(k) < v.size() && v[static_cast<std::size_t>(k)] >= 0) {
-        a.release(v[static_cast<std::size_t>(k)]);
-        v[static_cast<std::size_t>(k)] = -1;
-      }
-    };
-    // Plays one layer window or part and returns its blocks (those it freed as -1). `where`
-    // places the first step's own blocks (-1: the first layer's forward; -2: none), `prev` holds
-    // the blocks of the window played before, `input` is the layer's checkpointed input.
-    auto play = [&](const std::vector<LayerAllocProgram::Event>& events, std::int32_t blocks,
-                    std::int8_t where, std::vector<Id>& prev, Id input) {
-      std::vector<Id> b(static_cast<std::size_t>(blocks), -1);
-      std::int32_t next = 0;
-      std::int32_t at = 0;
-      for (const auto& e : events) {
-        first_step_blocks(where, at++);
-        switch (e.kind) {
-        case LayerAllocProgram::Kind::alloc:
-          b[static_cast<std::size_t>(next++)] = alloc(std::max(e.bytes, 1.0), e.stream);
-          break;
-        case LayerAllocProgram::Kind::free: drop(b, e.block); break;
-        case LayerAllocProgram::Kind::free_prev: drop(prev, e.block); break;
-        case LayerAllocProgram::Kind::free_input:
-          if (input >= 0)
-            a.release(input);
-          break;
-        case LayerAllocProgram::Kind::free_part:
-          if (e.part >= 0 && e.part < LayerAllocProgram::num_parts)
-            drop(part_ids[static_cast<std::size_t>(e.part)], e.block);
-          break;
-        case LayerAllocProgram::Kind::free_casts:
-          for (Id c : casts)
-            a.release(c);
-          casts.clear();
-          break;
-        case LayerAllocProgram::Kind::free_last: drop(last_window, e.block); break;
-        case LayerAllocProgram::Kind::free_input_head: // the last layer's output
-          if (!layer_out.empty())
-            drop(layer_out, static_cast<std::int32_t>(layers - 1));
-          break;
-        case LayerAllocProgram::Kind::free_input_top: // the top layer's checkpointed input
-          if (layers >= 2)
-            drop(layer_out, static_cast<std::int32_t>(layers - 2));
-          break;
-        }
-      }
-      return b;
-    };
-    auto play_part = [&](LayerAllocProgram::Part which) {
-      const auto& part = lp.around[static_cast<std::size_t>(which)];
-      std::vector<Id> none;
-      auto& ids = part_ids[static_cast<std::size_t>(which)];
-      ids = play(part.events, part.blocks, static_cast<std::int8_t>(which), none, -1);
-      for (const auto& k : part.kept) // freed by zero_grad with the gradients
-        if (ids[static_cast<std::size_t>(k.block)] >= 0) {
-          grads.push_back(ids[static_cast<std::size_t>(k.block)]);
-          part_kept[{static_cast<std::size_t>(which), k.block}] = grads.back();
-          ids[static_cast<std::size_t>(k.block)] = -1;
-        }
-    };
     for (std::int64_t mb = 0; mb < in_flight; ++mb) {
-      if (around)
-        play_part(LayerAllocProgram::embedding_forward);
-      else
-        alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
-      if (program) {
-        std::vector<Id> none;
-        for (std::size_t l = 0; l < layers; ++l) {
-          const auto b = play(lp.forward, lp.forward_blocks, l == 0 ? -1 : -2, none, -1);
-          for (const auto& k : lp.forward_kept) {
-            const Id id = b[static_cast<std::size_t>(k.block)];
-            if (k.until == LayerAllocProgram::Until::layer_input)
-              layer_out[l] = id;
-            else if (k.until == LayerAllocProgram::Until::forward_end)
-              casts.push_back(id);
-            else
-              handed.push_back(id);
-          }
-        }
-        continue;
-      }
+      alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
       for (std::size_t l = 0; l < layers; ++l) {
         std::vector<Id> unsharded;
         if (fsdp2)
@@ -628,89 +448,16 @@ void play_step(CachingAllocatorModel& a, const StepTensors& t) {
       }
     }
     std::vector<Id> head;
-    if (around) {
-      play_part(LayerAllocProgram::head_forward);
-    } else {
-      alloc_all(t.head_saved, 1.0, head);
-    }
-    for (Id c : casts) // autocast's cache of weight casts, emptied as the forward ends
-      a.release(c);
-    casts.clear();
+    alloc_all(t.head_saved, 1.0, head);
     // Backward of the newest micro-batch: the head, then the layers in reverse, each freeing
     // its tensors as its gradients appear; the gradient between layers is handed down.
-    Id flowing = -1;
-    if (around) {
-      play_part(LayerAllocProgram::head_backward);
-    } else {
-      if (fsdp2)
-        alloc_all(t.head_params, w, root_grads);
-      else
-        alloc_all(t.head_params, t.grad_bytes_per_param, grads);
-      flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
-    }
+    if (fsdp2)
+      alloc_all(t.head_params, w, root_grads);
+    else
+      alloc_all(t.head_params, t.grad_bytes_per_param, grads);
+    Id flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
     release_all(head);
-    if (program) {
-      // The top layer frees the gradient the head hands down where a lower layer frees the one
-      // handed down by the layer above.
-      std::vector<Id> prev(static_cast<std::size_t>(lp.backward_blocks), -1);
-      if (around) {
-        auto& hb = part_ids[LayerAllocProgram::head_backward];
-        for (const auto& [k, j] : lp.top_prev)
-          if (k >= 0 && k < lp.backward_blocks && j >= 0 &&
-              static_cast<std::size_t>(j) < hb.size()) {
-            prev[static_cast<std::size_t>(k)] = hb[static_cast<std::size_t>(j)];
-            hb[static_cast<std::size_t>(j)] = -1;
-          }
-      }
-      for (const auto& k : lp.backward_kept)
-        if (k.until == LayerAllocProgram::Until::next_layer && flowing >= 0) {
-          prev[static_cast<std::size_t>(k.block)] = flowing;
-          flowing = -1;
-        }
-      // FSDP2 programs play the middle layers' windows only (the top layer's backward is in
-      // the head's part, layer 0's in the embedding's).
-      const std::size_t top = lp.middle_backward ? layers - 1 : layers;
-      const std::size_t bottom = lp.middle_backward ? 1 : 0;
-      for (std::size_t l = top; l-- > bottom;) {
-        // The recorded eager forward windows each begin where the previous layer's output is
-        // made, so the block window l keeps is layer l's input, which layer l's backward frees;
-        // an FSDP2 window keeps its own output, layer l + 1's input.
-        const Id input = lp.forward_keeps_output ? layer_out[l - 1] : layer_out[l];
-        const auto b = play(lp.backward, lp.backward_blocks, -2, prev, input);
-        for (Id id : prev) // anything of the layer above its backward did not free
-          if (id >= 0)
-            a.release(id);
-        prev.assign(static_cast<std::size_t>(lp.backward_blocks), -1);
-        for (const auto& k : lp.backward_kept) {
-          const Id id = b[static_cast<std::size_t>(k.block)];
-          if (k.until == LayerAllocProgram::Until::next_layer) {
-            prev[static_cast<std::size_t>(k.block)] = id;
-          } else {
-            grads.push_back(id);
-            window_kept[{l, k.block}] = id;
-          }
-        }
-      }
-      if (around) {
-        last_window = std::move(prev);
-        play_part(LayerAllocProgram::embedding_backward);
-        prev = std::move(last_window);
-        last_window.clear();
-        // What the parts made and neither freed nor kept (none in a derived program).
-        for (auto& ids : part_ids)
-          for (Id& id : ids)
-            if (id >= 0) {
-              grads.push_back(id);
-              id = -1;
-            }
-      }
-      for (Id id : prev) // the gradient handed to the embedding
-        if (id >= 0)
-          a.release(id);
-      release_all(handed);
-      release_all(emb[0]);
-    }
-    for (std::int64_t mb = program ? -1 : in_flight - 1; mb >= 0; --mb) {
+    for (std::int64_t mb = in_flight - 1; mb >= 0; --mb) {
       for (std::size_t l = layers; l-- > 0;) {
         std::vector<Id> unsharded, unsharded_grads;
         if (fsdp2)
@@ -748,14 +495,14 @@ void play_step(CachingAllocatorModel& a, const StepTensors& t) {
     }
     if (flowing >= 0)
       a.release(flowing);
-    if (fsdp2 && !program) {
+    if (fsdp2) {
       alloc_all(t.emb_params, w, root_grads);
       reduce_scatter(root_unit, root_grads, grads);
       if (rs_input >= 0)
         a.release(rs_input);
       rs_input = -1;
       release_all(root);
-    } else if (!around) {
+    } else {
       alloc_all(t.emb_params, t.grad_bytes_per_param, grads);
     }
     // Optimizer step: states at the first step, then the temporaries of every tensor at once.
@@ -782,34 +529,13 @@ void play_step(CachingAllocatorModel& a, const StepTensors& t) {
         temps.push_back(alloc(p * t.transient_bytes_per_param));
     });
     release_all(temps);
-    if (program && !lp.zero_grad_sequence.empty()) {
-      // zero_grad in the order the program recorded (FSDP2's sharded gradients), then the rest.
-      std::set<Id> freed;
-      auto free_kept = [&](const std::map<std::pair<std::size_t, std::int32_t>, Id>& from,
-                           std::size_t where, std::int32_t block) {
-        if (auto it = from.find({where, block});
-            it != from.end() && freed.insert(it->second).second)
-          a.release(it->second);
-      };
-      for (const auto& z : lp.zero_grad_sequence)
-        if (z.part >= 0)
-          free_kept(part_kept, static_cast<std::size_t>(z.part), z.block);
-        else
-          for (std::size_t l = 1; l + 1 < layers; ++l) // the middle layers, layer 1 first
-            free_kept(window_kept, l, z.block);
-      std::erase_if(grads, [&](Id id) { return freed.count(id) > 0; });
-    }
-    release_all(grads);     // zero_grad(set_to_none=True)
-    if (token_batch >= 0) { // the next step's batch
-      a.release(token_batch);
-      token_batch = alloc(t.layer_program.batch_bytes);
-    }
+    release_all(grads); // zero_grad(set_to_none=True)
   }
 }
 
 AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nullptr) {
   CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)),
-                          step_segment_placement(t));
+                          CachingAllocatorModel::SegmentPlacement::above);
   a.record_to(trace);
   a.stop_at_out_of_memory(t.stop_at_out_of_memory);
   try {
@@ -822,16 +548,6 @@ AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nul
 }
 
 } // namespace
-
-CachingAllocatorModel::SegmentPlacement step_segment_placement(const StepTensors& t) {
-  // A recorded layer program is PyTorch's own order of requests, so its segments are placed as
-  // the recorded traces place them, each below the ones before (allocator.hpp); the coarse
-  // step keeps the placement its fitted profiles were judged with.
-  return !t.layer_program.empty() && t.micro_batches_in_flight <= 1 &&
-                 (!t.fsdp2 || t.layer_program.middle_backward)
-             ? CachingAllocatorModel::SegmentPlacement::below
-             : CachingAllocatorModel::SegmentPlacement::above;
-}
 
 std::string step_allocator_trace(const StepTensors& t) {
   std::string trace;

@@ -168,120 +168,6 @@ struct TraceReplay {
                                                       bool empty_cache_at_start = false);
 inline constexpr std::int64_t kMaxTraceBlockBytes = std::int64_t{1} << 50;
 
-/// One layer's allocations and frees in the order a recorded PyTorch step makes them
-/// (simulate/alloc_program.hpp evaluates a recorded program for a configuration): the forward
-/// under an activation checkpoint, and the backward (the re-made forward, then the layer's
-/// backward). Blocks are numbered by allocation within the pass.
-struct LayerAllocProgram {
-  enum class Kind : std::uint8_t {
-    alloc,      // `bytes`: block number = allocations so far in this pass
-    free,       // this pass's block `block`
-    free_prev,  // block `block` of the layer handled just before in this pass (backward: the
-                // layer above; for the top layer, the gradient the head hands down)
-    free_input, // the layer's input (the output of the layer below's forward)
-    // Only in the parts around the layers:
-    free_part,  // block `block` of the part `part`, made earlier in the step
-    free_casts, // every layer's cached weight casts (Until::forward_end)
-    free_last,  // block `block` of the last backward window played (layer 0's)
-    // FSDP2 programs (forward windows keep their output, the next layer's input):
-    free_input_head, // head_forward: the last layer's output
-    free_input_top,  // head_backward: the top layer's checkpointed input
-  };
-  struct Event {
-    Kind kind = Kind::alloc;
-    std::int32_t block = -1;
-    double bytes = 0;
-    std::int8_t part = -1;
-    std::int64_t stream = 0; // allocations: the CUDA stream (FSDP2's reduce-scatter: not 0)
-  };
-  // What becomes of a block that outlives its pass: freed when the forward ends (autocast's
-  // cached weight casts), the layer's input as the checkpoint keeps it (a recorded forward
-  // window begins where the layer below makes its output; freed by this layer's backward),
-  // handed to the next layer's backward (the gradient), or freed by zero_grad (a weight
-  // gradient).
-  enum class Until : std::uint8_t { forward_end, layer_input, next_layer, step_end };
-  struct Kept {
-    std::int32_t block = -1;
-    Until until = Until::step_end;
-  };
-  std::vector<Event> forward, backward;
-  std::vector<Kept> forward_kept, backward_kept;
-  std::int32_t forward_blocks = 0, backward_blocks = 0;
-  [[nodiscard]] bool empty() const { return forward.empty() && backward.empty(); }
-  // The parts of the step around the layer windows, when recorded: the embedding's forward,
-  // the head's and loss's forward, their backward, the embedding's backward. Their blocks
-  // replace the step's emb_saved, head_saved, the head's and embedding's gradients and the
-  // gradient the head hands down; kept blocks (Until::step_end) are freed by zero_grad.
-  enum Part : std::int8_t {
-    embedding_forward,
-    head_forward,
-    head_backward,
-    embedding_backward,
-    num_parts
-  };
-  struct Around {
-    std::vector<Event> events;
-    std::vector<Kept> kept;
-    std::int32_t blocks = 0;
-  };
-  std::array<Around, num_parts> around;
-  // The top layer's backward frees, where a lower layer frees block `first` of the layer above,
-  // block `second` of the head's backward.
-  std::vector<std::pair<std::int32_t, std::int32_t>> top_prev;
-  // Blocks only the first step makes, never freed (cuBLAS's workspace of each thread): made
-  // before event `before` of part `part` (-1: the first layer's forward window).
-  struct FirstStepBlock {
-    std::int8_t part = -1;
-    std::int32_t before = 0;
-    double bytes = 0;
-  };
-  std::vector<FirstStepBlock> first_step;
-  // The tensors made before the first step, as the recorded model registers them (bytes): the
-  // embedding's parameters, one layer's, the rest (final norm, LM head), and blocks that are no
-  // parameter (no D, F or V in their size). Empty: the step's own parameter lists.
-  std::vector<double> init_embedding, init_layer, init_rest, init_other;
-  // The token batch (B x (S + 1) ids): made after the parameters, freed after zero_grad and
-  // made again for the next step. 0: none.
-  double batch_bytes = 0;
-  // FSDP2 programs: the backward windows are the middle layers' (L - 2 .. 1; the top layer's
-  // backward is in head_backward, layer 0's in embedding_backward), a forward window keeps its
-  // own output (the next layer's checkpointed input), and the blocks kept to zero_grad are
-  // freed in this recorded order (part >= 0: that part's block; part -1: every middle
-  // window's block `block`, layer 1 first).
-  bool middle_backward = false, forward_keeps_output = false;
-  struct ZeroGradFree {
-    std::int8_t part = -1;
-    std::int32_t block = 0;
-  };
-  std::vector<ZeroGradFree> zero_grad_sequence;
-  // FSDP2's initialisation as recorded (AllocProgram::init_sequence), in bytes; when present it
-  // replaces the parameters the step makes before its first step (they remain its optimizer's
-  // parameter lists).
-  struct InitEvent {
-    bool alloc = true;
-    double bytes = 0;         // alloc
-    std::int8_t section = -1; // free: the section of the block (per-layer: the same layer's)
-    std::int32_t block = -1;  // free: its number among that section's (layer's) blocks
-  };
-  std::array<std::vector<InitEvent>, 5> init_sequence; // before, create, between, shard, after
-  [[nodiscard]] bool has_init_sequence() const {
-    for (const auto& sec : init_sequence)
-      if (!sec.empty())
-        return true;
-    return false;
-  }
-  // create and shard run once per layer; the others once.
-  [[nodiscard]] static bool per_layer_init_section(std::size_t section) {
-    return section == 1 || section == 3;
-  }
-  [[nodiscard]] bool has_around() const {
-    for (const auto& a : around)
-      if (!a.events.empty())
-        return true;
-    return false;
-  }
-};
-
 /// The tensors of a training step on one GPU, as a PyTorch training loop allocates them
 /// (docs/frameworks.md, "The caching allocator"): parameters at start; per step the forward's
 /// saved tensors layer by layer (for each micro-batch in flight), the head's tensors at the
@@ -326,11 +212,6 @@ struct StepTensors {
   bool fsdp2 = false;
   double unsharded_bytes_per_param = 0, reduce_bytes_per_param = 0;
   bool cast_on_gather = false;
-  // When set, every layer's forward and backward play this program instead of layer_saved,
-  // layer_recomputed, the layer's gradients and transients (one micro-batch in flight; with
-  // FSDP2 only an FSDP2 program, which holds FSDP2's gathers and reduce-scatters too); the
-  // optimizer stays as above.
-  LayerAllocProgram layer_program;
   // Steps simulated: the first creates the optimizer states. Uncapped, the third step adds
   // under 0.2% to the reserved bytes of the recorded traces; under a cap PyTorch's need can
   // grow to the third or fourth step and then holds (MemoryOptions::allocator_steps).
@@ -347,9 +228,6 @@ struct AllocatorPeaks {
 /// Forgets the peaks this thread has cached (simulate_step_allocator remembers each step it
 /// played): for timing a cold search.
 void clear_allocator_cache();
-/// Where the step's new segments go (below each other for a recorded program, as PyTorch's
-/// traces place them; above for the generated step its profiles were judged with).
-[[nodiscard]] CachingAllocatorModel::SegmentPlacement step_segment_placement(const StepTensors& t);
 /// The same step's requests and releases as an allocator trace's lines ("a BYTES ID STREAM",
 /// "f ID"; no header), in the order the model makes them: the generated step, to set beside a
 /// recorded PyTorch trace (`trainsim memory --allocator-trace-out`).

@@ -12,7 +12,6 @@
 #include "common/json_io.hpp"
 #include "common/presets.hpp"
 #include "common/stats.hpp"
-#include "simulate/alloc_program.hpp"
 
 namespace trainsim::sim {
 
@@ -446,35 +445,6 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
   r.get("compiled", f.compiled);
   if (r.get("compiled_loss_profile", f.compiled_loss_profile))
     check_data_preset_name(p, "compiled_loss_profile", f.compiled_loss_profile);
-  if (const auto* programs = r.take("allocation_program")) {
-    // One program's name, or a list of them (each applies where it was recorded).
-    if (programs->is_string())
-      f.allocation_programs = {programs->get<std::string>()};
-    else if (programs->is_array() && !programs->empty() &&
-             std::all_of(programs->begin(), programs->end(),
-                         [](const nlohmann::json& x) { return x.is_string(); }))
-      f.allocation_programs = programs->get<std::vector<std::string>>();
-    else
-      p.add(fmt::format("allocation_program = {}: expected a program's name or a non-empty list "
-                        "of names",
-                        json_brief(*programs)));
-    for (const auto& name : f.allocation_programs) {
-      if (name.empty()) {
-        p.add("allocation_program: a program's name is empty");
-        continue;
-      }
-      if (!check_data_preset_name(p, "allocation_program", name))
-        continue;
-      try {
-        (void)load_alloc_program(name);
-      } catch (const ConfigError& e) {
-        p.add(fmt::format("allocation_program = \"{}\": {}", name, e.what()));
-      }
-    }
-    if (!f.allocation_programs.empty() && !f.caching_allocator)
-      p.add("allocation_program: needs caching_allocator = true (it is played by the "
-            "allocator model)");
-  }
   r.get("allocator_overhead_fraction", f.allocator_overhead_fraction);
   double gb = 0;
   if (r.get("context_gb", gb))
@@ -682,12 +652,10 @@ std::vector<std::string> caveats_of(const FrameworkProfile& fw,
   return out;
 }
 
-std::vector<std::string> memory_caveats(const FrameworkProfile& fw, bool full_recompute,
-                                        bool played_program) {
+std::vector<std::string> memory_caveats(const FrameworkProfile& fw, bool full_recompute) {
   std::vector<std::string> out;
   for (const auto& c : fw.caveats)
-    if (c.when == FrameworkProfile::Caveat::When::full_recompute_memory && full_recompute &&
-        !played_program)
+    if (c.when == FrameworkProfile::Caveat::When::full_recompute_memory && full_recompute)
       out.push_back(c.text);
   return out;
 }
@@ -743,10 +711,6 @@ nlohmann::json framework_to_json(const FrameworkProfile& f) {
       {"compiled_loss_profile", f.compiled_loss_profile},
       {"allocator_overhead_fraction", f.allocator_overhead_fraction},
       {"context_gb", f.context_bytes / 1e9}};
-  if (f.allocation_programs.size() == 1)
-    j["allocation_program"] = f.allocation_programs.front();
-  else if (!f.allocation_programs.empty())
-    j["allocation_program"] = f.allocation_programs;
   nlohmann::json roles = nlohmann::json::object();
   for (std::size_t i = 0; i < f.roles.size(); ++i) {
     const RoleCost& c = f.roles[i];

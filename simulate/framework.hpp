@@ -317,10 +317,6 @@ struct FrameworkProfile {
   double allocator_overhead_fraction = 0; // peak reserved / peak allocated - 1 (fragmentation)
   double context_bytes = 0; // CUDA context + library workspaces outside the allocator; 0: the
                             // hardware profile's context_overhead_bytes
-  // Layer allocation programs (presets/alloc-programs, simulate/alloc_program.hpp): the
-  // generated step plays the first one recorded for the configuration (JSON
-  // `allocation_program`: one name, or a list); empty: none.
-  std::vector<std::string> allocation_programs;
 
   FitResiduals fit;
   // Time residuals of the profile on fit-half runs on more than one GPU, where they differ in
@@ -370,10 +366,10 @@ struct FrameworkProfile {
 /// to some of the plans a search lists), in the profile's order.
 [[nodiscard]] std::vector<std::string> caveats_of(const FrameworkProfile& fw,
                                                   FrameworkProfile::Caveat::When when);
-/// The texts of `fw`'s memory caveats that apply to a step with full recompute whose blocks
-/// the caching-allocator model generated (`played_program`: it played a recorded program).
+/// The texts of `fw`'s memory caveats that apply to a step (`full_recompute`: with full
+/// recompute, whose blocks the caching-allocator model generates).
 [[nodiscard]] std::vector<std::string> memory_caveats(const FrameworkProfile& fw,
-                                                      bool full_recompute, bool played_program);
+                                                      bool full_recompute);
 
 /// torch.compile over an eager PyTorch profile the way torchtitan applies it: `blocks`
 /// compiles each transformer block (the per-op checkpointing policy is traced into the graph:

@@ -328,14 +328,13 @@ TEST_CASE("a profile's caveats are said where they apply, and kept by a round tr
     CHECK(applicable_caveats(all, true, true) ==
           std::vector<std::string>{"never measured", "ring attention: slower than predicted",
                                    "MoE layers: least certain"});
-    CHECK(memory_caveats(all, true, false) == std::vector<std::string>{"generated order"});
+    CHECK(memory_caveats(all, true) == std::vector<std::string>{"generated order"});
     CHECK(caveats_of(all, When::context_parallel) ==
           std::vector<std::string>{"ring attention: slower than predicted"});
   }
-  // The memory caveat: with full recompute through a generated step only, never for time.
-  CHECK(memory_caveats(fw, true, false) == std::vector<std::string>{"generated order"});
-  CHECK(memory_caveats(fw, false, false).empty());
-  CHECK(memory_caveats(fw, true, true).empty());
+  // The memory caveat: with full recompute only, never for time.
+  CHECK(memory_caveats(fw, true) == std::vector<std::string>{"generated order"});
+  CHECK(memory_caveats(fw, false).empty());
   CHECK(applicable_caveats(fw, false, false).empty());
   Setup dense; // cp 1, no experts: none applies
   CHECK(dense.run(&fw).caveats.empty());

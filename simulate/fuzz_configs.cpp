@@ -1,6 +1,6 @@
 // libFuzzer target for the configuration files a user hands to trainsim beside model and
-// hardware presets: framework profiles (`--framework FILE`), layer allocation programs (a
-// profile's `allocation_program`) and DeepSpeed configs (`memory --deepspeed FILE`). Any input
+// hardware presets: framework profiles (`--framework FILE`) and DeepSpeed configs
+// (`memory --deepspeed FILE`). Any input
 // must load into a valid object or throw ConfigError; a crash, another exception or a
 // sanitizer report is a bug, and so is a loaded profile that fails its own validation or a
 // DeepSpeed batch that breaks DeepSpeed's rule. Built with -DTRAINSIM_FUZZ=ON (clang);
@@ -11,7 +11,6 @@
 
 #include "common/errors.hpp"
 #include "common/fuzz_input.hpp"
-#include "simulate/alloc_program.hpp"
 #include "simulate/deepspeed.hpp"
 #include "simulate/framework.hpp"
 
@@ -31,10 +30,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const trainsim::ConfigError&) {
       __builtin_trap();
     }
-  }
-  try {
-    (void)trainsim::sim::alloc_program_from_json(j, "fuzz.json");
-  } catch (const trainsim::ConfigError&) {
   }
   try {
     const auto c = trainsim::sim::deepspeed_config_from_json(j, "fuzz.json");

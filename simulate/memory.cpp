@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "model/count.hpp"
-#include "simulate/alloc_program.hpp"
 #include "simulate/allocator.hpp"
 
 namespace trainsim::sim {
@@ -230,37 +229,6 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.layer_bwd_transient_block = a.layer_bwd_transient_block;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
-    std::optional<LayerAllocProgram> lp;
-    if (st.micro_batches_in_flight == 1 && st.recomputed_layers < 0)
-      for (const auto& name : fw.allocation_programs)
-        // An FSDP2 program for a profile with FSDP2's copies, an eager one for the others.
-        if (const AllocProgram& prog = load_alloc_program(name);
-            (prog.framework == "fsdp") == fw.fsdp2_copies &&
-            (lp = layer_alloc_program(prog, model, plan, setup))) {
-          m.allocation_program = name;
-          break;
-        }
-    if (lp) {
-      st.layer_program = std::move(*lp);
-      // The recorded model's own parameter tensors (bytes at fp32 under autocast), in the
-      // order it registers them, replace the op list's (fused QKV, gate+up).
-      const auto& pr = st.layer_program;
-      if (!pr.init_layer.empty()) {
-        auto params = [](const std::vector<double>& bytes) {
-          std::vector<double> out;
-          for (double x : bytes)
-            out.push_back(x / 4.0);
-          return out;
-        };
-        st.emb_params = params(pr.init_embedding);
-        st.layer_params = params(pr.init_layer);
-        st.head_params = params(pr.init_rest);
-        // A recorded initialisation makes these itself.
-        if (!pr.has_init_sequence())
-          for (double x : pr.init_other)
-            st.persistent.push_back(x);
-      }
-    }
     if (m.buffers > 0)
       st.persistent.push_back(m.buffers);
     if (fw.fsdp2_copies) {
@@ -297,10 +265,6 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
       m.gradients = 0; // start of backward: every activation, no gradient yet
     }
   }
-  // A step played from a whole recorded program (the layers and the parts around them)
-  // reproduces PyTorch's own requests: its reserved bytes are the prediction, whatever the
-  // timeline's allocated bytes (docs/frameworks.md, "Recorded allocation programs").
-  const bool whole_program = step_tensors && step_tensors->layer_program.has_around();
   if (step_tensors && !(options.verdict_only_above_bytes > 0 &&
                         m.peak_allocated() + m.overhead > options.verdict_only_above_bytes)) {
     simulated = simulate_step_allocator(*step_tensors);
@@ -314,10 +278,9 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
   // Out of memory under the cap: the step cannot run, and reserved is what it would have
   // needed (beyond the cap), however the timeline's allocated bytes compare.
   if (fw.caching_allocator && simulated.reserved_bytes > 0)
-    m.allocator = std::max(simulated.reserved_bytes - simulated.allocated_bytes,
-                           simulated.out_of_memory || whole_program
-                               ? simulated.reserved_bytes - m.peak_allocated()
-                               : 0.0);
+    m.allocator =
+        std::max(simulated.reserved_bytes - simulated.allocated_bytes,
+                 simulated.out_of_memory ? simulated.reserved_bytes - m.peak_allocated() : 0.0);
   m.total = m.peak_reserved() + m.overhead;
   return m;
 }
@@ -357,6 +320,13 @@ MemoryBreakdown estimate_memory(const model::ModelSpec& model, const model::Para
 }
 
 namespace {
+// Whether a breakdown fits in memory_bytes and, under an explicit allocator cap, its reserved
+// bytes under the cap (a request the cap cannot hold is PyTorch's out-of-memory error).
+bool fits_in(const MemoryBreakdown& b, double memory_bytes, const MemoryOptions& o) {
+  return b.total <= memory_bytes &&
+         (o.allocator_cap_bytes <= 0 || b.peak_reserved() <= o.allocator_cap_bytes);
+}
+
 // Whether micro-batch b fits in memory_bytes (the allocator capped at it, less the overhead,
 // unless the options cap it themselves).
 bool micro_batch_fits(const model::ModelSpec& model, const model::ParallelPlan& plan,
@@ -371,7 +341,7 @@ bool micro_batch_fits(const model::ModelSpec& model, const model::ParallelPlan& 
       std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
   setup.micro_batch_size = b;
   setup.global_batch_size = b * std::max<std::int64_t>(plan.dp, 1) * micro_batches;
-  return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
+  return fits_in(estimate_memory(model, plan, setup, profile, o), memory_bytes, o);
 }
 } // namespace
 
@@ -427,7 +397,7 @@ std::int64_t min_recompute_layers(const model::ModelSpec& model, model::Parallel
   auto fits = [&](Recompute rc, std::int64_t n) {
     plan.recompute = rc;
     setup.recompute_layers = n;
-    return estimate_memory(model, plan, setup, profile, o).total <= memory_bytes;
+    return fits_in(estimate_memory(model, plan, setup, profile, o), memory_bytes, o);
   };
   if (fits(Recompute::none, 0))
     return 0;

@@ -55,9 +55,6 @@ struct MemoryBreakdown { // one GPU, bytes
   // Activation offload (TrainingSetup::offload_activation_layers): the saved activations that
   // sit in host memory at the fullest moment (not in `activations`).
   double host_activation_bytes = 0;
-  // The recorded layer allocation program the allocator model played (alloc_program.hpp);
-  // empty when the step's layers were generated.
-  std::string allocation_program;
   // The tensors the caching-allocator model played for this breakdown (frameworks that
   // simulate their allocator; null otherwise): step_allocator_trace() writes their requests.
   std::shared_ptr<const StepTensors> allocator_step;
@@ -77,13 +74,13 @@ struct MemoryOptions {
   double allocator_cap_bytes = 0;
   double device_bytes = 0;
   // The caching allocator's cache emptied after the initialisation, before the first step
-  // (StepTensors::empty_cache_before_steps): what the OOM probes that measured trainsim's
-  // boundaries did. Off for a user's own loop.
+  // (StepTensors::empty_cache_before_steps): what the recorded OOM and recompute-boundary
+  // probes did (scripts/peer_framework_runs.py). Off for a user's own loop.
   bool empty_cache_before_steps = false;
   // Training steps the caching-allocator model plays (StepTensors::steps): under a cap,
   // PyTorch's reserved bytes settle only by the third or fourth step, so a training loop's
-  // verdict plays four (docs/frameworks.md, "The caching allocator"); what
-  // emulates the two-step OOM and recompute-boundary probes plays two.
+  // verdict plays four (docs/frameworks.md, "The caching allocator"); the recorded probes
+  // played two.
   static constexpr std::int64_t kLoopSteps = 4, kProbeSteps = 2;
   std::int64_t allocator_steps = kLoopSteps;
   // A verdict is all the caller needs above this total (the plan search: the GPU's memory):
@@ -139,14 +136,15 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
 [[nodiscard]] double chosen_grad_bytes(const model::TrainingSetup& setup,
                                        const FrameworkProfile& fw, double fallback);
 
-/// Largest micro-batch size whose breakdown fits in `memory_bytes` (0 if none does), at the
+/// Largest micro-batch size whose breakdown fits in `memory_bytes`, and whose reserved bytes fit
+/// under `options.allocator_cap_bytes` where that is set (0 if none does), at the
 /// number of micro-batches per step that `setup` has (its global batch over micro-batch x dp),
 /// so a pipeline stage holds as many in flight as in the asked step. Where the
 /// framework simulates its caching allocator, fitting is not monotone in the micro-batch (the
 /// segments fall differently: 107 may fit, 108 not, 110 again): the answer is then the one
-/// below the first micro-batch that does not fit, scanned from 1 up to 1024 (the safe answer;
-/// recorded OOM boundaries are compared with the boundary their own search finds,
-/// fitting::emulated_oom_boundary; the largest recorded is 197), and searched by doubling and
+/// below the first micro-batch that does not fit, scanned from 1 up to 1024 (the safe answer, the
+/// one `trainsim compare` scores against recorded boundaries; the largest recorded is 197), and
+/// searched by doubling and
 /// bisection above that, where one batch more is a fraction of a percent of the step and a
 /// scan would take seconds (a 16-token sequence fits thousands).
 [[nodiscard]] std::int64_t max_micro_batch(const model::ModelSpec& model,

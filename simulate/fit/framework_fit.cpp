@@ -154,7 +154,9 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
            "fresh_peak_allocated_bytes", "fresh_peak_reserved_bytes",
            "fresh_boundary_peak_allocated_bytes", "fresh_boundary_peak_reserved_bytes"},
           "a number", is_number);
-    check(*m, "measured.", {"max_micro_batch", "fresh_max_micro_batch", "min_recompute_layers"},
+    check(*m, "measured.",
+          {"max_micro_batch", "fresh_max_micro_batch", "loop_max_micro_batch",
+           "min_recompute_layers"},
           "an integer", is_integer);
     check(*m, "measured.", {"fresh_ok"}, "true or false",
           [](const nlohmann::json& v) { return v.is_boolean(); });
@@ -212,23 +214,24 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   if (m.contains("max_micro_batch"))
     run.max_micro_batch = int_or(m, "max_micro_batch", -1);
   // The boundary re-measured one fresh process per probe (scripts/peer_oom_fresh_boundary.py)
-  // takes precedence over the search's, with the peaks of its largest batch that ran.
+  // takes precedence over the search's, with the peaks of its largest batch that ran; the
+  // boundary a user's training loop finds (the same script with --steps 4 --keep-cache,
+  // measured.loop_max_micro_batch) over both, the peaks staying those of the probes.
   const std::int64_t fresh_max = int_or(m, "fresh_max_micro_batch", -1);
-  if (m.contains("uncapped") && m["uncapped"].is_object())
-    for (const auto& [key, value] : m["uncapped"].items()) {
-      (void)value;
-      char* end = nullptr;
-      const long long b = std::strtoll(key.c_str(), &end, 10);
-      if (end != key.c_str() && *end == '\0' && b > 0 && b <= 1 << 20 &&
-          (run.search_start_batch == 0 || b < run.search_start_batch))
-        run.search_start_batch = b;
-    }
+  const std::int64_t loop_max = int_or(m, "loop_max_micro_batch", -1);
   if (run.max_micro_batch >= 0 && fresh_max >= 0) {
-    run.fresh_boundary = true;
     run.searched_max_micro_batch = run.max_micro_batch;
     run.max_micro_batch = fresh_max;
     run.peak_allocated_bytes = number_or(m, "fresh_boundary_peak_allocated_bytes", 0);
     run.peak_reserved_bytes = number_or(m, "fresh_boundary_peak_reserved_bytes", 0);
+  }
+  // The batch the peaks were measured at (0: nothing ran under the cap).
+  const std::int64_t peaks_batch = std::max<std::int64_t>(run.max_micro_batch, 0);
+  run.boundary_peaks = peaks_batch > 0;
+  if (run.max_micro_batch >= 0 && loop_max >= 0) {
+    run.searched_max_micro_batch = run.max_micro_batch;
+    run.max_micro_batch = loop_max;
+    run.loop_boundary = true;
   }
   // What a training run can measure: a step under a day, a GPU's memory under 1 PiB.
   check_range(problems, "measured.step_time_s", run.step_time_s, Interval{1e-6, 86400, "s", true});
@@ -443,13 +446,13 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   if (j.contains("global_batch")) // else torchtitan's local batch x dp above, or micro x dp below
     run.setup.global_batch_size = int_or(j, "global_batch", 0);
-  if (run.is_oom_search() && run.max_micro_batch == 0) {
+  if (run.is_oom_search() && peaks_batch == 0) {
     run.setup.micro_batch_size = 1; // nothing fits: the verdict is checked from batch 1 up
     run.setup.global_batch_size = run.plan.dp;
   } else if (run.searched_max_micro_batch >= 0) {
-    // A fresh boundary: its peaks are those of its own largest batch.
-    run.setup.micro_batch_size = run.max_micro_batch;
-    run.setup.global_batch_size = run.max_micro_batch * run.plan.dp;
+    // A re-measured boundary: the peaks are those of the probes' own largest batch.
+    run.setup.micro_batch_size = peaks_batch;
+    run.setup.global_batch_size = peaks_batch * run.plan.dp;
   }
   if (run.setup.micro_batch_size <= 0 && run.setup.global_batch_size > 0 && run.plan.dp > 0 &&
       run.setup.global_batch_size % run.plan.dp == 0 && run.plan.pp == 1)
@@ -710,119 +713,6 @@ FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& whe
   return parse_run(j, where, NameMap{});
 }
 
-// The largest micro-batch as the recorded runs find it (docs/frameworks.md, "Under a cap: the
-// OOM boundary"): scripts/peer_framework_runs.py's search over the caps 24, 40 and 80 GB in
-// increasing order (a linear guess from the uncapped reserved bytes at the start batch and twice
-// it, a walk and a bisection; a batch that fit under a lower cap taken to fit under a higher),
-// then scripts/peer_oom_fresh_boundary.py's walk up or down from that answer and bisection.
-std::int64_t emulated_oom_boundary(const FrameworkRun& run,
-                                   const std::function<bool(std::int64_t, double)>& fits,
-                                   const std::function<double(std::int64_t)>& uncapped) {
-  constexpr std::int64_t kMaxBatch = 512; // the search's --max-batch
-  const std::int64_t b0 = run.search_start_batch;
-  const double r1 = uncapped(b0), r2 = uncapped(2 * b0);
-  const double slope = std::max(r2 - r1, 1.0);
-  const double base = r1 - slope * static_cast<double>(b0);
-  std::int64_t known_ok = 0, answer = 0;
-  // The recorded searches visit 24, 40 and 80 GB; a run under another cap is searched after
-  // the standard caps below it.
-  std::vector<double> caps;
-  for (double cap : {24e9, 40e9, 80e9})
-    if (cap < run.memory_cap_bytes * (1 - 1e-9))
-      caps.push_back(cap);
-  caps.push_back(run.memory_cap_bytes);
-  for (double cap : caps) {
-    const auto guess = std::clamp<std::int64_t>(
-        static_cast<std::int64_t>(std::floor((cap - base) / slope)), 1, kMaxBatch);
-    std::int64_t lo = known_ok, hi = -1;
-    std::int64_t b = std::max({guess, known_ok + 1, std::int64_t{1}});
-    if (fits(b, cap)) {
-      lo = b;
-      std::int64_t stride = 1;
-      while (hi < 0 && b < kMaxBatch) {
-        b = std::min(b + stride, kMaxBatch);
-        stride *= 2;
-        (fits(b, cap) ? lo : hi) = b;
-      }
-    } else {
-      hi = b;
-      std::int64_t stride = 1;
-      while (lo < hi - 1) {
-        b = std::max(hi - stride, lo + 1);
-        stride *= 2;
-        if (b <= known_ok || fits(b, cap)) {
-          lo = b;
-          break;
-        }
-        hi = b;
-      }
-    }
-    while (hi >= 0 && hi - lo > 1) {
-      const std::int64_t mid = (lo + hi) / 2;
-      (fits(mid, cap) ? lo : hi) = mid;
-    }
-    known_ok = std::max(known_ok, lo);
-    answer = lo;
-  }
-  if (!run.fresh_boundary)
-    return answer;
-  // Fresh processes from the search's answer, under the run's own cap.
-  const double cap = run.memory_cap_bytes;
-  std::map<std::int64_t, bool> probes;
-  auto probe = [&](std::int64_t k) { return probes.emplace(k, fits(k, cap)).first->second; };
-  auto bracket = [&]() {
-    std::int64_t lo = 0, hi = -1;
-    for (const auto& [k, ok] : probes)
-      if (ok)
-        lo = std::max(lo, k);
-    for (const auto& [k, ok] : probes)
-      if (!ok && k > lo && (hi < 0 || k < hi))
-        hi = k;
-    return std::make_pair(lo, hi);
-  };
-  const std::int64_t start = std::max<std::int64_t>(answer, 1);
-  probe(start);
-  auto [lo, hi] = bracket();
-  for (std::int64_t stride = 1; hi < 0 && lo + stride <= 4 * kMaxBatch; stride *= 2) {
-    probe(lo + stride);
-    std::tie(lo, hi) = bracket();
-  }
-  if (hi < 0)
-    return lo;
-  if (lo == 0) {
-    if (probes.count(1) && !probes[1])
-      return 0;
-    for (std::int64_t k = start, stride = 1;;) {
-      k = std::max<std::int64_t>(k - stride, 1);
-      if (probe(k) || k == 1)
-        break;
-      stride *= 2;
-    }
-    std::tie(lo, hi) = bracket();
-    if (lo == 0)
-      return 0;
-  }
-  while (hi - lo > 1) {
-    probe((lo + hi) / 2);
-    std::tie(lo, hi) = bracket();
-  }
-  return lo;
-}
-
-std::int64_t emulated_recompute_boundary(std::int64_t num_layers,
-                                         const std::function<bool(std::int64_t)>& fits) {
-  if (fits(0))
-    return 0;
-  if (!fits(num_layers))
-    return -1;
-  std::int64_t lo = 0, hi = num_layers; // fails at lo, fits at hi
-  while (hi - lo > 1) {
-    const std::int64_t mid = (lo + hi) / 2;
-    (fits(mid) ? hi : lo) = mid;
-  }
-  return hi;
-}
-
 RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   RunPrediction p;
   StepOptions so;
@@ -842,15 +732,16 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       s.global_batch_size = micro_batch * run.plan.dp;
     return estimate_step(run.model, run.cluster, run.gpu, run.profile, run.plan, s, so);
   };
-  // The memory a probe saw (scripts/peer_framework_runs.py probe_under_cap, the recompute
-  // boundary's fresh processes): two steps under the allocator cap `cap`, PyTorch's cache
-  // emptied after building the model and optimizer, before the steps.
-  auto probe_options = [&](double cap) {
+  // The memory under the run's cap (torch.cuda.set_per_process_memory_fraction caps reserved
+  // bytes): the recorded probes (scripts/peer_framework_runs.py probe_under_cap) played two
+  // steps after emptying PyTorch's cache; a user's training loop (loop_boundary) keeps the
+  // cache and plays MemoryOptions::kLoopSteps, as `trainsim memory --allocator-cap-gb` does.
+  auto capped_options = [&](double cap, bool loop) {
     MemoryOptions mo;
     mo.framework = so.framework;
     mo.allocator_cap_bytes = cap;
-    mo.empty_cache_before_steps = true;
-    mo.allocator_steps = MemoryOptions::kProbeSteps;
+    mo.empty_cache_before_steps = !loop;
+    mo.allocator_steps = loop ? MemoryOptions::kLoopSteps : MemoryOptions::kProbeSteps;
     return mo;
   };
   p.step = estimate(run.setup.micro_batch_size);
@@ -859,19 +750,11 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
   p.peak_allocated_bytes = p.step.memory.peak_allocated();
   p.peak_reserved_bytes = p.step.memory.peak_reserved();
   if (run.recompute_boundary) {
-    // Under the cap, n layers of each model chunk fully recomputed (0: none; num_layers: all).
-    auto memory_at = [&](std::int64_t n, double cap) {
-      const MemoryOptions mo = probe_options(cap);
-      model::ParallelPlan plan = run.plan;
-      model::TrainingSetup s = run.setup;
-      plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
-      s.recompute_layers = n > 0 && n < run.model.num_layers ? n : 0;
-      return estimate_memory(run.model, plan, s, run.profile, mo);
-    };
+    // The answer `trainsim memory` gives (sim::min_recompute_layers) under the probes' cap,
+    // and under the cap scaled by the memory band.
     auto answer_under = [&](double cap) {
-      return emulated_recompute_boundary(run.model.num_layers, [&](std::int64_t k) {
-        return memory_at(k, cap).peak_reserved() <= cap;
-      });
+      return sim::min_recompute_layers(run.model, run.plan, run.setup, run.profile,
+                                       run.gpu.memory_bytes, capped_options(cap, false));
     };
     p.min_recompute_layers = answer_under(run.memory_cap_bytes);
     const double sigma = fw.memory_residuals(run.plan.num_gpus()).memory_sigma_fraction;
@@ -882,55 +765,34 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     }
     // The measured peaks are those of the answer's probe, under the cap.
     if (run.min_recompute_layers >= 0) {
-      const MemoryBreakdown at = memory_at(run.min_recompute_layers, run.memory_cap_bytes);
+      model::ParallelPlan plan = run.plan;
+      model::TrainingSetup s = run.setup;
+      const std::int64_t n = run.min_recompute_layers;
+      plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
+      s.recompute_layers = n > 0 && n < run.model.num_layers ? n : 0;
+      const MemoryBreakdown at = estimate_memory(run.model, plan, s, run.profile,
+                                                 capped_options(run.memory_cap_bytes, false));
       p.peak_allocated_bytes = at.peak_allocated();
       p.peak_reserved_bytes = at.peak_reserved();
     }
     return p;
   }
   if (run.is_oom_search()) {
-    // The allocator cap applies to reserved bytes (torch.cuda.set_per_process_memory_fraction).
-    // The allocator frees its cache to stay under the cap.
-    const MemoryOptions mo = probe_options(run.memory_cap_bytes);
-    // The measured peaks at the boundary were taken under the cap, where the allocator returns
-    // its wholly free cached segments before it reports out of memory: predict them the same way.
-    if (run.max_micro_batch > 0) {
-      model::TrainingSetup at = run.setup;
-      at.micro_batch_size = run.max_micro_batch;
-      at.global_batch_size = run.max_micro_batch * run.plan.dp;
-      const MemoryBreakdown capped = estimate_memory(run.model, run.plan, at, run.profile, mo);
+    // The peaks of the probe at the largest batch that ran, under the cap, where the allocator
+    // returns its wholly free cached segments before it reports out of memory.
+    if (run.boundary_peaks) {
+      const MemoryBreakdown capped = estimate_memory(run.model, run.plan, run.setup, run.profile,
+                                                     capped_options(run.memory_cap_bytes, false));
       p.peak_allocated_bytes = capped.peak_allocated();
       p.peak_reserved_bytes = capped.peak_reserved();
     }
-    model::ParallelPlan plan = run.plan;
+    // The boundary as `trainsim memory` finds it (sim::max_micro_batch: the first batch that
+    // does not fit, less one), under the protocol the boundary was measured with.
     model::TrainingSetup s = run.setup;
-    // Peak reserved bytes at micro-batch b, the allocator capped at `cap` (0: no cap).
-    auto reserved = [&](std::int64_t b, double cap) {
-      MemoryOptions o = mo;
-      o.allocator_cap_bytes = cap;
-      s.micro_batch_size = b;
-      s.global_batch_size = b * plan.dp;
-      return estimate_memory(run.model, plan, s, run.profile, o).peak_reserved();
-    };
-    std::map<std::pair<std::int64_t, double>, bool> fit_cache; // the search asks again
-    auto fits = [&](std::int64_t b, double cap) {
-      const auto key = std::make_pair(b, cap);
-      if (auto it = fit_cache.find(key); it != fit_cache.end())
-        return it->second;
-      return fit_cache.emplace(key, reserved(b, cap) <= cap).first->second;
-    };
-    if (run.search_start_batch > 0) {
-      p.max_micro_batch =
-          emulated_oom_boundary(run, fits, [&](std::int64_t b) { return reserved(b, 0); });
-    } else {
-      std::int64_t best = 0;
-      for (std::int64_t b = 1; b <= 4096; ++b) {
-        if (!fits(b, run.memory_cap_bytes))
-          break;
-        best = b;
-      }
-      p.max_micro_batch = best;
-    }
+    s.global_batch_size = s.micro_batch_size * run.plan.dp;
+    p.max_micro_batch =
+        sim::max_micro_batch(run.model, run.plan, s, run.profile, run.gpu.memory_bytes,
+                             capped_options(run.memory_cap_bytes, run.loop_boundary));
   }
   return p;
 }
@@ -944,7 +806,7 @@ double time_error(const FrameworkRun& run, const RunPrediction& p) {
 }
 
 double memory_error(const FrameworkRun& run, const RunPrediction& p) {
-  if ((run.is_oom_search() && run.max_micro_batch <= 0) ||
+  if ((run.is_oom_search() && !run.boundary_peaks) ||
       (run.recompute_boundary && run.min_recompute_layers < 0))
     return std::numeric_limits<double>::quiet_NaN(); // nothing ran: no peak to compare
   if (run.peak_reserved_bytes > 0)
@@ -1000,7 +862,7 @@ FitResult fit_framework(const FrameworkProfile& base, const std::vector<Framewor
     // docs/frameworks.md, "Fit/test split"): their peaks are compared, not fitted on.
     // Recompute boundaries are a check only (docs/frameworks.md): never fitted on.
     if (r.plan.recompute != model::Recompute::selective_op && !r.recompute_boundary &&
-        (!r.is_oom_search() || r.max_micro_batch > 0) &&
+        (!r.is_oom_search() || r.boundary_peaks) &&
         (r.peak_reserved_bytes > 0 || r.peak_allocated_bytes > 0))
       memory_rows.push_back(&r);
   }

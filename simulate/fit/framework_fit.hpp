@@ -49,16 +49,22 @@ struct FrameworkRun {
   double step_time_s = 0;
   double tokens_per_s_per_gpu = 0;
   double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
-  double memory_cap_bytes = 0;       // OOM-boundary runs: the allocator cap
-  std::int64_t time_passes = 1;      // passes whose step times make step_time_s (geometric mean)
-  std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch that trained
-  // The search's answer where a fresh-process boundary replaced it (-1: not replaced).
+  double memory_cap_bytes = 0;  // OOM-boundary runs: the allocator cap
+  std::int64_t time_passes = 1; // passes whose step times make step_time_s (geometric mean)
+  // OOM-boundary runs: the largest micro-batch that trained under memory_cap_bytes, the scored
+  // boundary. Measured by a user's training loop where the row has one (loop_boundary: one
+  // fresh process per batch size, the model and optimizer built, four steps, PyTorch's cache
+  // never emptied, as `trainsim memory --allocator-cap-gb` predicts it), else by the recorded
+  // search's probes (two steps after emptying the cache).
+  std::int64_t max_micro_batch = -1;
+  bool loop_boundary = false;
+  // The boundary of the search's probes where a loop boundary or a fresh-process one replaced
+  // the search's own answer (-1: not replaced); the row's peaks are those of its probe at
+  // setup.micro_batch_size, two steps after emptying the cache.
   std::int64_t searched_max_micro_batch = -1;
-  // The batch the recorded search started from (the smaller of its two uncapped probes,
-  // measured.uncapped; scripts/peer_framework_runs.py): with it the boundary is predicted by the
-  // same search (0: not recorded; the first micro-batch that does not fit, less one).
-  std::int64_t search_start_batch = 0;
-  bool fresh_boundary = false; // the measured boundary was confirmed in fresh processes
+  // OOM-boundary runs where a batch ran under the cap: the peaks are those of the largest that
+  // did, at setup.micro_batch_size (two steps after emptying the cache).
+  bool boundary_peaks = false;
   // Where the row contradicts itself (its printed gradient-accumulation count against its
   // layout): the run is predicted from its layout, and `compare` prints these beside it.
   std::vector<std::string> notes;
@@ -96,37 +102,17 @@ void merge_repeat_runs(std::vector<FrameworkRun>& runs,
 /// profile records with its measured figures; `where` names it in errors.
 [[nodiscard]] FrameworkRun parse_framework_run(const nlohmann::json& j, const std::string& where);
 
-/// The largest micro-batch the recorded OOM search would find if `fits(batch, cap)` were the
-/// GPU (docs/frameworks.md, "Under a cap: the OOM boundary"): scripts/peer_framework_runs.py's
-/// search over its caps (24, 40 and 80 GB) below the run's own, then the run's (a linear guess from
-/// `uncapped(batch)`, the step's reserved bytes without a cap, at run.search_start_batch and
-/// twice it; a walk and a bisection; a batch that fit under a lower cap taken to fit under a
-/// higher), then, where the run's boundary was confirmed in fresh processes,
-/// scripts/peer_oom_fresh_boundary.py's walk from that answer and bisection. Whether a batch fits
-/// under a cap is not monotone in the batch, so this is the boundary compared with the measured
-/// one; `trainsim memory` reports the first that does not fit, less one.
-[[nodiscard]] std::int64_t
-emulated_oom_boundary(const FrameworkRun& run,
-                      const std::function<bool(std::int64_t, double)>& fits,
-                      const std::function<double(std::int64_t)>& uncapped);
-
-/// The answer the recorded recompute-boundary search would give if `fits(n)` were the GPU (n
-/// layers fully recomputed, 0 = none, num_layers = every layer): no recompute first (0 if it
-/// fits), then every layer (-1 if it does not), then bisection between the two, as
-/// scripts/peer_recompute_boundary.py probes. Whether a step fits under a cap is not monotone in
-/// n, so this, not `trainsim memory`'s scan, is what is compared with the measured answer.
-[[nodiscard]] std::int64_t
-emulated_recompute_boundary(std::int64_t num_layers, const std::function<bool(std::int64_t)>& fits);
-
 /// Predicted figures of one run under a framework profile.
 struct RunPrediction {
   double step_time_s = 0, tokens_per_s_per_gpu = 0;
   double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
-  std::int64_t max_micro_batch = -1; // OOM-boundary runs: largest micro-batch under the cap
+  // OOM-boundary runs: the largest micro-batch under the cap (sim::max_micro_batch, what
+  // `trainsim memory` answers, under the row's protocol).
+  std::int64_t max_micro_batch = -1;
   // Recompute-boundary runs: the least number of fully recomputed layers that fits under the
-  // cap, found by the measurement's own bisection (emulated_recompute_boundary).
+  // cap (sim::min_recompute_layers, as `trainsim memory` answers it).
   std::int64_t min_recompute_layers = 0;
-  // ... and where it lies within the profile's memory band: the same bisection under the cap
+  // ... and where it lies within the profile's memory band: the same answer under the cap
   // scaled by 1 / (1 - sigma) (low) and 1 / (1 + sigma) (high), as `trainsim memory` gives it.
   std::int64_t min_recompute_layers_low = 0, min_recompute_layers_high = 0;
   sim::StepEstimate step;

@@ -117,6 +117,7 @@ TEST_CASE("framework runs: a boundary re-measured in fresh processes takes prece
   CHECK(run.max_micro_batch == 10);
   CHECK(run.searched_max_micro_batch == 8);
   CHECK(run.setup.micro_batch_size == 10); // the peaks are compared at the fresh boundary
+  CHECK_FALSE(run.loop_boundary);
   CHECK(run.setup.global_batch_size == 10);
   CHECK(run.peak_allocated_bytes == 74e9);
   CHECK(run.peak_reserved_bytes == 79.5e9);
@@ -786,40 +787,46 @@ TEST_CASE("multi-GPU residuals: the fit rows on more than one GPU, in sample") {
   CHECK(multi_gpu_residuals(fw, runs, 1, "").time_runs == 0);
 }
 
-TEST_CASE("the OOM boundary found as the recorded search finds it, under a non-monotone verdict") {
-  // A step that needs 2 GB per sequence and fails, alone, at micro-batch 7 (where segments
-  // fall): the first failure is 7, but the recorded search starts from a linear guess near the
-  // cap and never probes 7.
-  trainsim::fitting::FrameworkRun run;
-  run.search_start_batch = 2;
-  run.memory_cap_bytes = 40e9;
-  run.fresh_boundary = true;
-  auto fits = [](std::int64_t b, double cap) {
-    return 2e9 * static_cast<double>(b) <= cap && b != 7;
-  };
-  auto uncapped = [](std::int64_t b) { return 2e9 * static_cast<double>(b); };
-  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 20);
-  // The search's guess takes the difference between its two probes (b0 and 2 b0) as the bytes
-  // of one sequence, so with b0 = 2 it guesses half the boundary: at 24 GB it lands on 7, the
-  // isolated failure, and walks down to 6, which fresh processes confirm (7 fails).
-  run.memory_cap_bytes = 24e9;
-  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 6);
-  run.fresh_boundary = false; // the search's answer alone
-  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 6);
-  // Fresh processes walk up from the search's answer while batches fit: an answer below a run of
-  // batches that fit moves to its top.
-  run.fresh_boundary = true;
-  run.memory_cap_bytes = 40e9;
-  auto early = [](std::int64_t b, double cap) {
-    return (b <= 18 || (b >= 20 && b <= 23)) && 2e9 * static_cast<double>(b) <= cap + 8e9;
-  };
-  CHECK(trainsim::fitting::emulated_oom_boundary(run, early, uncapped) == 23);
-  // A cap the recorded searches do not visit is searched after the standard ones below it.
-  run.memory_cap_bytes = 30e9;
-  CHECK(trainsim::fitting::emulated_oom_boundary(run, fits, uncapped) == 15);
-  // Nothing fits.
-  auto none = [](std::int64_t, double) { return false; };
-  CHECK(trainsim::fitting::emulated_oom_boundary(run, none, uncapped) == 0);
+TEST_CASE("the OOM boundary compare scores is the one trainsim memory gives under the cap") {
+  // A user's-loop boundary (measured.loop_max_micro_batch) takes precedence over the probes'
+  // fresh boundary; the peaks stay those of the probes' largest batch.
+  auto row = nlohmann::json::parse(
+      R"({"id": "oom-l-cap24", "framework": "pytorch", "model": "cs336-medium", "gpu": "h200",)"
+      R"( "num_gpus": 1, "precision": "bf16-mixed", "seq_len": 1024, "micro_batch": 4,)"
+      R"( "global_batch": 4, "attention": "naive", "memory_cap_bytes": 24e9,)"
+      R"( "measured": {"max_micro_batch": 4, "peak_allocated_bytes": 20e9,)"
+      R"( "peak_reserved_bytes": 23e9, "fresh_max_micro_batch": 5,)"
+      R"( "fresh_boundary_peak_allocated_bytes": 21e9, "fresh_boundary_peak_reserved_bytes": 23.5e9,)"
+      R"( "loop_max_micro_batch": 3}})");
+  const auto run = parse_framework_run(row, "row");
+  CHECK(run.max_micro_batch == 3);
+  CHECK(run.loop_boundary);
+  CHECK(run.searched_max_micro_batch == 5);
+  CHECK(run.boundary_peaks);
+  CHECK(run.setup.micro_batch_size == 5); // the peaks were measured at the probes' boundary
+  CHECK(run.peak_reserved_bytes == 23.5e9);
+  const auto fw = std::make_shared<const trainsim::sim::FrameworkProfile>(
+      trainsim::sim::load_framework("pytorch"));
+  // What `trainsim memory --gpu h200 --allocator-cap-gb 24 ...` computes: four steps of the
+  // loop, the cache kept, reserved bytes under the cap.
+  trainsim::sim::MemoryOptions mo;
+  mo.framework = fw;
+  mo.allocator_cap_bytes = 24e9;
+  model::TrainingSetup s = run.setup;
+  const std::int64_t memory_says =
+      trainsim::sim::max_micro_batch(run.model, run.plan, s, run.profile, run.gpu.memory_bytes, mo);
+  CHECK(memory_says > 0);
+  CHECK(trainsim::fitting::predict_run(run, *fw).max_micro_batch == memory_says);
+  // Without a loop measurement the boundary is predicted under the probes' protocol (two steps
+  // after emptying the cache), by the same search.
+  row["measured"].erase("loop_max_micro_batch");
+  const auto probes = parse_framework_run(row, "row");
+  CHECK_FALSE(probes.loop_boundary);
+  mo.allocator_steps = trainsim::sim::MemoryOptions::kProbeSteps;
+  mo.empty_cache_before_steps = true;
+  CHECK(trainsim::fitting::predict_run(probes, *fw).max_micro_batch ==
+        trainsim::sim::max_micro_batch(run.model, run.plan, s, run.profile, run.gpu.memory_bytes,
+                                       mo));
 }
 
 TEST_CASE("framework runs: a recompute boundary is read, checked and predicted under its cap") {
@@ -901,22 +908,4 @@ TEST_CASE("framework runs: a recompute boundary is read, checked and predicted u
   CHECK_THROWS_WITH_AS((void)parse_framework_run(both, "r"),
                        doctest::Contains("either a recompute boundary or an OOM boundary"),
                        ConfigError);
-}
-
-TEST_CASE("the recompute boundary found as the recorded bisection finds it") {
-  using trainsim::fitting::emulated_recompute_boundary;
-  // Monotone: fits from 13 layers on.
-  CHECK(emulated_recompute_boundary(48, [](std::int64_t n) { return n >= 13; }) == 13);
-  CHECK(emulated_recompute_boundary(48, [](std::int64_t) { return true; }) == 0);
-  CHECK(emulated_recompute_boundary(48, [](std::int64_t) { return false; }) == -1);
-  CHECK(emulated_recompute_boundary(48, [](std::int64_t n) { return n == 48; }) == 48);
-  // Not monotone (an allocator's segments): 13 fits alone, 14..19 do not, 20 on do. The
-  // bisection probes 24, 12, 18, 21, 19, 20 and answers 20, never seeing 13.
-  std::vector<std::int64_t> seen;
-  const auto n = emulated_recompute_boundary(48, [&seen](std::int64_t k) {
-    seen.push_back(k);
-    return k == 13 || k >= 20;
-  });
-  CHECK(n == 20);
-  CHECK(seen == std::vector<std::int64_t>{0, 48, 24, 12, 18, 21, 19, 20});
 }
