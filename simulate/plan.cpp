@@ -250,9 +250,8 @@ struct Timed {
 };
 Timed time_plan(const Context& c, const Phase1& p1, const model::ParallelPlan& plan,
                 const model::TrainingSetup& s, const MemoryBreakdown& mem, PlanSearchResult& r) {
-  Timed t;
-  compose_step(p1.acc, p1.times, c.m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
-               c.flops_per_token, t.est, &mem);
+  Timed t{compose_step({p1.acc, p1.times, c.m, c.cluster, c.gpu, c.profile, plan, s, c.o.step,
+                        c.flops_per_token, &mem})};
   r.collective_evaluations += t.est.collective_evaluations;
   t.objective = c.o.objective == Objective::time ? t.est.step_time_s
                 : c.o.objective == Objective::cost

@@ -94,150 +94,145 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
   return c;
 }
 
-void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
-                  const model::ModelSpec& m, const hw::ClusterSpec& cluster, const hw::GpuSpec& gpu,
-                  const hw::HardwareProfile& profile, const model::ParallelPlan& plan,
-                  const model::TrainingSetup& setup, const StepOptions& options,
-                  double model_flops_per_token, StepEstimate& est, const MemoryBreakdown* memory) {
-  est.placement = place_groups(plan, cluster);
-  est.collective_evaluations = 0;
-  est.host_forward_s = est.host_backward_s = est.host_optimizer_s = 0;
-  const Placement& pl = est.placement;
-  const int rc = static_cast<int>(plan.recompute);
+namespace {
+// compose_step's stages, in order, over one estimate: each reads the inputs and what the stages
+// before it set.
+struct StepComposer {
+  const MicroBatchAccounting& a;
+  const MicroBatchTimes& t;
+  const model::ModelSpec& m;
+  const hw::ClusterSpec& cluster;
+  const hw::GpuSpec& gpu;
+  const hw::HardwareProfile& profile;
+  const model::ParallelPlan& plan;
+  const model::TrainingSetup& setup;
+  const StepOptions& options;
+  StepEstimate& est;
+  const Placement& pl;
+  StageTime stage;         // one micro-batch through the slowest stage
+  double mb = 0;           // micro-batches per step
+  double layers = 0;       // layers per stage on average
+  double stage_params = 0; // parameters on the fullest stage's GPU
+  StateBytesPerParam per_param;
+  double optimizer_host = 0; // host time of the optimizer step
 
-  // ---- one micro-batch through the slowest pipeline stage ----
-  // A stage's time is its layers' plus the embedding (first) or the head and loss (last). With
-  // an even split only the first or the last can be the slowest; with an uneven one also the
-  // middle stage with the most layers (the first of them).
-  const StageCosts costs = stage_costs(t, plan, options);
-  auto make_stage = [&](std::int64_t num_layers, bool first, bool last) {
-    const StageTime& f = costs.first_extra;
-    const StageTime& h = costs.last_extra;
-    StageTime s = costs.layers(num_layers, model::layers_recomputed(plan, setup, num_layers));
-    s.fwd = s.fwd + (first ? f.fwd : 0) + (last ? h.fwd : 0);
-    s.bwd = s.bwd + (first ? f.bwd : 0) + (last ? h.bwd : 0);
-    s.tp = s.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
-    s.host_fwd = s.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
-    s.host_bwd = s.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
-    return s;
-  };
-  est.slowest_stage = 0;
-  est.slowest_stage_layers = model::layers_on_stage(plan, m.num_layers, 0);
-  StageTime stage = make_stage(est.slowest_stage_layers, true, plan.pp == 1);
-  auto consider = [&](std::int64_t index, bool last) {
-    const std::int64_t n = model::layers_on_stage(plan, m.num_layers, index);
-    const StageTime s = make_stage(n, false, last);
-    if (s.total() > stage.total()) {
-      stage = s;
-      est.slowest_stage = index;
-      est.slowest_stage_layers = n;
-    }
-  };
-  if (plan.pp > 2 && !plan.stage_layers.empty()) {
-    const auto middle =
-        std::max_element(plan.stage_layers.begin() + 1, plan.stage_layers.end() - 1);
-    consider(middle - plan.stage_layers.begin(), false);
-  }
-  if (plan.pp > 1)
-    consider(plan.pp - 1, true);
-  est.micro_batch_stage_s = stage.total();
-  // Layers per stage on average: what every GPU re-runs under recompute, summed over stages.
-  const double layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
+  StepComposer(const StepInputs& in, StepEstimate& out)
+      : a(in.acc), t(in.times), m(in.model), cluster(in.cluster), gpu(in.gpu), profile(in.profile),
+        plan(in.plan), setup(in.setup), options(in.options), est(out), pl(out.placement),
+        per_param(state_bytes_per_param(in.setup.precision, in.setup.optimizer)) {}
 
-  // ---- schedule: 1F1B or interleaved 1F1B (Narayanan et al. 2021) ----
-  // The pipeline advances at the pace of its slowest stage: step ~ (m + (p - 1) / v) x that
-  // stage's micro-batch time. With uneven stages this is an upper bound: the fill and drain
-  // also cross the faster stages (exact for equal stages).
-  est.micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
-  est.global_batch_size = est.micro_batches * setup.micro_batch_size * plan.dp;
-  const double mb = static_cast<double>(est.micro_batches);
-  StepBreakdown& b = est.breakdown_s;
-  b = {};
-  b.forward = mb * stage.fwd;
-  b.backward = mb * stage.bwd;
-  b.recompute = mb * stage.rc;
-  b.tp_comm = mb * stage.tp;
-  b.cp_comm = mb * stage.cp;
-  b.ep_comm = mb * stage.ep;
-  est.ep_overlap = options.ep_overlap && ep_overlap_rule(plan).empty();
-  est.ep_merged_pairs = 0;
-  est.ep_hidden_s = 0;
-  if (est.ep_overlap) {
-    // Each merged pair of chunk passes hides its share of the stage's all-to-alls; the warm-up
-    // forwards and cool-down backwards run alone (the bubble below is of unmerged passes).
-    est.ep_merged_pairs = ep_merged_chunk_pairs(plan, est.micro_batches);
-    est.ep_hidden_s = static_cast<double>(est.ep_merged_pairs) /
-                      static_cast<double>(plan.interleave) * stage.ep_hidden;
-    b.ep_comm -= est.ep_hidden_s;
-  }
-  const double v = static_cast<double>(plan.interleave);
-  b.bubble = static_cast<double>(plan.pp - 1) / v * stage.total();
-  if (plan.pp > 1) {
-    // Activations forward and their gradients backward cross each stage boundary once per
-    // micro-batch per model chunk.
-    const Group pair{2, pl.pp_inter_node ? 1 : 2};
-    b.pp_comm =
-        mb * 2 * v *
-        collective_cost(Collective::send_recv, a.pp_send_bytes, pair, cluster, profile).time_s;
-    ++est.collective_evaluations;
-  }
-
-  // ---- data parallel gradient reduction + ZeRO traffic ----
-  MemoryOptions mo;
-  mo.bucket_bytes = options.bucket_bytes;
-  mo.framework = options.framework;
-  mo.device_bytes = gpu.memory_bytes; // the caching allocator's cap (less the overhead)
-  est.memory = memory ? *memory : compose_memory_fullest(a, m, plan, setup, profile, mo);
-
-  // ---- activation offload: copies to host memory beside the forward, back beside the backward
-  // (Transformer Engine's offload handler runs them on their own streams); what the stage's
-  // compute cannot cover is exposed ----
-  // (pp = 1: one micro-batch in flight, so the memory's host bytes are one micro-batch's).
-  est.offload_bytes_per_micro_batch =
-      est.memory.host_activation_bytes / est.memory.in_flight_micro_batches;
-  est.offload_transfer_s = 0;
-  if (est.offload_bytes_per_micro_batch > 0) {
-    est.offload_transfer_s =
-        est.offload_bytes_per_micro_batch / hw::host_link_bytes_per_s(gpu, profile);
-    b.offload = mb * (std::max(0.0, est.offload_transfer_s - stage.fwd) +
-                      std::max(0.0, est.offload_transfer_s - (stage.bwd + stage.rc)));
-  }
-  const double stage_params = est.memory.params_on_gpu;
-  const auto per_param = state_bytes_per_param(setup.precision, setup.optimizer);
-  // Gradients reduce in the dtype the run keeps them in where the framework lets it choose
-  // (Megatron-Core's grad_reduce_in_fp32), else in the 16-bit compute dtype of mixed precision.
-  const double grad_bytes =
-      stage_params * chosen_grad_bytes(setup, options.fw(), per_param.gradients);
-  const double weight_bytes = stage_params * per_param.weights;
-  // MoE: the experts' gradients are summed over their own data-parallel group, dp x cp / ep
-  // (Megatron-Core's expert data-parallel group), the rest over dp x cp.
-  const double expert_share = stage_params > 0 ? est.memory.expert_params_on_gpu / stage_params : 0;
-  const bool experts_apart =
-      expert_share > 0 && (pl.edp.size != pl.dp.size || pl.edp.per_node != pl.dp.per_node);
-  const bool experts_reduced = experts_apart && pl.edp.size > 1;
-  const double dense_grad = grad_bytes * (1 - expert_share),
-               expert_grad = grad_bytes * expert_share;
-  const double dense_weight = weight_bytes * (1 - expert_share),
-               expert_weight = weight_bytes * expert_share;
-  est.dp_bytes = grad_bytes;
-  est.dp_volume_bytes = 0;
-  const double window = stage.bwd + stage.rc; // the last micro-batch's backward
-  const std::int64_t replicas = plan.dp_cp(); // gradients are summed over dp x cp
-  if (replicas > 1 || experts_reduced) {      // folded experts may be replicated where dense is not
-    auto volume = [&](std::int64_t n, double grads, double weights) {
-      if (n <= 1)
-        return 0.0;
-      const double half = busbw_factor(Collective::all_gather, n);
-      return plan.zero_stage == 0  ? busbw_factor(Collective::all_reduce, n) * grads
-             : plan.zero_stage < 3 ? half * (grads + weights)
-                                   : half * (grads + 2 * mb * weights);
+  void slowest_stage() {
+    // ---- one micro-batch through the slowest pipeline stage ----
+    // A stage's time is its layers' plus the embedding (first) or the head and loss (last). With
+    // an even split only the first or the last can be the slowest; with an uneven one also the
+    // middle stage with the most layers (the first of them).
+    const StageCosts costs = stage_costs(t, plan, options);
+    auto make_stage = [&](std::int64_t num_layers, bool first, bool last) {
+      const StageTime& f = costs.first_extra;
+      const StageTime& h = costs.last_extra;
+      StageTime s = costs.layers(num_layers, model::layers_recomputed(plan, setup, num_layers));
+      s.fwd = s.fwd + (first ? f.fwd : 0) + (last ? h.fwd : 0);
+      s.bwd = s.bwd + (first ? f.bwd : 0) + (last ? h.bwd : 0);
+      s.tp = s.tp + (first ? f.tp : 0) + (last ? h.tp : 0);
+      s.host_fwd = s.host_fwd + (first ? f.host_fwd : 0) + (last ? h.host_fwd : 0);
+      s.host_bwd = s.host_bwd + (first ? f.host_bwd : 0) + (last ? h.host_bwd : 0);
+      return s;
     };
-    est.dp_volume_bytes = experts_apart ? volume(replicas, dense_grad, dense_weight) +
-                                              volume(pl.edp.size, expert_grad, expert_weight)
-                                        : volume(replicas, grad_bytes, weight_bytes);
-    const Collective reduce =
-        plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-    BucketOverlap ov;
+    est.slowest_stage = 0;
+    est.slowest_stage_layers = model::layers_on_stage(plan, m.num_layers, 0);
+    stage = make_stage(est.slowest_stage_layers, true, plan.pp == 1);
+    auto consider = [&](std::int64_t index, bool last) {
+      const std::int64_t n = model::layers_on_stage(plan, m.num_layers, index);
+      const StageTime s = make_stage(n, false, last);
+      if (s.total() > stage.total()) {
+        stage = s;
+        est.slowest_stage = index;
+        est.slowest_stage_layers = n;
+      }
+    };
+    if (plan.pp > 2 && !plan.stage_layers.empty()) {
+      const auto middle =
+          std::max_element(plan.stage_layers.begin() + 1, plan.stage_layers.end() - 1);
+      consider(middle - plan.stage_layers.begin(), false);
+    }
+    if (plan.pp > 1)
+      consider(plan.pp - 1, true);
+    est.micro_batch_stage_s = stage.total();
+    // Layers per stage on average: what every GPU re-runs under recompute, summed over stages.
+    layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
+  }
+
+  void schedule() {
+    // ---- schedule: 1F1B or interleaved 1F1B (Narayanan et al. 2021) ----
+    // The pipeline advances at the pace of its slowest stage: step ~ (m + (p - 1) / v) x that
+    // stage's micro-batch time. With uneven stages this is an upper bound: the fill and drain
+    // also cross the faster stages (exact for equal stages).
+    est.micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
+    est.global_batch_size = est.micro_batches * setup.micro_batch_size * plan.dp;
+    mb = static_cast<double>(est.micro_batches);
+    StepBreakdown& b = est.breakdown_s;
+    b = {};
+    b.forward = mb * stage.fwd;
+    b.backward = mb * stage.bwd;
+    b.recompute = mb * stage.rc;
+    b.tp_comm = mb * stage.tp;
+    b.cp_comm = mb * stage.cp;
+    b.ep_comm = mb * stage.ep;
+    est.ep_overlap = options.ep_overlap && ep_overlap_rule(plan).empty();
+    est.ep_merged_pairs = 0;
+    est.ep_hidden_s = 0;
+    if (est.ep_overlap) {
+      // Each merged pair of chunk passes hides its share of the stage's all-to-alls; the warm-up
+      // forwards and cool-down backwards run alone (the bubble below is of unmerged passes).
+      est.ep_merged_pairs = ep_merged_chunk_pairs(plan, est.micro_batches);
+      est.ep_hidden_s = static_cast<double>(est.ep_merged_pairs) /
+                        static_cast<double>(plan.interleave) * stage.ep_hidden;
+      b.ep_comm -= est.ep_hidden_s;
+    }
+    const double v = static_cast<double>(plan.interleave);
+    b.bubble = static_cast<double>(plan.pp - 1) / v * stage.total();
+    if (plan.pp > 1) {
+      // Activations forward and their gradients backward cross each stage boundary once per
+      // micro-batch per model chunk.
+      const Group pair{2, pl.pp_inter_node ? 1 : 2};
+      b.pp_comm =
+          mb * 2 * v *
+          collective_cost(Collective::send_recv, a.pp_send_bytes, pair, cluster, profile).time_s;
+      ++est.collective_evaluations;
+    }
+  }
+
+  // The fullest stage's memory (what the step reads of it: its parameters, offloaded bytes).
+  void memory(const MemoryBreakdown* composed) {
+    MemoryOptions mo;
+    mo.bucket_bytes = options.bucket_bytes;
+    mo.framework = options.framework;
+    mo.device_bytes = gpu.memory_bytes; // the caching allocator's cap (less the overhead)
+    est.memory = composed ? *composed : compose_memory_fullest(a, m, plan, setup, profile, mo);
+
+    // ---- activation offload: copies to host memory beside the forward, back beside the backward
+    // (Transformer Engine's offload handler runs them on their own streams); what the stage's
+    // compute cannot cover is exposed ----
+    // (pp = 1: one micro-batch in flight, so the memory's host bytes are one micro-batch's).
+    est.offload_bytes_per_micro_batch =
+        est.memory.host_activation_bytes / est.memory.in_flight_micro_batches;
+    est.offload_transfer_s = 0;
+    if (est.offload_bytes_per_micro_batch > 0) {
+      est.offload_transfer_s =
+          est.offload_bytes_per_micro_batch / hw::host_link_bytes_per_s(gpu, profile);
+      est.breakdown_s.offload =
+          mb * (std::max(0.0, est.offload_transfer_s - stage.fwd) +
+                std::max(0.0, est.offload_transfer_s - (stage.bwd + stage.rc)));
+    }
+    stage_params = est.memory.params_on_gpu;
+  }
+
+  // The gradient reduction in buckets, priced and overlapped with the last micro-batch's
+  // backward (`window`): equal buckets in closed form where they may be, else each bucket (the
+  // run's own list, or equal buckets over the dense and the experts' groups).
+  BucketOverlap gradient_buckets(Collective reduce, double grad_bytes, double dense_grad,
+                                 double expert_grad, bool experts_apart, bool experts_reduced,
+                                 double window) {
     if (options.dp_bucket_list_bytes.empty() && options.closed_form_buckets && !experts_apart) {
       // Equal buckets: one collective price, closed-form overlap.
       const double nb = std::max(
@@ -246,88 +241,127 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
           collective_cost(reduce, grad_bytes / nb, pl.dp, cluster, profile, options.dp_algorithm)
               .time_s;
       ++est.collective_evaluations;
-      ov = overlap_equal_buckets(nb, bucket_s, window, options.dp_overlap,
-                                 profile.overlap_compute_rate, profile.overlap_comm_rate);
-    } else {
-      auto equal = [&](double bytes) {
-        const double nb = options.bucket_bytes > 0 ? std::ceil(bytes / options.bucket_bytes) : 1.0;
-        return std::vector<double>(static_cast<std::size_t>(std::max(nb, 1.0)),
-                                   bytes / std::max(nb, 1.0));
-      };
-      // Buckets of one size over one group cost the same: priced once.
-      std::vector<double> bucket_bytes, bucket_s;
-      const double expected =
-          options.bucket_bytes > 0 ? grad_bytes / options.bucket_bytes + 2 : 2.0;
-      bucket_bytes.reserve(options.dp_bucket_list_bytes.size() +
-                           static_cast<std::size_t>(expected));
-      bucket_s.reserve(bucket_bytes.capacity());
-      auto add = [&](const std::vector<double>& bytes, const Group& group) {
-        double last_bytes = -1, last_s = 0;
-        for (double b : bytes) {
-          if (b != last_bytes) {
-            last_s =
-                collective_cost(reduce, b, group, cluster, profile, options.dp_algorithm).time_s;
-            last_bytes = b;
-            ++est.collective_evaluations;
-          }
-          bucket_bytes.push_back(b);
-          bucket_s.push_back(last_s);
-        }
-      };
-      add(options.dp_bucket_list_bytes.empty() ? equal(experts_apart ? dense_grad : grad_bytes)
-                                               : options.dp_bucket_list_bytes,
-          pl.dp);
-      if (experts_reduced && options.dp_bucket_list_bytes.empty())
-        add(equal(expert_grad), pl.edp);
-      ov = overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
-                           profile.overlap_compute_rate, profile.overlap_comm_rate);
+      return overlap_equal_buckets(nb, bucket_s, window, options.dp_overlap,
+                                   profile.overlap_compute_rate, profile.overlap_comm_rate);
     }
-    b.dp_comm = ov.exposed_s;
-    // Overlapped buckets share SMs and HBM with the backward pass they hide behind.
-    est.dp_overlap_slowdown_s = ov.slowdown_s;
-    b.backward += ov.slowdown_s;
-    auto gather = [&](double dense, double expert) {
-      double t = collective_cost(Collective::all_gather, experts_apart ? dense : dense + expert,
-                                 pl.dp, cluster, profile)
-                     .time_s;
-      ++est.collective_evaluations;
-      if (experts_reduced) {
-        t += collective_cost(Collective::all_gather, expert, pl.edp, cluster, profile).time_s;
-        ++est.collective_evaluations;
-      }
-      return t;
+    auto equal = [&](double bytes) {
+      const double nb = options.bucket_bytes > 0 ? std::ceil(bytes / options.bucket_bytes) : 1.0;
+      return std::vector<double>(static_cast<std::size_t>(std::max(nb, 1.0)),
+                                 bytes / std::max(nb, 1.0));
     };
-    if (plan.zero_stage >= 1 && plan.zero_stage < 3) {
-      // All-gather the updated 16-bit weights after the optimizer step.
-      est.zero_allgather_s = gather(dense_weight, expert_weight);
-      b.dp_comm += est.zero_allgather_s;
-    } else if (plan.zero_stage == 3) {
-      // Gather the weights before each forward and each backward, prefetched under compute.
-      const double ag = gather(dense_weight, expert_weight);
-      b.dp_comm += mb * std::max(0.0, 2 * ag - (stage.fwd + stage.bwd));
+    // Buckets of one size over one group cost the same: priced once.
+    std::vector<double> bucket_bytes, bucket_s;
+    const double expected = options.bucket_bytes > 0 ? grad_bytes / options.bucket_bytes + 2 : 2.0;
+    bucket_bytes.reserve(options.dp_bucket_list_bytes.size() + static_cast<std::size_t>(expected));
+    bucket_s.reserve(bucket_bytes.capacity());
+    auto add = [&](const std::vector<double>& bytes, const Group& group) {
+      double last_bytes = -1, last_s = 0;
+      for (double b : bytes) {
+        if (b != last_bytes) {
+          last_s = collective_cost(reduce, b, group, cluster, profile, options.dp_algorithm).time_s;
+          last_bytes = b;
+          ++est.collective_evaluations;
+        }
+        bucket_bytes.push_back(b);
+        bucket_s.push_back(last_s);
+      }
+    };
+    add(options.dp_bucket_list_bytes.empty() ? equal(experts_apart ? dense_grad : grad_bytes)
+                                             : options.dp_bucket_list_bytes,
+        pl.dp);
+    if (experts_reduced && options.dp_bucket_list_bytes.empty())
+      add(equal(expert_grad), pl.edp);
+    return overlap_buckets(bucket_s, bucket_bytes, window, options.dp_overlap,
+                           profile.overlap_compute_rate, profile.overlap_comm_rate);
+  }
+
+  void data_parallel() {
+    StepBreakdown& b = est.breakdown_s;
+    // Gradients reduce in the dtype the run keeps them in where the framework lets it choose
+    // (Megatron-Core's grad_reduce_in_fp32), else in the 16-bit compute dtype of mixed precision.
+    const double grad_bytes =
+        stage_params * chosen_grad_bytes(setup, options.fw(), per_param.gradients);
+    const double weight_bytes = stage_params * per_param.weights;
+    // MoE: the experts' gradients are summed over their own data-parallel group, dp x cp / ep
+    // (Megatron-Core's expert data-parallel group), the rest over dp x cp.
+    const double expert_share =
+        stage_params > 0 ? est.memory.expert_params_on_gpu / stage_params : 0;
+    const bool experts_apart =
+        expert_share > 0 && (pl.edp.size != pl.dp.size || pl.edp.per_node != pl.dp.per_node);
+    const bool experts_reduced = experts_apart && pl.edp.size > 1;
+    const double dense_grad = grad_bytes * (1 - expert_share),
+                 expert_grad = grad_bytes * expert_share;
+    const double dense_weight = weight_bytes * (1 - expert_share),
+                 expert_weight = weight_bytes * expert_share;
+    est.dp_bytes = grad_bytes;
+    est.dp_volume_bytes = 0;
+    const std::int64_t replicas = plan.dp_cp(); // gradients are summed over dp x cp
+    if (replicas > 1 || experts_reduced) { // folded experts may be replicated where dense is not
+      auto volume = [&](std::int64_t n, double grads, double weights) {
+        if (n <= 1)
+          return 0.0;
+        const double half = busbw_factor(Collective::all_gather, n);
+        return plan.zero_stage == 0  ? busbw_factor(Collective::all_reduce, n) * grads
+               : plan.zero_stage < 3 ? half * (grads + weights)
+                                     : half * (grads + 2 * mb * weights);
+      };
+      est.dp_volume_bytes = experts_apart ? volume(replicas, dense_grad, dense_weight) +
+                                                volume(pl.edp.size, expert_grad, expert_weight)
+                                          : volume(replicas, grad_bytes, weight_bytes);
+      const Collective reduce =
+          plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+      const BucketOverlap ov =
+          gradient_buckets(reduce, grad_bytes, dense_grad, expert_grad, experts_apart,
+                           experts_reduced, stage.bwd + stage.rc);
+      b.dp_comm = ov.exposed_s;
+      // Overlapped buckets share SMs and HBM with the backward pass they hide behind.
+      est.dp_overlap_slowdown_s = ov.slowdown_s;
+      b.backward += ov.slowdown_s;
+      auto gather = [&](double dense, double expert) {
+        double t = collective_cost(Collective::all_gather, experts_apart ? dense : dense + expert,
+                                   pl.dp, cluster, profile)
+                       .time_s;
+        ++est.collective_evaluations;
+        if (experts_reduced) {
+          t += collective_cost(Collective::all_gather, expert, pl.edp, cluster, profile).time_s;
+          ++est.collective_evaluations;
+        }
+        return t;
+      };
+      if (plan.zero_stage >= 1 && plan.zero_stage < 3) {
+        // All-gather the updated 16-bit weights after the optimizer step.
+        est.zero_allgather_s = gather(dense_weight, expert_weight);
+        b.dp_comm += est.zero_allgather_s;
+      } else if (plan.zero_stage == 3) {
+        // Gather the weights before each forward and each backward, prefetched under compute.
+        const double ag = gather(dense_weight, expert_weight);
+        b.dp_comm += mb * std::max(0.0, 2 * ag - (stage.fwd + stage.bwd));
+      }
     }
   }
 
-  // ---- FSDP2's own copies of parameters and gradients (framework.hpp: fsdp2_copies) ----
-  if (options.fw().fsdp2_copies) {
-    const bool mixed = setup.precision != model::Precision::fp32;
-    const double w = mixed ? 2.0 : 4.0, r = 4.0; // unsharded parameter, reduce dtype bytes
-    const double n = plan.zero_stage >= 3 ? est.memory.shard_ways : 1.0;
-    const bool alone = plan.dp_cp() == 1; // the collectives are local copies at world size 1
-    // Each all-gather (before forward and again before backward): the fp32 shard cast into
-    // the gather buffer (4 + w per local parameter), and at world size 1 the gather itself.
-    const double gather = stage_params * ((4 + w) / n + (alone ? 2 * w : 0.0));
-    // After backward: the unsharded gradients copied into the fp32 reduce-scatter buffer
-    // (w + r per parameter), and at world size 1 the reduce-scatter itself.
-    const double reduce = stage_params * ((w + r) + (alone ? 2 * r : 0.0));
-    const double bw = gpu.hbm_bandwidth_bytes_per_s * profile.elementwise_bw_fraction;
-    b.forward += mb * gather / bw;
-    b.backward += mb * (gather + reduce) / bw;
+  void fsdp2_copies() {
+    StepBreakdown& b = est.breakdown_s;
+    if (options.fw().fsdp2_copies) {
+      const bool mixed = setup.precision != model::Precision::fp32;
+      const double w = mixed ? 2.0 : 4.0, r = 4.0; // unsharded parameter, reduce dtype bytes
+      const double n = plan.zero_stage >= 3 ? est.memory.shard_ways : 1.0;
+      const bool alone = plan.dp_cp() == 1; // the collectives are local copies at world size 1
+      // Each all-gather (before forward and again before backward): the fp32 shard cast into
+      // the gather buffer (4 + w per local parameter), and at world size 1 the gather itself.
+      const double gather = stage_params * ((4 + w) / n + (alone ? 2 * w : 0.0));
+      // After backward: the unsharded gradients copied into the fp32 reduce-scatter buffer
+      // (w + r per parameter), and at world size 1 the reduce-scatter itself.
+      const double reduce = stage_params * ((w + r) + (alone ? 2 * r : 0.0));
+      const double bw = gpu.hbm_bandwidth_bytes_per_s * profile.elementwise_bw_fraction;
+      b.forward += mb * gather / bw;
+      b.backward += mb * (gather + reduce) / bw;
+    }
   }
 
   // ---- optimizer: memory-bound update of this GPU's (ZeRO-sharded) parameters ----
-  double optimizer_host = 0;
-  {
+  void optimizer() {
+    StepBreakdown& b = est.breakdown_s;
     const double shard = plan.zero_stage >= 1 ? est.memory.shard_ways : 1.0;
     const bool mixed = setup.precision == model::Precision::bf16_mixed ||
                        setup.precision == model::Precision::fp16_mixed ||
@@ -352,12 +386,14 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
       optimizer_host = tensors * fw.optimizer_host_s_per_tensor;
     }
   }
+
   // Host-bound frameworks: the host issues each phase (forward, backward with its recompute,
   // optimizer step) ahead of the GPU; where a phase's issue time exceeds its GPU time the GPU
   // waits, and a phase cannot start on the GPU before the host has issued it, so the excess
   // of each phase is on the critical path (a host-bound forward is not hidden by a GPU-bound
   // backward that follows it).
-  {
+  void host() {
+    StepBreakdown& b = est.breakdown_s;
     const FrameworkProfile& fw = options.fw();
     if (fw.host_model == HostModel::queue) {
       const double hf = mb * stage.host_fwd, hb = mb * stage.host_bwd;
@@ -368,37 +404,60 @@ void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
                std::max(0.0, optimizer_host - b.optimizer);
     }
   }
-  est.step_time_s = b.total();
-  // The band from the residuals of runs of this kind (one GPU or several: FrameworkProfile).
-  const bool moe = m.num_experts > 0;
-  const FitResiduals& residuals = options.fw().time_residuals(plan.num_gpus(), moe);
-  est.band_sigma_fraction = residuals.time_band_fraction(1);
-  est.band_dof = residuals.time_dof();
-  est.band_runs = residuals.time_runs;
-  est.band_leave_one_out = residuals.time_sigma_leave_one_out;
-  est.band_multi_gpu = &residuals == &options.fw().fit_multi_gpu;
-  est.band_kind = &residuals == &options.fw().fit_moe     ? "MoE"
-                  : &residuals == &options.fw().fit_dense ? "dense"
-                                                          : "";
 
-  // ---- rates ----
-  const double n = static_cast<double>(plan.num_gpus());
-  est.tokens_per_step = static_cast<double>(est.global_batch_size * setup.seq_len);
-  est.tokens_per_s = est.tokens_per_step / est.step_time_s;
-  est.model_flops_per_step = model_flops_per_token * est.tokens_per_step;
-  // Re-run FLOPs: per GPU per micro-batch per layer, over every layer that re-runs (the
-  // stages' average), micro-batch and GPU.
-  const double rerun_layers =
-      plan.recompute == Recompute::full && setup.recompute_layers > 0
-          ? std::min(layers,
-                     static_cast<double>(model::layers_recomputed(plan, setup, m.num_layers)))
-          : layers;
-  est.hardware_flops_per_step =
-      est.model_flops_per_step + a.layer_recompute_flops[rc] * rerun_layers * mb * n;
-  est.peak_flops_per_s = mfu_peak_flops_per_s(gpu, setup.precision);
-  est.achieved_flops_per_s_per_gpu = est.model_flops_per_step / (est.step_time_s * n);
-  est.mfu = est.achieved_flops_per_s_per_gpu / est.peak_flops_per_s;
-  est.hfu = est.hardware_flops_per_step / (est.step_time_s * n * est.peak_flops_per_s);
+  void band() {
+    est.step_time_s = est.breakdown_s.total();
+    // The band from the residuals of runs of this kind (one GPU or several: FrameworkProfile).
+    const bool moe = m.num_experts > 0;
+    const FitResiduals& residuals = options.fw().time_residuals(plan.num_gpus(), moe);
+    est.band_sigma_fraction = residuals.time_band_fraction(1);
+    est.band_dof = residuals.time_dof();
+    est.band_runs = residuals.time_runs;
+    est.band_leave_one_out = residuals.time_sigma_leave_one_out;
+    est.band_multi_gpu = &residuals == &options.fw().fit_multi_gpu;
+    est.band_kind = &residuals == &options.fw().fit_moe     ? "MoE"
+                    : &residuals == &options.fw().fit_dense ? "dense"
+                                                            : "";
+  }
+
+  void rates(double model_flops_per_token) {
+    const int rc = static_cast<int>(plan.recompute);
+    // ---- rates ----
+    const double n = static_cast<double>(plan.num_gpus());
+    est.tokens_per_step = static_cast<double>(est.global_batch_size * setup.seq_len);
+    est.tokens_per_s = est.tokens_per_step / est.step_time_s;
+    est.model_flops_per_step = model_flops_per_token * est.tokens_per_step;
+    // Re-run FLOPs: per GPU per micro-batch per layer, over every layer that re-runs (the
+    // stages' average), micro-batch and GPU.
+    const double rerun_layers =
+        plan.recompute == Recompute::full && setup.recompute_layers > 0
+            ? std::min(layers,
+                       static_cast<double>(model::layers_recomputed(plan, setup, m.num_layers)))
+            : layers;
+    est.hardware_flops_per_step =
+        est.model_flops_per_step + a.layer_recompute_flops[rc] * rerun_layers * mb * n;
+    est.peak_flops_per_s = mfu_peak_flops_per_s(gpu, setup.precision);
+    est.achieved_flops_per_s_per_gpu = est.model_flops_per_step / (est.step_time_s * n);
+    est.mfu = est.achieved_flops_per_s_per_gpu / est.peak_flops_per_s;
+    est.hfu = est.hardware_flops_per_step / (est.step_time_s * n * est.peak_flops_per_s);
+  }
+};
+} // namespace
+
+StepEstimate compose_step(const StepInputs& in) {
+  StepEstimate est;
+  est.placement = place_groups(in.plan, in.cluster);
+  StepComposer c(in, est);
+  c.slowest_stage();
+  c.schedule();
+  c.memory(in.memory);
+  c.data_parallel();
+  c.fsdp2_copies();
+  c.optimizer();
+  c.host();
+  c.band();
+  c.rates(in.model_flops_per_token);
+  return est;
 }
 
 double days_to_train(double tokens, double tokens_per_step, double step_time_s) {
@@ -428,8 +487,8 @@ StepEstimate estimate_step(const model::ModelSpec& m, const hw::ClusterSpec& clu
   const MicroBatchAccounting a = account_micro_batch(m, ops, plan, setup, options.fw());
   const MicroBatchTimes t =
       time_micro_batch(m, ops, plan, setup, gpu, profile, cluster, options.fw());
-  compose_step(a, t, m, cluster, gpu, profile, plan, setup, options,
-               model::flops_per_token(m, setup.seq_len).total, est);
+  est = compose_step({a, t, m, cluster, gpu, profile, plan, setup, options,
+                      model::flops_per_token(m, setup.seq_len).total});
   est.framework = options.fw().name;
   est.torch_compile = options.fw().torch_compile;
   est.caveats = applicable_caveats(options.fw(), m.is_moe(), plan.cp > 1);

@@ -174,15 +174,26 @@ struct StepEstimate {
 [[nodiscard]] std::int64_t ep_merged_chunk_pairs(const model::ParallelPlan& plan,
                                                  std::int64_t micro_batches);
 
-/// Phase 2: the step from cached per-micro-batch results (no allocation). Fills the
-/// scalar fields of `out` (not the per-op lists); memory is the fullest stage's (pass it
-/// when already composed, e.g. by a search that prunes on memory first).
-void compose_step(const MicroBatchAccounting& a, const MicroBatchTimes& t,
-                  const model::ModelSpec& model, const hw::ClusterSpec& cluster,
-                  const hw::GpuSpec& gpu, const hw::HardwareProfile& profile,
-                  const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                  const StepOptions& options, double model_flops_per_token, StepEstimate& out,
-                  const MemoryBreakdown* memory = nullptr);
+/// What phase 2 reads: phase 1's cached per-micro-batch results and the configuration.
+struct StepInputs {
+  const MicroBatchAccounting& acc;
+  const MicroBatchTimes& times;
+  const model::ModelSpec& model;
+  const hw::ClusterSpec& cluster;
+  const hw::GpuSpec& gpu;
+  const hw::HardwareProfile& profile;
+  const model::ParallelPlan& plan;
+  const model::TrainingSetup& setup;
+  const StepOptions& options;
+  double model_flops_per_token = 0;
+  // The fullest stage's memory when already composed (e.g. by a search that prunes on memory
+  // first); null: composed here.
+  const MemoryBreakdown* memory = nullptr;
+};
+/// Phase 2: the step from cached per-micro-batch results: its scalar fields (not the per-op
+/// lists), in stages: the slowest pipeline stage, the schedule, the memory, data-parallel
+/// traffic, FSDP2's copies, the optimizer, host-bound phases, the band and the rates.
+[[nodiscard]] StepEstimate compose_step(const StepInputs& in);
 
 /// Time to train on `tokens` tokens at this estimate's throughput (bottom-up), and the top-down
 /// 6ND time at the MFU the estimate predicts (simulate/topdown.hpp), a cross-check: the two
