@@ -49,156 +49,179 @@ MemoryBreakdown model_state_bytes(double params, Precision precision, Optimizer 
   return m;
 }
 
-MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::ModelSpec& model,
-                               const model::ParallelPlan& plan, const model::TrainingSetup& setup,
-                               const hw::HardwareProfile& profile, const MemoryOptions& options,
-                               std::int64_t stage) {
-  const bool first = stage == 0;
-  const bool last = stage == plan.pp - 1;
-  const std::int64_t num_layers = model::layers_on_stage(plan, model.num_layers, stage);
-  const double layers = static_cast<double>(num_layers);
-  // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
-  // stage, the head on the last (plus a copy of a tied table when it is not the first).
-  const double layer_params =
-      a.layer_dense_params + a.layer_expert_params / static_cast<double>(plan.ep);
-  double params = layers * layer_params;
-  if (first)
-    params += a.emb_params;
-  if (last)
-    params += a.head_params + (first ? 0.0 : a.tied_copy_params);
-  // ZeRO shards dense parameters over dp x cp and the experts over the expert-data-parallel
-  // group, dp x cp / ep (each expert lives on one ep rank of it): one mean divisor for both.
-  const double expert_params = layers * a.layer_expert_params / static_cast<double>(plan.ep);
-  const auto n_dense = static_cast<double>(plan.dp_cp());
-  const auto n_expert = static_cast<double>(plan.expert_dp_cp());
-  const double sharded = (params - expert_params) / n_dense + expert_params / n_expert;
-  const double shard = sharded > 0 ? params / sharded : n_dense;
-  MemoryBreakdown m =
-      model_state_bytes(params, setup.precision, setup.optimizer, shard, plan.zero_stage);
-  m.expert_params_on_gpu = expert_params;
-  m.stage = stage;
-  const FrameworkProfile& fw = options.framework ? *options.framework : trainsim_framework();
-  if (fw.mixed_weight_bytes > 0 && setup.precision != model::Precision::fp32 &&
-      setup.precision != model::Precision::bf16) {
-    // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
-    const double n = shard;
-    m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
-    // Megatron-Core's main_grad buffers in the dtype the run reduces in (grad_reduce_in_fp32).
-    m.gradients = chosen_grad_bytes(setup, fw, fw.mixed_grad_bytes) * params /
-                  (plan.zero_stage >= 2 ? n : 1.0);
-    m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
-  }
-  double fp8_state = 0;
-  if (model::is_fp8(setup.precision)) {
-    // FP8 copies of the linear weights (Transformer Engine's Float8Tensor): the data and, on
-    // Hopper, a transposed copy for the GEMMs that need the other layout (1 + 1 B/param);
-    // MXFP8 keeps row- and column-wise copies, each with one E8M0 scale per 32 elements
-    // (2 x (1 + 1/32) B/param). Delayed scaling adds its amax history: 1024 fp32 entries for
-    // each of the 3 tensors of every FP8 GEMM (TE DelayedScaling, amax_history_len = 1024).
-    const double fp8_params = layers * (a.layer_fp8_dense_params +
-                                        a.layer_fp8_expert_params / static_cast<double>(plan.ep));
-    const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
-    // FP8 primary weights (FrameworkProfile::fp8_param_gather): the copies are the weights;
-    // those linears keep no 16-bit parameter.
-    const double sixteen_bit =
-        fw.fp8_param_gather ? (fw.mixed_weight_bytes > 0 ? fw.mixed_weight_bytes : 2.0) : 0.0;
-    m.weights += fp8_params * (per_param - sixteen_bit) / (plan.zero_stage >= 3 ? shard : 1);
-    if (setup.precision == model::Precision::fp8_delayed)
-      fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
-  }
-  m.stage_num_layers = num_layers;
-  if (options.offload_optimizer) {
-    m.optimizer = 0;
-    m.gradients = 0;
-  }
-  if (options.offload_params && plan.zero_stage == 3)
-    m.weights = 0;
+namespace {
+// compose_memory's stages, in order, over one breakdown: each reads the inputs and what the
+// stages before it set.
+struct MemoryComposer {
+  const MicroBatchAccounting& a;
+  const model::ModelSpec& model;
+  const model::ParallelPlan& plan;
+  const model::TrainingSetup& setup;
+  const hw::HardwareProfile& profile;
+  const MemoryOptions& options;
+  const FrameworkProfile& fw;
+  const std::int64_t stage;
+  const bool first, last;
+  const std::int64_t num_layers; // on this stage
+  const double layers;
+  MemoryBreakdown m;
+  double layer_params = 0, params = 0, shard = 1, fp8_state = 0;
+  std::int64_t micro_batches = 1, recomputed = 0;
+  double in_flight = 1, end_of_backward_act = 0;
 
-  // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
-  // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
-  const std::int64_t micro_batches =
-      std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
-  double in_flight =
-      static_cast<double>(std::max<std::int64_t>(std::min(plan.pp - stage, micro_batches), 1));
-  // Korthikanti et al. 2022 Sec. 4.2.3; never more than every micro-batch of the step (with
-  // as many micro-batches as stages the interleaved schedule's first rank runs every forward
-  // before its first backward and holds all of them, as 1F1B's does).
-  if (plan.interleave > 1 && plan.pp > 1 && first)
-    in_flight = std::min(in_flight * (1.0 + static_cast<double>(plan.pp - 1) /
-                                                static_cast<double>(plan.pp * plan.interleave)),
-                         static_cast<double>(micro_batches));
-  // Activation offload (Megatron-Core's cpu_offloading_num_layers, pp = 1): the first n
-  // layers' saved tensors go to host memory as the forward leaves them and come back ahead of
-  // their backward; Transformer Engine's offload handler double-buffers one layer's worth on
-  // the GPU while it copies (transformer_engine/pytorch/cpu_offload.py), so n - 1 layers' worth
-  // leave the GPU.
-  const std::int64_t offloaded =
-      std::min<std::int64_t>(setup.offload_activation_layers, num_layers);
-  const double kept_layers = layers - static_cast<double>(std::max<std::int64_t>(offloaded - 1, 0));
-  // Saved bytes of a layer, the stage's mean: under full recompute of some layers only, the
-  // recomputed ones keep their input and the others what no recompute keeps.
-  const auto recomputed = model::layers_recomputed(plan, setup, num_layers);
-  const double layer_act =
-      recomputed >= num_layers
-          ? a.layer_act[static_cast<int>(plan.recompute)]
-          : (static_cast<double>(recomputed) * a.layer_act[static_cast<int>(plan.recompute)] +
-             static_cast<double>(num_layers - recomputed) *
-                 a.layer_act[static_cast<int>(Recompute::none)]) /
-                layers;
-  m.host_activation_bytes = in_flight * static_cast<double>(offloaded) * layer_act;
-  double act = in_flight * kept_layers * layer_act;
-  if (first)
-    act += in_flight * a.emb_act;
-  // Full recompute re-materialises one layer at a time, during that layer's backward, where
-  // the framework's backward transients of that layer appear too; the head's tensors (the
-  // loss chain) are freed by then, having been used first: the two are never alive together.
-  // Per-op checkpointing re-makes the rest of the layer's tensors beside the ones it kept.
-  const double kept = a.layer_act[static_cast<int>(Recompute::selective_op)] -
-                      a.layer_act[static_cast<int>(Recompute::full)];
-  const double remade =
-      (plan.recompute == Recompute::full           ? a.layer_saved_all
-       : plan.recompute == Recompute::selective_op ? std::max(0.0, a.layer_saved_all - kept)
-                                                   : 0.0) +
-      a.layer_bwd_transient;
-  act += last ? std::max(remade, a.head_act) : remade;
-  m.activations = act;
-  // The backward's last layer (the first in forward order): every gradient of the stage is
-  // made, and that layer's own tensors (re-made under full recompute) and backward transients
-  // are still alive (allocator traces of eager full recompute with naive attention: the peak
-  // is in layer 0's backward, beside all the gradients).
-  const double end_of_backward_act =
-      a.layer_act[static_cast<int>(plan.recompute)] + remade + (first ? a.emb_act : 0.0);
-  m.in_flight_micro_batches = in_flight;
+  explicit MemoryComposer(const MemoryInputs& in)
+      : a(in.acc), model(in.model), plan(in.plan), setup(in.setup), profile(in.profile),
+        options(in.options),
+        fw(in.options.framework ? *in.options.framework : trainsim_framework()), stage(in.stage),
+        first(in.stage == 0), last(in.stage == in.plan.pp - 1),
+        num_layers(model::layers_on_stage(in.plan, in.model.num_layers, in.stage)),
+        layers(static_cast<double>(num_layers)) {}
 
-  // Buffers: gradient buckets (double-buffered) when gradients are communicated, ZeRO-3's
-  // gathered 16-bit parameters of the current and the prefetched layer, and pipeline
-  // send/receive buffers of one activation each way.
-  double buffers = 0;
-  if (plan.dp_cp() > 1)
-    buffers += 2 * options.bucket_bytes;
-  const double gathered_bytes_per_param =
-      fw.fsdp2_copies && setup.precision != model::Precision::fp32
-          ? 2.0 // FSDP2 gathers into the mixed-precision policy's 16-bit parameters
-          : state_bytes_per_param(setup.precision, setup.optimizer).weights;
-  if (fw.pp_unsharded_stage && plan.pp > 1 && plan.zero_stage == 3 && plan.dp_cp() > 1 &&
-      micro_batches > 1) {
-    // The stage's parameters stay gathered across its micro-batches, and their unsharded
-    // gradients accumulate in fp32 until the last one (FrameworkProfile::pp_unsharded_stage).
-    buffers += params * (gathered_bytes_per_param + 4.0);
-  } else if (plan.zero_stage == 3 && plan.dp_cp() > 1) {
-    buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
+  // Weights, gradients and optimizer states of this stage's parameters.
+  void model_states() {
+    // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
+    // stage, the head on the last (plus a copy of a tied table when it is not the first).
+    layer_params = a.layer_dense_params + a.layer_expert_params / static_cast<double>(plan.ep);
+    params = layers * layer_params;
+    if (first)
+      params += a.emb_params;
+    if (last)
+      params += a.head_params + (first ? 0.0 : a.tied_copy_params);
+    // ZeRO shards dense parameters over dp x cp and the experts over the expert-data-parallel
+    // group, dp x cp / ep (each expert lives on one ep rank of it): one mean divisor for both.
+    const double expert_params = layers * a.layer_expert_params / static_cast<double>(plan.ep);
+    const auto n_dense = static_cast<double>(plan.dp_cp());
+    const auto n_expert = static_cast<double>(plan.expert_dp_cp());
+    const double sharded = (params - expert_params) / n_dense + expert_params / n_expert;
+    shard = sharded > 0 ? params / sharded : n_dense;
+    m = model_state_bytes(params, setup.precision, setup.optimizer, shard, plan.zero_stage);
+    m.expert_params_on_gpu = expert_params;
+    m.stage = stage;
+    if (fw.mixed_weight_bytes > 0 && setup.precision != model::Precision::fp32 &&
+        setup.precision != model::Precision::bf16) {
+      // The framework's own mixed-precision policy (framework.hpp), sharded as ZeRO shards.
+      const double n = shard;
+      m.weights = fw.mixed_weight_bytes * params / (plan.zero_stage >= 3 ? n : 1.0);
+      // Megatron-Core's main_grad buffers in the dtype the run reduces in (grad_reduce_in_fp32).
+      m.gradients = chosen_grad_bytes(setup, fw, fw.mixed_grad_bytes) * params /
+                    (plan.zero_stage >= 2 ? n : 1.0);
+      m.optimizer = fw.mixed_optimizer_bytes * params / (plan.zero_stage >= 1 ? n : 1.0);
+    }
+    fp8_state = 0;
+    if (model::is_fp8(setup.precision)) {
+      // FP8 copies of the linear weights (Transformer Engine's Float8Tensor): the data and, on
+      // Hopper, a transposed copy for the GEMMs that need the other layout (1 + 1 B/param);
+      // MXFP8 keeps row- and column-wise copies, each with one E8M0 scale per 32 elements
+      // (2 x (1 + 1/32) B/param). Delayed scaling adds its amax history: 1024 fp32 entries for
+      // each of the 3 tensors of every FP8 GEMM (TE DelayedScaling, amax_history_len = 1024).
+      const double fp8_params = layers * (a.layer_fp8_dense_params +
+                                          a.layer_fp8_expert_params / static_cast<double>(plan.ep));
+      const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
+      // FP8 primary weights (FrameworkProfile::fp8_param_gather): the copies are the weights;
+      // those linears keep no 16-bit parameter.
+      const double sixteen_bit =
+          fw.fp8_param_gather ? (fw.mixed_weight_bytes > 0 ? fw.mixed_weight_bytes : 2.0) : 0.0;
+      m.weights += fp8_params * (per_param - sixteen_bit) / (plan.zero_stage >= 3 ? shard : 1);
+      if (setup.precision == model::Precision::fp8_delayed)
+        fp8_state = layers * 4 * 3 * 1024 * 4.0 * 3; // 4 linear modules x 3 GEMMs x 3 tensors
+    }
+    m.stage_num_layers = num_layers;
+    if (options.offload_optimizer) {
+      m.optimizer = 0;
+      m.gradients = 0;
+    }
+    if (options.offload_params && plan.zero_stage == 3)
+      m.weights = 0;
   }
-  if (plan.pp > 1)
-    buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
-               (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
-  m.buffers = buffers + fp8_state;
-  m.activations_saved = m.activations;
-  m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
-  AllocatorPeaks simulated;
-  std::optional<StepTensors> step_tensors; // simulated once the analytic peak is known
-  if (fw.caching_allocator && params > 0 && options.simulate_allocator) {
-    // The step's tensors through the caching-allocator model (allocator.hpp), before the
-    // timeline below reduces the parts to those alive at the peak.
+
+  void activations() {
+    // Activations: micro-batches in flight on this stage (1F1B: stage i holds pp - i of them,
+    // so the first holds all layers' worth; Narayanan et al. 2021) times saved bytes per layer.
+    micro_batches = std::max<std::int64_t>(model::grad_accumulation_steps(plan, setup), 1);
+    in_flight =
+        static_cast<double>(std::max<std::int64_t>(std::min(plan.pp - stage, micro_batches), 1));
+    // Korthikanti et al. 2022 Sec. 4.2.3; never more than every micro-batch of the step (with
+    // as many micro-batches as stages the interleaved schedule's first rank runs every forward
+    // before its first backward and holds all of them, as 1F1B's does).
+    if (plan.interleave > 1 && plan.pp > 1 && first)
+      in_flight = std::min(in_flight * (1.0 + static_cast<double>(plan.pp - 1) /
+                                                  static_cast<double>(plan.pp * plan.interleave)),
+                           static_cast<double>(micro_batches));
+    // Activation offload (Megatron-Core's cpu_offloading_num_layers, pp = 1): the first n
+    // layers' saved tensors go to host memory as the forward leaves them and come back ahead of
+    // their backward; Transformer Engine's offload handler double-buffers one layer's worth on
+    // the GPU while it copies (transformer_engine/pytorch/cpu_offload.py), so n - 1 layers' worth
+    // leave the GPU.
+    const std::int64_t offloaded =
+        std::min<std::int64_t>(setup.offload_activation_layers, num_layers);
+    const double kept_layers =
+        layers - static_cast<double>(std::max<std::int64_t>(offloaded - 1, 0));
+    // Saved bytes of a layer, the stage's mean: under full recompute of some layers only, the
+    // recomputed ones keep their input and the others what no recompute keeps.
+    recomputed = model::layers_recomputed(plan, setup, num_layers);
+    const double layer_act =
+        recomputed >= num_layers
+            ? a.layer_act[static_cast<int>(plan.recompute)]
+            : (static_cast<double>(recomputed) * a.layer_act[static_cast<int>(plan.recompute)] +
+               static_cast<double>(num_layers - recomputed) *
+                   a.layer_act[static_cast<int>(Recompute::none)]) /
+                  layers;
+    m.host_activation_bytes = in_flight * static_cast<double>(offloaded) * layer_act;
+    double act = in_flight * kept_layers * layer_act;
+    if (first)
+      act += in_flight * a.emb_act;
+    // Full recompute re-materialises one layer at a time, during that layer's backward, where
+    // the framework's backward transients of that layer appear too; the head's tensors (the
+    // loss chain) are freed by then, having been used first: the two are never alive together.
+    // Per-op checkpointing re-makes the rest of the layer's tensors beside the ones it kept.
+    const double kept = a.layer_act[static_cast<int>(Recompute::selective_op)] -
+                        a.layer_act[static_cast<int>(Recompute::full)];
+    const double remade =
+        (plan.recompute == Recompute::full           ? a.layer_saved_all
+         : plan.recompute == Recompute::selective_op ? std::max(0.0, a.layer_saved_all - kept)
+                                                     : 0.0) +
+        a.layer_bwd_transient;
+    act += last ? std::max(remade, a.head_act) : remade;
+    m.activations = act;
+    // The backward's last layer (the first in forward order): every gradient of the stage is
+    // made, and that layer's own tensors (re-made under full recompute) and backward transients
+    // are still alive (allocator traces of eager full recompute with naive attention: the peak
+    // is in layer 0's backward, beside all the gradients).
+    end_of_backward_act =
+        a.layer_act[static_cast<int>(plan.recompute)] + remade + (first ? a.emb_act : 0.0);
+    m.in_flight_micro_batches = in_flight;
+  }
+
+  void buffers() {
+    // Buffers: gradient buckets (double-buffered) when gradients are communicated, ZeRO-3's
+    // gathered 16-bit parameters of the current and the prefetched layer, and pipeline
+    // send/receive buffers of one activation each way.
+    double buffers = 0;
+    if (plan.dp_cp() > 1)
+      buffers += 2 * options.bucket_bytes;
+    const double gathered_bytes_per_param =
+        fw.fsdp2_copies && setup.precision != model::Precision::fp32
+            ? 2.0 // FSDP2 gathers into the mixed-precision policy's 16-bit parameters
+            : state_bytes_per_param(setup.precision, setup.optimizer).weights;
+    if (fw.pp_unsharded_stage && plan.pp > 1 && plan.zero_stage == 3 && plan.dp_cp() > 1 &&
+        micro_batches > 1) {
+      // The stage's parameters stay gathered across its micro-batches, and their unsharded
+      // gradients accumulate in fp32 until the last one (FrameworkProfile::pp_unsharded_stage).
+      buffers += params * (gathered_bytes_per_param + 4.0);
+    } else if (plan.zero_stage == 3 && plan.dp_cp() > 1) {
+      buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
+    }
+    if (plan.pp > 1)
+      buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
+                 (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
+    m.buffers = buffers + fp8_state;
+    m.activations_saved = m.activations;
+    m.overhead = fw.context_bytes > 0 ? fw.context_bytes : profile.context_overhead_bytes;
+  }
+
+  // The step's tensors through the caching-allocator model (allocator.hpp), before the
+  // timeline below reduces the parts to those alive at the peak.
+  [[nodiscard]] StepTensors step_tensors() const {
     const auto& t = a.tensors;
     StepTensors st;
     if (first) {
@@ -246,43 +269,66 @@ MemoryBreakdown compose_memory(const MicroBatchAccounting& a, const model::Model
     st.empty_cache_before_steps = options.empty_cache_before_steps;
     st.steps = std::max<std::int64_t>(options.allocator_steps, 2); // the first makes the states
     st.stop_at_out_of_memory = options.verdict_only_above_bytes > 0 && st.cap_bytes > 0;
-    step_tensors = std::move(st);
+    return st;
   }
-  if (fw.memory_timeline) {
-    // Backward: activations freed as gradients are made (state + max of the two); optimizer
-    // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
-    const double local_params = params / (plan.zero_stage >= 3 ? shard : 1);
-    const double transient = fw.optimizer_transient_bytes_per_param * local_params;
-    const double end_of_backward = m.gradients + end_of_backward_act;
-    const double backward_peak = std::max(m.activations, end_of_backward);
-    const double optimizer_peak = m.gradients + transient;
-    if (optimizer_peak > backward_peak) {
-      m.activations = 0;
-      m.transient = transient;
-    } else if (end_of_backward > m.activations) {
-      m.activations = end_of_backward_act; // end of backward: every gradient, one layer left
-    } else {
-      m.gradients = 0; // start of backward: every activation, no gradient yet
+
+  // The parts alive at the peak (FrameworkProfile::memory_timeline).
+  void timeline() {
+    if (fw.memory_timeline) {
+      // Backward: activations freed as gradients are made (state + max of the two); optimizer
+      // step: gradients plus the optimizer's transient lists. The peak is the larger moment.
+      const double local_params = params / (plan.zero_stage >= 3 ? shard : 1);
+      const double transient = fw.optimizer_transient_bytes_per_param * local_params;
+      const double end_of_backward = m.gradients + end_of_backward_act;
+      const double backward_peak = std::max(m.activations, end_of_backward);
+      const double optimizer_peak = m.gradients + transient;
+      if (optimizer_peak > backward_peak) {
+        m.activations = 0;
+        m.transient = transient;
+      } else if (end_of_backward > m.activations) {
+        m.activations = end_of_backward_act; // end of backward: every gradient, one layer left
+      } else {
+        m.gradients = 0; // start of backward: every activation, no gradient yet
+      }
     }
   }
-  if (step_tensors && !(options.verdict_only_above_bytes > 0 &&
-                        m.peak_allocated() + m.overhead > options.verdict_only_above_bytes)) {
-    simulated = simulate_step_allocator(*step_tensors);
-    m.allocator_step = std::make_shared<const StepTensors>(std::move(*step_tensors));
+
+  // The allocator's slack: the played step's (frameworks that simulate their allocator), else
+  // the profile's fraction.
+  void allocator(std::optional<StepTensors> played) {
+    AllocatorPeaks simulated;
+    if (played && !(options.verdict_only_above_bytes > 0 &&
+                    m.peak_allocated() + m.overhead > options.verdict_only_above_bytes)) {
+      simulated = simulate_step_allocator(*played);
+      m.allocator_step = std::make_shared<const StepTensors>(std::move(*played));
+    }
+    // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
+    // allocated bytes): a fraction of what is allocated plus segment rounding.
+    m.allocator = fw.allocator_overhead_fraction * m.peak_allocated();
+    // Frameworks that simulate their allocator: the slack the model's allocator keeps beyond
+    // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
+    // Out of memory under the cap: the step cannot run, and reserved is what it would have
+    // needed (beyond the cap), however the timeline's allocated bytes compare.
+    if (fw.caching_allocator && simulated.reserved_bytes > 0)
+      m.allocator =
+          std::max(simulated.reserved_bytes - simulated.allocated_bytes,
+                   simulated.out_of_memory ? simulated.reserved_bytes - m.peak_allocated() : 0.0);
+    m.total = m.peak_reserved() + m.overhead;
   }
-  // The caching allocator's slack at the peak (fitted per framework on measured reserved vs
-  // allocated bytes): a fraction of what is allocated plus segment rounding.
-  m.allocator = fw.allocator_overhead_fraction * m.peak_allocated();
-  // Frameworks that simulate their allocator: the slack the model's allocator keeps beyond
-  // its own peak of live blocks (docs/frameworks.md, "The caching allocator").
-  // Out of memory under the cap: the step cannot run, and reserved is what it would have
-  // needed (beyond the cap), however the timeline's allocated bytes compare.
-  if (fw.caching_allocator && simulated.reserved_bytes > 0)
-    m.allocator =
-        std::max(simulated.reserved_bytes - simulated.allocated_bytes,
-                 simulated.out_of_memory ? simulated.reserved_bytes - m.peak_allocated() : 0.0);
-  m.total = m.peak_reserved() + m.overhead;
-  return m;
+};
+} // namespace
+
+MemoryBreakdown compose_memory(const MemoryInputs& in) {
+  MemoryComposer c(in);
+  c.model_states();
+  c.activations();
+  c.buffers();
+  std::optional<StepTensors> played; // simulated once the analytic peak is known
+  if (c.fw.caching_allocator && c.params > 0 && in.options.simulate_allocator)
+    played = c.step_tensors();
+  c.timeline();
+  c.allocator(std::move(played));
+  return std::move(c.m);
 }
 
 MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& model,
@@ -290,7 +336,10 @@ MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const mode
                                        const model::TrainingSetup& setup,
                                        const hw::HardwareProfile& profile,
                                        const MemoryOptions& options, double stop_above_bytes) {
-  MemoryBreakdown fullest = compose_memory(a, model, plan, setup, profile, options, 0);
+  auto at = [&](std::int64_t stage) {
+    return compose_memory({a, model, plan, setup, profile, options, stage});
+  };
+  MemoryBreakdown fullest = at(0);
   if (plan.pp == 1 || fullest.total > stop_above_bytes)
     return fullest;
   // Middle stages differ only in layers and micro-batches in flight (pp - i, falling with i):
@@ -300,13 +349,13 @@ MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const mode
     if (plan.stage_layers[static_cast<std::size_t>(i)] <= most)
       continue;
     most = plan.stage_layers[static_cast<std::size_t>(i)];
-    const MemoryBreakdown mid = compose_memory(a, model, plan, setup, profile, options, i);
+    const MemoryBreakdown mid = at(i);
     if (mid.total > fullest.total)
       fullest = mid;
     if (fullest.total > stop_above_bytes)
       return fullest;
   }
-  const MemoryBreakdown last = compose_memory(a, model, plan, setup, profile, options, plan.pp - 1);
+  const MemoryBreakdown last = at(plan.pp - 1);
   return fullest.total >= last.total ? fullest : last;
 }
 

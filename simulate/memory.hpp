@@ -103,13 +103,20 @@ struct MemoryOptions {
                                                 model::Optimizer optimizer, double dp,
                                                 std::int64_t zero_stage);
 
-/// Breakdown of pipeline stage `stage` from the per-micro-batch accounting (phase 2).
-[[nodiscard]] MemoryBreakdown compose_memory(const MicroBatchAccounting& a,
-                                             const model::ModelSpec& model,
-                                             const model::ParallelPlan& plan,
-                                             const model::TrainingSetup& setup,
-                                             const hw::HardwareProfile& profile,
-                                             const MemoryOptions& options, std::int64_t stage);
+/// What a stage's memory is composed from: the per-micro-batch accounting (phase 1), the
+/// configuration, and the pipeline stage.
+struct MemoryInputs {
+  const MicroBatchAccounting& acc;
+  const model::ModelSpec& model;
+  const model::ParallelPlan& plan;
+  const model::TrainingSetup& setup;
+  const hw::HardwareProfile& profile;
+  const MemoryOptions& options;
+  std::int64_t stage = 0;
+};
+/// Breakdown of pipeline stage `in.stage` (phase 2), in stages: model states, activations,
+/// buffers, the caching allocator's step, the timeline's peak, the allocator's slack.
+[[nodiscard]] MemoryBreakdown compose_memory(const MemoryInputs& in);
 /// The fullest stage (the first of equals): the first or the last when the layers are split
 /// evenly; with an uneven split also a middle stage with more layers than the first (stage i
 /// holds pp - i micro-batches in flight, so only a middle stage with more layers than every

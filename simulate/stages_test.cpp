@@ -57,7 +57,7 @@ TEST_CASE("Llama 3 405B, 7,8x14,7: parameters per stage by hand") {
   // 398,491,648. Embedding V h / tp = 128256 x 16384 / 8 = 262,668,288; head the same plus
   // the final norm h: 262,684,672.
   auto params = [&](std::int64_t stage) {
-    return compose_memory(a, j.m, j.plan, j.setup, j.prof, {}, stage).params_on_gpu;
+    return compose_memory({a, j.m, j.plan, j.setup, j.prof, {}, stage}).params_on_gpu;
   };
   CHECK(params(0) == 7 * 398491648.0 + 262668288.0); // 3,052,109,824
   CHECK(params(1) == 8 * 398491648.0);               // 3,187,933,184
@@ -90,7 +90,7 @@ TEST_CASE("Llama 3 405B, 7,8x14,7: the fullest stage is the second (8 layers, 15
   CHECK(full.weights == 2 * 8 * 398491648.0);
   CHECK(full.gradients == 2 * 8 * 398491648.0);
   CHECK(full.optimizer == 12 * 8 * 398491648.0);
-  const auto first = compose_memory(a, j.m, j.plan, j.setup, j.prof, mo, 0);
+  const auto first = compose_memory({a, j.m, j.plan, j.setup, j.prof, mo, 0});
   CHECK(a.emb_act == 0);
   CHECK(first.activations == doctest::Approx(16 * 7 * layer_act).epsilon(1e-12));
   CHECK(first.total < full.total);
