@@ -6,7 +6,9 @@ boundary, adds to that row's `measured` (in place, other fields untouched):
 `fresh_max_micro_batch`, `fresh_boundary_probes` (batch -> ran, peaks) and the peaks at the
 fresh boundary (`fresh_boundary_peak_allocated_bytes`, `fresh_boundary_peak_reserved_bytes`).
 The search's own answer and peaks stay in the row; trainsim's reader takes the fresh boundary
-over them (docs/frameworks.md).
+over them (docs/frameworks.md). Lines measured by a user's training loop (the script's
+--steps 4 --keep-cache: "empty_cache": false) go to `loop_max_micro_batch` and
+`loop_boundary_probes` instead, beside the probes' fields, and the reader scores that boundary.
 
   python3 scripts/merge-oom-fresh.py FRESH.jsonl OOM.jsonl [OOM.jsonl ...]
 """
@@ -35,6 +37,13 @@ def main(argv):
             if r is not None and "measured" in row:
                 m = row["measured"]
                 b = r["fresh_max_micro_batch"]
+                if r.get("empty_cache") is False:  # a user's training loop
+                    m["loop_max_micro_batch"] = b
+                    m["loop_boundary_probes"] = r["fresh_probes"]
+                    m["loop_steps"] = r.get("steps")
+                    out.append(json.dumps(row))
+                    merged += 1
+                    continue
                 m["fresh_max_micro_batch"] = b
                 m["fresh_boundary_probes"] = r["fresh_probes"]
                 at = r["fresh_probes"].get(str(b))

@@ -165,37 +165,10 @@ void check_field_types(const nlohmann::json& j, Problems& problems) {
     check(*o, "other.", {"local_batch_size"}, "an integer", is_integer);
 }
 
-FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const NameMap& names) {
-  FrameworkRun run;
-  Problems problems(where);
-  if (!j.is_object()) {
-    problems.add("expected a JSON object");
-    problems.throw_if_any();
-  }
-  check_field_types(j, problems);
-  problems.throw_if_any();
-  run.oom_config =
-      j.contains("oom_search") && j["oom_search"].is_boolean() && j["oom_search"].get<bool>();
-  run.id = string_or(j, "id", "");
-  run.source = string_or(j, "source", "");
-  run.framework = string_or(j, "framework", "");
-  run.model_name = string_or(j, "model", "");
-  if (run.framework.empty())
-    problems.add("framework: missing (a profile name such as pytorch, fsdp, megatron)");
-  else
-    check_data_preset_name(problems, "framework", run.framework);
-  if (run.model_name.empty())
-    problems.add("model: missing");
-  problems.throw_if_any();
-  if (j.contains("error")) {
-    run.skip_reason = "the run failed: " + string_or(j, "error", "?");
-    return run;
-  }
-  const auto mit = j.find("measured");
-  if (mit == j.end() || !mit->is_object())
-    problems.add("measured: missing (an object of measured figures)");
-  problems.throw_if_any();
-  const nlohmann::json& m = *mit;
+// The measured figures: time, peaks, and an OOM boundary (the probes', fresh processes', or a
+// user's loop's). Returns the batch the peaks were measured at (0: nothing ran under a cap).
+std::int64_t read_measured(FrameworkRun& run, const nlohmann::json& j, const nlohmann::json& m,
+                           Problems& problems) {
   run.step_time_s = number_or(m, "step_time_s", 0);
   run.tokens_per_s_per_gpu = number_or(m, "tokens_per_s_per_gpu", 0);
   // An OOM search's peaks re-measured in a fresh process (scripts/peer_framework_runs.py:
@@ -244,8 +217,13 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   check_range(problems, "memory_cap_bytes", run.memory_cap_bytes,
               Interval{1, 0x1p50, "bytes", true});
   problems.throw_if_any();
+  return peaks_batch;
+}
 
-  // What was trained.
+// What was trained, on how many GPUs and in what layout; false (skip_reason set) where
+// trainsim cannot model it.
+bool read_model_and_layout(FrameworkRun& run, const nlohmann::json& j, const NameMap& names,
+                           Problems& problems, std::int64_t& num_gpus) {
   const auto mapped = names.models.find(run.model_name);
   const std::string model_preset = mapped != names.models.end() ? mapped->second : run.model_name;
   if (mapped == names.models.end() && !model_preset.empty()) {
@@ -254,29 +232,29 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   }
   if (model_preset.empty()) {
     run.skip_reason = fmt::format("model '{}' has no preset yet", run.model_name);
-    return run;
+    return false;
   }
   try {
     run.model = model::load_model(model_preset);
   } catch (const ConfigError&) {
     run.skip_reason = fmt::format("model '{}' has no preset yet", run.model_name);
-    return run;
+    return false;
   }
   std::string why;
   const auto precision = map_precision(string_or(j, "precision", ""), why);
   if (!precision) {
     run.skip_reason = why;
-    return run;
+    return false;
   }
   run.setup.precision = *precision;
   run.setup.seq_len = int_or(j, "seq_len", 0);
   if (run.setup.seq_len <= 0) {
     run.skip_reason = "seq_len not stated";
-    return run;
+    return false;
   }
   run.setup.attention = string_or(j, "attention", "flash") == "naive" ? model::AttentionImpl::naive
                                                                       : model::AttentionImpl::flash;
-  const std::int64_t num_gpus = int_or(j, "num_gpus", 1);
+  num_gpus = int_or(j, "num_gpus", 1);
   run.plan.tp = int_or(j, "tp", 1);
   run.plan.pp = int_or(j, "pp", 1);
   run.plan.cp = int_or(j, "cp", 1);
@@ -298,7 +276,7 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   if (num_gpus < 1 || run.plan.tp < 1 || run.plan.pp < 1 || run.plan.cp < 1 ||
       num_gpus % (run.plan.tp * run.plan.pp * run.plan.cp) != 0) {
     run.skip_reason = "layout does not divide num_gpus";
-    return run;
+    return false;
   }
   run.plan.dp = num_gpus / (run.plan.tp * run.plan.pp * run.plan.cp);
   const auto fsdp = j.find("fsdp");
@@ -315,10 +293,17 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   // parallelism to every transformer block": apply_tp in its parallelize_llama.py).
   if (run.framework == "fsdp")
     run.plan.sequence_parallel = run.plan.tp > 1;
+  return true;
+}
+
+// The recompute policy, its layers and modules, and a recompute boundary's answer; false
+// (skip_reason set) for a policy trainsim does not model.
+bool read_recompute(FrameworkRun& run, const nlohmann::json& j, const nlohmann::json& m,
+                    const std::string& where) {
   const auto recompute = map_recompute(string_or(j, "recompute", ""));
   if (!recompute) {
     run.skip_reason = "recompute policy not modelled";
-    return run;
+    return false;
   }
   run.plan.recompute = *recompute;
   // Full recompute of some layers only: as recorded (`recompute_layers`, per pipeline stage's
@@ -392,58 +377,110 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     run.recompute_boundary = true;
     run.min_recompute_layers = n;
   }
-  run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
-  if (j.contains("other") && j["other"].is_object()) {
-    // torchtitan prints the local batch per data-parallel rank; with pipeline parallelism it
-    // is cut into micro-batches, of pipeline_parallel_microbatch_size = 1 (its default since
-    // 2025) unless the row states its own micro-batch (torchtitan 2024: pp of them).
-    const std::int64_t local = int_or(j["other"], "local_batch_size", 0);
-    if (local > 0) {
-      if (run.setup.micro_batch_size <= 0)
-        run.setup.micro_batch_size = run.plan.pp > 1 ? 1 : local;
-      run.setup.global_batch_size = local * run.plan.dp;
-    }
-    const auto at = j["other"].find("async_tp");
-    run.tp_overlap = at != j["other"].end() && at->is_boolean() && at->get<bool>();
-    // Megatron-Core's TP communication overlap (Transformer Engine userbuffers; Megatron-Bridge
-    // `comm_overlap.tp_comm_overlap`, NeMo `ub_tp_comm_overlap`), as transcribed from the
-    // configuration the row ran.
-    const auto ub = j["other"].find("tp_comm_overlap");
-    if (ub != j["other"].end()) {
-      if (!ub->is_boolean())
-        throw ConfigError(fmt::format("{}: other.tp_comm_overlap must be true or false", where));
-      if (ub->get<bool>() && run.plan.tp < 2)
-        throw ConfigError(fmt::format(
-            "{}: other.tp_comm_overlap: needs tensor parallelism (tp > 1; the row has tp {})",
-            where, run.plan.tp));
-      run.tp_overlap = run.tp_overlap || ub->get<bool>();
-    }
-    // Megatron-Bridge's workload configurations name Megatron-Core's combined 1F1B
-    // `moe_a2a_overlap`; a row carries it as transcribed from the configuration it ran.
-    const auto a2a = j["other"].find("moe_a2a_overlap");
-    if (a2a != j["other"].end() && !a2a->is_boolean())
-      throw ConfigError(fmt::format("{}: other.moe_a2a_overlap must be true or false", where));
-    run.ep_overlap = a2a != j["other"].end() && a2a->get<bool>();
-    // Megatron-Core's activation CPU offload, as the configuration the row ran sets it.
-    const auto off = j["other"].find("cpu_offloading_num_layers");
-    if (off != j["other"].end()) {
-      if (!off->is_number_integer() || off->get<std::int64_t>() < 0)
-        throw ConfigError(
-            fmt::format("{}: other.cpu_offloading_num_layers must be a whole number >= 0", where));
-      run.setup.offload_activation_layers = off->get<std::int64_t>();
-    }
-    const auto fp32 = j["other"].find("grad_reduce_in_fp32");
-    if (fp32 != j["other"].end()) {
-      if (!fp32->is_boolean())
-        throw ConfigError(
-            fmt::format("{}: other.grad_reduce_in_fp32 must be true or false", where));
-      run.setup.grad_reduce_bytes = fp32->get<bool>() ? 4 : 2;
-    }
-    const auto tc = j["other"].find("torch_compile");
-    run.compiled = tc != j["other"].end() && tc->is_boolean() && tc->get<bool>();
-    const auto cl = j["other"].find("compiled_loss");
-    run.compiled_loss = cl != j["other"].end() && cl->is_boolean() && cl->get<bool>();
+  return true;
+}
+
+// The row's "other" object: torchtitan's local batch, overlaps, offload, gradient dtype,
+// torch.compile.
+void read_other(FrameworkRun& run, const nlohmann::json& o, const std::string& where) {
+  // torchtitan prints the local batch per data-parallel rank; with pipeline parallelism it
+  // is cut into micro-batches, of pipeline_parallel_microbatch_size = 1 (its default since
+  // 2025) unless the row states its own micro-batch (torchtitan 2024: pp of them).
+  const std::int64_t local = int_or(o, "local_batch_size", 0);
+  if (local > 0) {
+    if (run.setup.micro_batch_size <= 0)
+      run.setup.micro_batch_size = run.plan.pp > 1 ? 1 : local;
+    run.setup.global_batch_size = local * run.plan.dp;
   }
+  const auto at = o.find("async_tp");
+  run.tp_overlap = at != o.end() && at->is_boolean() && at->get<bool>();
+  // Megatron-Core's TP communication overlap (Transformer Engine userbuffers; Megatron-Bridge
+  // `comm_overlap.tp_comm_overlap`, NeMo `ub_tp_comm_overlap`), as transcribed from the
+  // configuration the row ran.
+  const auto ub = o.find("tp_comm_overlap");
+  if (ub != o.end()) {
+    if (!ub->is_boolean())
+      throw ConfigError(fmt::format("{}: other.tp_comm_overlap must be true or false", where));
+    if (ub->get<bool>() && run.plan.tp < 2)
+      throw ConfigError(fmt::format(
+          "{}: other.tp_comm_overlap: needs tensor parallelism (tp > 1; the row has tp {})", where,
+          run.plan.tp));
+    run.tp_overlap = run.tp_overlap || ub->get<bool>();
+  }
+  // Megatron-Bridge's workload configurations name Megatron-Core's combined 1F1B
+  // `moe_a2a_overlap`; a row carries it as transcribed from the configuration it ran.
+  const auto a2a = o.find("moe_a2a_overlap");
+  if (a2a != o.end() && !a2a->is_boolean())
+    throw ConfigError(fmt::format("{}: other.moe_a2a_overlap must be true or false", where));
+  run.ep_overlap = a2a != o.end() && a2a->get<bool>();
+  // Megatron-Core's activation CPU offload, as the configuration the row ran sets it.
+  const auto off = o.find("cpu_offloading_num_layers");
+  if (off != o.end()) {
+    if (!off->is_number_integer() || off->get<std::int64_t>() < 0)
+      throw ConfigError(
+          fmt::format("{}: other.cpu_offloading_num_layers must be a whole number >= 0", where));
+    run.setup.offload_activation_layers = off->get<std::int64_t>();
+  }
+  const auto fp32 = o.find("grad_reduce_in_fp32");
+  if (fp32 != o.end()) {
+    if (!fp32->is_boolean())
+      throw ConfigError(fmt::format("{}: other.grad_reduce_in_fp32 must be true or false", where));
+    run.setup.grad_reduce_bytes = fp32->get<bool>() ? 4 : 2;
+  }
+  const auto tc = o.find("torch_compile");
+  run.compiled = tc != o.end() && tc->is_boolean() && tc->get<bool>();
+  const auto cl = o.find("compiled_loss");
+  run.compiled_loss = cl != o.end() && cl->is_boolean() && cl->get<bool>();
+}
+
+// Where it ran: the row's cluster, or the GPU's through the map, at the row's size; false
+// (skip_reason set) where no preset fits.
+bool read_machine(FrameworkRun& run, const nlohmann::json& j, const NameMap& names,
+                  Problems& problems, std::int64_t num_gpus) {
+  // A row's own "cluster" (a preset the transcriber chose from the source's hardware note,
+  // where it differs from the usual machine of that GPU) wins over the GPU's cluster map.
+  const std::string gpu = string_or(j, "gpu", "");
+  const std::string row_cluster = string_or(j, "cluster", "");
+  const auto cl = names.clusters.find(gpu);
+  if (!row_cluster.empty())
+    check_data_preset_name(problems, "cluster", row_cluster);
+  else if (cl == names.clusters.end() && !gpu.empty())
+    check_data_preset_name(problems, "gpu", gpu);
+  problems.throw_if_any();
+  try {
+    if (!row_cluster.empty() || cl != names.clusters.end()) {
+      run.cluster = hw::load_cluster(row_cluster.empty() ? cl->second : row_cluster);
+      run.gpu = hw::load_gpu(run.cluster.gpu);
+      if (num_gpus <= run.cluster.gpus_per_node) {
+        run.cluster.gpus_per_node = num_gpus;
+        run.cluster.num_nodes = 1;
+      } else {
+        run.cluster.num_nodes = num_gpus / run.cluster.gpus_per_node;
+      }
+    } else {
+      run.gpu = hw::load_gpu(gpu);
+      run.cluster = hw::single_node_cluster(run.gpu, num_gpus);
+    }
+  } catch (const ConfigError&) {
+    run.skip_reason = row_cluster.empty() ? fmt::format("gpu '{}' has no preset yet", gpu)
+                                          : fmt::format("cluster '{}' has no preset", row_cluster);
+    return false;
+  }
+  if (run.cluster.num_gpus() != num_gpus) {
+    run.skip_reason = "num_gpus is not a whole number of nodes";
+    return false;
+  }
+  return true;
+}
+
+// The batch: micro-batch and global batch as the row states them (or as an OOM boundary's
+// probes ran them), checked against the row's own accumulation count; the row's options that
+// depend on the layout. False (skip_reason set) where no micro-batch follows.
+bool read_batch(FrameworkRun& run, const nlohmann::json& j, const std::string& where,
+                std::int64_t peaks_batch) {
+  run.setup.micro_batch_size = int_or(j, "micro_batch", 0);
+  if (j.contains("other") && j["other"].is_object())
+    read_other(run, j["other"], where);
   if (j.contains("global_batch")) // else torchtitan's local batch x dp above, or micro x dp below
     run.setup.global_batch_size = int_or(j, "global_batch", 0);
   if (run.is_oom_search() && peaks_batch == 0) {
@@ -459,7 +496,7 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
     run.setup.micro_batch_size = run.setup.global_batch_size / run.plan.dp; // no accumulation
   if (run.setup.micro_batch_size <= 0) {
     run.skip_reason = "micro-batch not stated";
-    return run;
+    return false;
   }
   if (run.setup.global_batch_size <= 0)
     run.setup.global_batch_size = run.setup.micro_batch_size * run.plan.dp;
@@ -494,41 +531,51 @@ FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const 
   if (run.ep_overlap && !ep_overlap_rule(run.plan).empty())
     throw ConfigError(
         fmt::format("{}: other.moe_a2a_overlap: {}", where, ep_overlap_rule(run.plan)));
+  return true;
+}
 
-  // Where it ran.
-  // A row's own "cluster" (a preset the transcriber chose from the source's hardware note,
-  // where it differs from the usual machine of that GPU) wins over the GPU's cluster map.
-  const std::string gpu = string_or(j, "gpu", "");
-  const std::string row_cluster = string_or(j, "cluster", "");
-  const auto cl = names.clusters.find(gpu);
-  if (!row_cluster.empty())
-    check_data_preset_name(problems, "cluster", row_cluster);
-  else if (cl == names.clusters.end() && !gpu.empty())
-    check_data_preset_name(problems, "gpu", gpu);
+FrameworkRun parse_run(const nlohmann::json& j, const std::string& where, const NameMap& names) {
+  FrameworkRun run;
+  Problems problems(where);
+  if (!j.is_object()) {
+    problems.add("expected a JSON object");
+    problems.throw_if_any();
+  }
+  check_field_types(j, problems);
   problems.throw_if_any();
-  try {
-    if (!row_cluster.empty() || cl != names.clusters.end()) {
-      run.cluster = hw::load_cluster(row_cluster.empty() ? cl->second : row_cluster);
-      run.gpu = hw::load_gpu(run.cluster.gpu);
-      if (num_gpus <= run.cluster.gpus_per_node) {
-        run.cluster.gpus_per_node = num_gpus;
-        run.cluster.num_nodes = 1;
-      } else {
-        run.cluster.num_nodes = num_gpus / run.cluster.gpus_per_node;
-      }
-    } else {
-      run.gpu = hw::load_gpu(gpu);
-      run.cluster = hw::single_node_cluster(run.gpu, num_gpus);
-    }
-  } catch (const ConfigError&) {
-    run.skip_reason = row_cluster.empty() ? fmt::format("gpu '{}' has no preset yet", gpu)
-                                          : fmt::format("cluster '{}' has no preset", row_cluster);
+  run.oom_config =
+      j.contains("oom_search") && j["oom_search"].is_boolean() && j["oom_search"].get<bool>();
+  run.id = string_or(j, "id", "");
+  run.source = string_or(j, "source", "");
+  run.framework = string_or(j, "framework", "");
+  run.model_name = string_or(j, "model", "");
+  if (run.framework.empty())
+    problems.add("framework: missing (a profile name such as pytorch, fsdp, megatron)");
+  else
+    check_data_preset_name(problems, "framework", run.framework);
+  if (run.model_name.empty())
+    problems.add("model: missing");
+  problems.throw_if_any();
+  if (j.contains("error")) {
+    run.skip_reason = "the run failed: " + string_or(j, "error", "?");
     return run;
   }
-  if (run.cluster.num_gpus() != num_gpus) {
-    run.skip_reason = "num_gpus is not a whole number of nodes";
+  const auto mit = j.find("measured");
+  if (mit == j.end() || !mit->is_object())
+    problems.add("measured: missing (an object of measured figures)");
+  problems.throw_if_any();
+  const nlohmann::json& m = *mit;
+  const std::int64_t peaks_batch = read_measured(run, j, m, problems);
+
+  std::int64_t num_gpus = 1;
+  if (!read_model_and_layout(run, j, names, problems, num_gpus))
     return run;
-  }
+  if (!read_recompute(run, j, m, where))
+    return run;
+  if (!read_batch(run, j, where, peaks_batch))
+    return run;
+  if (!read_machine(run, j, names, problems, num_gpus))
+    return run;
   run.profile = hw::default_profile(run.gpu.name);
   model::validate(run.setup, where); // sizes a run can have, as for the flags
   if (run.model.num_layers % (run.plan.pp * run.plan.interleave) != 0) {
