@@ -333,38 +333,9 @@ void validate(const FrameworkProfile& f, const std::string& source) {
   p.throw_if_any();
 }
 
-FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string& source) {
-  Problems p(source);
-  if (!j.is_object()) {
-    p.add("expected a JSON object");
-    p.throw_if_any();
-  }
-  FrameworkProfile f;
-  JsonObjectReader r(j, p);
-  r.get("name", f.name, true);
-  r.get("source", f.source, true);
-  r.get("version", f.version, true);
-  std::string host = "per_op";
-  r.get("host_model", host);
-  if (host == "per_op")
-    f.host_model = HostModel::per_op;
-  else if (host == "queue")
-    f.host_model = HostModel::queue;
-  else
-    p.add(fmt::format("host_model = \"{}\": must be \"per_op\" or \"queue\"", host));
-  double us = 0;
-  if (r.get("host_us_per_kernel", us))
-    f.host_s_per_kernel = us * 1e-6;
-  r.get("host_bwd_kernel_factor", f.host_bwd_kernel_factor);
-  if (r.get("host_us_per_checkpoint", us))
-    f.host_s_per_checkpoint = us * 1e-6;
-  if (r.get("host_us_per_sac_kernel", us))
-    f.host_s_per_sac_kernel = us * 1e-6;
-  if (r.get("moe_dispatch_us_per_layer", us))
-    f.moe_dispatch_s_per_layer = us * 1e-6;
-  r.get("tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction);
-  r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
-  r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
+namespace {
+// Per-GPU maps: the GEMM efficiency scale and PyTorch SDPA's time factors.
+void read_gpu_maps(JsonObjectReader& r, Problems& p, FrameworkProfile& f) {
   if (const auto* g = r.take("gpu_gemm_efficiency_scale")) {
     if (!g->is_object()) {
       p.add("gpu_gemm_efficiency_scale: expected an object keyed by GPU preset");
@@ -405,7 +376,208 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       }
     }
   }
+}
+
+// The parallelisms the framework runs, each with its ZeRO stages and source.
+void read_parallelisms(JsonObjectReader& r, Problems& p, FrameworkProfile& f) {
+  if (const auto* par = r.take("parallelisms")) {
+    if (!par->is_object()) {
+      p.add("parallelisms: expected an object naming the parallelisms the framework runs (tp, "
+            "pp, cp, ep), each {\"zero_stages\": [...], \"source\": \"...\"}");
+    } else {
+      for (auto& rule : f.parallelisms)
+        rule.runs = false;
+      for (auto it = par->begin(); it != par->end(); ++it) {
+        const auto dim = parallel_dim_from(it.key());
+        if (!dim) {
+          p.add(fmt::format("parallelisms.{}: not a parallelism trainsim models (tp, pp, cp, ep; "
+                            "data parallelism is always run)",
+                            it.key()));
+          continue;
+        }
+        auto& rule = f.parallelisms[*dim];
+        rule.runs = true;
+        const auto& v = it.value();
+        if (!v.is_object()) {
+          p.add(fmt::format("parallelisms.{}: expected an object, e.g. {{\"source\": \"...\"}}",
+                            it.key()));
+          continue;
+        }
+        for (auto jt = v.begin(); jt != v.end(); ++jt) {
+          if (jt.key() == "source" && jt.value().is_string()) {
+            rule.source = jt.value().get<std::string>();
+          } else if (jt.key() == "interleave" && jt.value().is_boolean() && it.key() == "pp") {
+            rule.interleave = jt.value().get<bool>();
+          } else if (jt.key() == "zero_stages" && jt.value().is_array() && !jt.value().empty()) {
+            for (const auto& z : jt.value()) {
+              if (!z.is_number_integer()) {
+                p.add(fmt::format("parallelisms.{}.zero_stages: expected whole numbers 0..3",
+                                  it.key()));
+                break;
+              }
+              rule.zero_stages.push_back(z.get<std::int64_t>());
+            }
+          } else {
+            p.add(fmt::format("parallelisms.{}.{}: expected \"source\" (a string), "
+                              "\"zero_stages\" (a non-empty array of ZeRO stages) or, for pp, "
+                              "\"interleave\" (true or false)",
+                              it.key(), jt.key()));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The caveats said beside its figures.
+void read_caveats(JsonObjectReader& r, Problems& p, FrameworkProfile& f) {
+  if (const auto* cav = r.take("caveats")) {
+    if (!cav->is_array()) {
+      p.add("caveats: expected an array of {\"when\", \"text\"} objects");
+    } else {
+      for (std::size_t i = 0; i < cav->size(); ++i) {
+        const auto& c = (*cav)[i];
+        const std::string at = fmt::format("caveats[{}]", i);
+        if (!c.is_object() || !c.contains("when") || !c.contains("text") ||
+            !c["when"].is_string() || !c["text"].is_string() || c.size() != 2) {
+          p.add(fmt::format("{}: expected {{\"when\": string, \"text\": string}}", at));
+          continue;
+        }
+        const std::string when = c["when"].get<std::string>();
+        const auto kind = caveat_when_from(when);
+        FrameworkProfile::Caveat one{kind.value_or(FrameworkProfile::Caveat::When::always),
+                                     c["text"].get<std::string>()};
+        if (!kind)
+          p.add(fmt::format("{}.when = \"{}\": must be context_parallel, moe, "
+                            "full_recompute_memory or always",
+                            at, when));
+        else if (one.text.empty())
+          p.add(fmt::format("{}.text: must not be empty", at));
+        else
+          f.caveats.push_back(std::move(one));
+      }
+    }
+  }
+}
+
+// Kernels, HBM passes and saved bytes per op role.
+void read_roles(JsonObjectReader& r, Problems& p, FrameworkProfile& f) {
+  if (const auto* roles = r.take("roles")) {
+    if (!roles->is_object()) {
+      p.add("roles: expected an object keyed by op role");
+    } else {
+      for (const auto& [name, obj] : roles->items()) {
+        bool ok = false;
+        const auto role = parse_role(name, ok);
+        if (!ok) {
+          p.add(fmt::format("roles.{}: unknown op role (known: {})", name, role_names()));
+          continue;
+        }
+        if (!obj.is_object()) {
+          p.add(fmt::format("roles.{}: expected an object", name));
+          continue;
+        }
+        JsonObjectReader rr(obj, p);
+        RoleCost& c = f.roles[static_cast<std::size_t>(role)];
+        rr.get("fwd_kernels", c.fwd_kernels);
+        rr.get("bwd_kernels", c.bwd_kernels);
+        rr.get("fwd_bytes_factor", c.fwd_bytes_factor);
+        rr.get("bwd_bytes_factor", c.bwd_bytes_factor);
+        rr.get("saved_bytes_factor", c.saved_bytes_factor);
+        rr.get("saved_bytes_factor_fp32", c.saved_bytes_factor_fp32);
+        rr.get("fwd_bytes_factor_fp32", c.fwd_bytes_factor_fp32);
+        rr.get("bwd_bytes_factor_fp32", c.bwd_bytes_factor_fp32);
+        rr.get("autocast_input_casts", c.autocast_input_casts);
+        rr.get("fwd_compute_factor", c.fwd_compute_factor);
+        rr.get("bwd_compute_factor", c.bwd_compute_factor);
+        rr.get("fwd_compute_factor_fp32", c.fwd_compute_factor_fp32);
+        rr.get("bwd_compute_factor_fp32", c.bwd_compute_factor_fp32);
+        (void)rr.take("notes");
+        rr.finish();
+      }
+    }
+  }
+}
+
+// The fit residuals (fit, fit_multi_gpu, fit_dense, fit_moe): the bands.
+void read_residuals(JsonObjectReader& r, Problems& p, FrameworkProfile& f) {
+  for (auto [key, out] : {std::pair{"fit", &f.fit}, std::pair{"fit_multi_gpu", &f.fit_multi_gpu},
+                          std::pair{"fit_dense", &f.fit_dense}, std::pair{"fit_moe", &f.fit_moe}}) {
+    const auto* fit = r.take(key);
+    if (fit == nullptr)
+      continue;
+    if (!fit->is_object()) {
+      p.add(fmt::format("{}: expected an object", key));
+      continue;
+    }
+    JsonObjectReader fr(*fit, p);
+    double pct = 0;
+    fr.get("time_runs", out->time_runs);
+    std::int64_t dof = 0;
+    if (fr.get("time_dof", dof))
+      out->set_time_dof(dof);
+    if (fr.get("time_sigma_pct", pct))
+      out->time_sigma_fraction = pct / 100;
+    if (fr.get("time_bias_pct", pct))
+      out->time_bias_fraction = pct / 100;
+    std::string method;
+    if (fr.get("time_sigma_method", method)) {
+      if (method != "leave-one-out" && method != "in-sample")
+        p.add(fmt::format("{}.time_sigma_method = \"{}\": expected \"leave-one-out\" or "
+                          "\"in-sample\"",
+                          key, method));
+      out->time_sigma_leave_one_out = method == "leave-one-out";
+    }
+    fr.get("memory_runs", out->memory_runs);
+    if (fr.get("memory_sigma_pct", pct))
+      out->memory_sigma_fraction = pct / 100;
+    fr.get("fitted_on", out->fitted_on);
+    fr.finish();
+  }
+}
+
+// The host's cost: its model and its times per kernel, checkpoint and MoE layer.
+void read_host(JsonObjectReader& r, Problems& p, FrameworkProfile& f) {
+  std::string host = "per_op";
+  r.get("host_model", host);
+  if (host == "per_op")
+    f.host_model = HostModel::per_op;
+  else if (host == "queue")
+    f.host_model = HostModel::queue;
+  else
+    p.add(fmt::format("host_model = \"{}\": must be \"per_op\" or \"queue\"", host));
+  double us = 0;
+  if (r.get("host_us_per_kernel", us))
+    f.host_s_per_kernel = us * 1e-6;
+  r.get("host_bwd_kernel_factor", f.host_bwd_kernel_factor);
+  if (r.get("host_us_per_checkpoint", us))
+    f.host_s_per_checkpoint = us * 1e-6;
+  if (r.get("host_us_per_sac_kernel", us))
+    f.host_s_per_sac_kernel = us * 1e-6;
+  if (r.get("moe_dispatch_us_per_layer", us))
+    f.moe_dispatch_s_per_layer = us * 1e-6;
+}
+
+} // namespace
+
+FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string& source) {
+  Problems p(source);
+  if (!j.is_object()) {
+    p.add("expected a JSON object");
+    p.throw_if_any();
+  }
+  FrameworkProfile f;
+  JsonObjectReader r(j, p);
+  r.get("name", f.name, true);
+  r.get("source", f.source, true);
+  r.get("version", f.version, true);
+  read_host(r, p, f);
+  r.get("tp_overlap_hidden_fraction", f.tp_overlap_hidden_fraction);
+  r.get("gemm_efficiency_scale", f.gemm_efficiency_scale);
+  r.get("expert_gemm_efficiency_scale", f.expert_gemm_efficiency_scale);
+  read_gpu_maps(r, p, f);
   r.get("optimizer_bytes_factor", f.optimizer_bytes_factor);
+  double us = 0;
   if (r.get("optimizer_host_us_per_tensor", us))
     f.optimizer_host_s_per_tensor = us * 1e-6;
   r.get("activation_bytes_factor", f.activation_bytes_factor);
@@ -466,149 +638,11 @@ FrameworkProfile framework_from_json(const nlohmann::json& j, const std::string&
       }
   }
   r.get("zero_stages_source", f.zero_stages_source);
-  if (const auto* par = r.take("parallelisms")) {
-    if (!par->is_object()) {
-      p.add("parallelisms: expected an object naming the parallelisms the framework runs (tp, "
-            "pp, cp, ep), each {\"zero_stages\": [...], \"source\": \"...\"}");
-    } else {
-      for (auto& rule : f.parallelisms)
-        rule.runs = false;
-      for (auto it = par->begin(); it != par->end(); ++it) {
-        const auto dim = parallel_dim_from(it.key());
-        if (!dim) {
-          p.add(fmt::format("parallelisms.{}: not a parallelism trainsim models (tp, pp, cp, ep; "
-                            "data parallelism is always run)",
-                            it.key()));
-          continue;
-        }
-        auto& rule = f.parallelisms[*dim];
-        rule.runs = true;
-        const auto& v = it.value();
-        if (!v.is_object()) {
-          p.add(fmt::format("parallelisms.{}: expected an object, e.g. {{\"source\": \"...\"}}",
-                            it.key()));
-          continue;
-        }
-        for (auto jt = v.begin(); jt != v.end(); ++jt) {
-          if (jt.key() == "source" && jt.value().is_string()) {
-            rule.source = jt.value().get<std::string>();
-          } else if (jt.key() == "interleave" && jt.value().is_boolean() && it.key() == "pp") {
-            rule.interleave = jt.value().get<bool>();
-          } else if (jt.key() == "zero_stages" && jt.value().is_array() && !jt.value().empty()) {
-            for (const auto& z : jt.value()) {
-              if (!z.is_number_integer()) {
-                p.add(fmt::format("parallelisms.{}.zero_stages: expected whole numbers 0..3",
-                                  it.key()));
-                break;
-              }
-              rule.zero_stages.push_back(z.get<std::int64_t>());
-            }
-          } else {
-            p.add(fmt::format("parallelisms.{}.{}: expected \"source\" (a string), "
-                              "\"zero_stages\" (a non-empty array of ZeRO stages) or, for pp, "
-                              "\"interleave\" (true or false)",
-                              it.key(), jt.key()));
-          }
-        }
-      }
-    }
-  }
+  read_parallelisms(r, p, f);
   r.get("parallelisms_source", f.parallelisms_source);
-  if (const auto* cav = r.take("caveats")) {
-    if (!cav->is_array()) {
-      p.add("caveats: expected an array of {\"when\", \"text\"} objects");
-    } else {
-      for (std::size_t i = 0; i < cav->size(); ++i) {
-        const auto& c = (*cav)[i];
-        const std::string at = fmt::format("caveats[{}]", i);
-        if (!c.is_object() || !c.contains("when") || !c.contains("text") ||
-            !c["when"].is_string() || !c["text"].is_string() || c.size() != 2) {
-          p.add(fmt::format("{}: expected {{\"when\": string, \"text\": string}}", at));
-          continue;
-        }
-        const std::string when = c["when"].get<std::string>();
-        const auto kind = caveat_when_from(when);
-        FrameworkProfile::Caveat one{kind.value_or(FrameworkProfile::Caveat::When::always),
-                                     c["text"].get<std::string>()};
-        if (!kind)
-          p.add(fmt::format("{}.when = \"{}\": must be context_parallel, moe, "
-                            "full_recompute_memory or always",
-                            at, when));
-        else if (one.text.empty())
-          p.add(fmt::format("{}.text: must not be empty", at));
-        else
-          f.caveats.push_back(std::move(one));
-      }
-    }
-  }
-  if (const auto* roles = r.take("roles")) {
-    if (!roles->is_object()) {
-      p.add("roles: expected an object keyed by op role");
-    } else {
-      for (const auto& [name, obj] : roles->items()) {
-        bool ok = false;
-        const auto role = parse_role(name, ok);
-        if (!ok) {
-          p.add(fmt::format("roles.{}: unknown op role (known: {})", name, role_names()));
-          continue;
-        }
-        if (!obj.is_object()) {
-          p.add(fmt::format("roles.{}: expected an object", name));
-          continue;
-        }
-        JsonObjectReader rr(obj, p);
-        RoleCost& c = f.roles[static_cast<std::size_t>(role)];
-        rr.get("fwd_kernels", c.fwd_kernels);
-        rr.get("bwd_kernels", c.bwd_kernels);
-        rr.get("fwd_bytes_factor", c.fwd_bytes_factor);
-        rr.get("bwd_bytes_factor", c.bwd_bytes_factor);
-        rr.get("saved_bytes_factor", c.saved_bytes_factor);
-        rr.get("saved_bytes_factor_fp32", c.saved_bytes_factor_fp32);
-        rr.get("fwd_bytes_factor_fp32", c.fwd_bytes_factor_fp32);
-        rr.get("bwd_bytes_factor_fp32", c.bwd_bytes_factor_fp32);
-        rr.get("autocast_input_casts", c.autocast_input_casts);
-        rr.get("fwd_compute_factor", c.fwd_compute_factor);
-        rr.get("bwd_compute_factor", c.bwd_compute_factor);
-        rr.get("fwd_compute_factor_fp32", c.fwd_compute_factor_fp32);
-        rr.get("bwd_compute_factor_fp32", c.bwd_compute_factor_fp32);
-        (void)rr.take("notes");
-        rr.finish();
-      }
-    }
-  }
-  for (auto [key, out] : {std::pair{"fit", &f.fit}, std::pair{"fit_multi_gpu", &f.fit_multi_gpu},
-                          std::pair{"fit_dense", &f.fit_dense}, std::pair{"fit_moe", &f.fit_moe}}) {
-    const auto* fit = r.take(key);
-    if (fit == nullptr)
-      continue;
-    if (!fit->is_object()) {
-      p.add(fmt::format("{}: expected an object", key));
-      continue;
-    }
-    JsonObjectReader fr(*fit, p);
-    double pct = 0;
-    fr.get("time_runs", out->time_runs);
-    std::int64_t dof = 0;
-    if (fr.get("time_dof", dof))
-      out->set_time_dof(dof);
-    if (fr.get("time_sigma_pct", pct))
-      out->time_sigma_fraction = pct / 100;
-    if (fr.get("time_bias_pct", pct))
-      out->time_bias_fraction = pct / 100;
-    std::string method;
-    if (fr.get("time_sigma_method", method)) {
-      if (method != "leave-one-out" && method != "in-sample")
-        p.add(fmt::format("{}.time_sigma_method = \"{}\": expected \"leave-one-out\" or "
-                          "\"in-sample\"",
-                          key, method));
-      out->time_sigma_leave_one_out = method == "leave-one-out";
-    }
-    fr.get("memory_runs", out->memory_runs);
-    if (fr.get("memory_sigma_pct", pct))
-      out->memory_sigma_fraction = pct / 100;
-    fr.get("fitted_on", out->fitted_on);
-    fr.finish();
-  }
+  read_caveats(r, p, f);
+  read_roles(r, p, f);
+  read_residuals(r, p, f);
   r.finish();
   p.throw_if_any();
   validate(f, source);
