@@ -52,17 +52,6 @@ void write_allocator_trace(const std::string& file, const sim::MemoryBreakdown& 
                     "# " + header.dump() + "\n" + sim::step_allocator_trace(*b.allocator_step));
 }
 
-// The verdict against the capacity with the profile's memory band (1 sigma of its fit
-// residuals): "fits" when even the band's top fits, "does not fit" when even its bottom does
-// not, else "within the band: try it".
-std::string verdict(double total, double capacity, double sigma) {
-  if (total * (1 + sigma) <= capacity)
-    return "fits";
-  if (total * (1 - sigma) > capacity)
-    return "does not fit";
-  return "within the band: try it";
-}
-
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / 1e9); }
 std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024 * 1024)); }
 
@@ -180,32 +169,30 @@ int run_params_only(const MemoryOptions& o) {
   return 0;
 }
 
-int run_memory(const MemoryOptions& o) {
-  if (!o.plot.empty())
-    check_plot_file(o.plot);
-  if ((o.max_params || !o.params.empty()) && !o.allocator_trace_out.empty())
-    throw ConfigError("--allocator-trace-out: needs --model (the step's requests come from the "
-                      "model's tensors; --params and --max-params count model states only)");
-  if ((o.max_params || !o.params.empty()) && o.allocator_cap_gb > 0)
-    throw ConfigError("--allocator-cap-gb: needs --model (the cap bounds a step's caching "
-                      "allocator; --params and --max-params count model states only)");
-  if (o.max_params)
-    return run_max_params(o);
-  if (!o.params.empty()) {
-    if (!o.model.model.empty())
-      throw ConfigError("--params and --model: give only one");
-    return run_params_only(o);
-  }
-  if (o.model.model.empty())
-    throw ConfigError("--model: required (or --params N for model states only, or --max-params)");
+// A `trainsim memory` request resolved from its flags (and a DeepSpeed config).
+struct MemoryRequest {
+  model::ModelSpec m;
+  Machine mc;
+  model::TrainingSetup s;
+  model::ParallelPlan p;
+  sim::MemoryOptions mo;
+  std::optional<sim::DeepSpeedConfig> ds;
+  sim::DeepSpeedBatch ds_batch; // all 0: the config gives no batch
+  std::string zero_note;
+  double cap = 0; // --allocator-cap-gb in bytes (0: none)
+};
+
+MemoryRequest resolve_memory_request(const MemoryOptions& o) {
   require_range("--bucket-mb", o.bucket_mb, kBucketMb);
   require_range("--nvme-gb-per-s", o.nvme_gb_per_s, Interval{0.01, 1e4, "GB/s"});
-  const model::ModelSpec m = resolve_model(o.model);
-  const Machine mc = resolve_machine(o.machine);
-  model::TrainingSetup s = resolve_setup(o.setup, m);
+  MemoryRequest q{resolve_model(o.model), resolve_machine(o.machine), {}, {}, {}, {}, {}, {}, 0};
+  const model::ModelSpec& m = q.m;
+  const Machine& mc = q.mc;
+  model::TrainingSetup& s = q.s;
+  s = resolve_setup(o.setup, m);
   sim::check_precision_supported(mc.gpu, s.precision);
   PlanOptions plan_options = o.plan;
-  std::optional<sim::DeepSpeedConfig> ds;
+  auto& ds = q.ds;
   std::string framework = o.framework;
   if (!o.deepspeed.empty()) {
     // The DeepSpeed config decides what it states: ZeRO stage, micro-batch, precision.
@@ -226,10 +213,10 @@ int run_memory(const MemoryOptions& o) {
                       "profile, which has no torch.compile variant; leave it at none");
   const auto fw =
       std::make_shared<const sim::FrameworkProfile>(resolve_framework(framework, o.torch_compile));
-  const model::ParallelPlan p =
-      resolve_plan(plan_options, m, s, mc.num_gpus, fw->default_zero_stage);
-  const std::string zero_note = zero_default_note(plan_options, *fw);
-  sim::DeepSpeedBatch ds_batch; // all 0: the config gives no batch
+  q.p = resolve_plan(plan_options, m, s, mc.num_gpus, fw->default_zero_stage);
+  const model::ParallelPlan& p = q.p;
+  q.zero_note = zero_default_note(plan_options, *fw);
+  sim::DeepSpeedBatch& ds_batch = q.ds_batch;
   if (ds) {
     // Its batch fields, completed and checked as DeepSpeed does on this layout's dp ranks.
     ds_batch = sim::deepspeed_batch(*ds, p.dp, o.deepspeed);
@@ -238,7 +225,7 @@ int run_memory(const MemoryOptions& o) {
       s.global_batch_size = ds_batch.train;
     }
   }
-  sim::MemoryOptions mo;
+  sim::MemoryOptions& mo = q.mo;
   mo.bucket_bytes = ds ? ds->reduce_bucket_elems * dtype_bytes(model::compute_dtype(s.precision)) /
                              (ds->overlap_comm ? 1.0 : 2.0)
                        : o.bucket_mb * 1024 * 1024;
@@ -262,17 +249,9 @@ int run_memory(const MemoryOptions& o) {
     mo.offload_optimizer = ds->offload_optimizer != sim::OffloadDevice::none;
     mo.offload_params = ds->offload_param != sim::OffloadDevice::none;
   }
-  // The memory band from the residuals of runs of this kind (one GPU or several).
-  const sim::FitResiduals& residuals = mo.framework->memory_residuals(p.num_gpus());
-  const bool multi_gpu = &residuals == &mo.framework->fit_multi_gpu;
-  const double sigma = residuals.memory_sigma_fraction;
-  // The allocator runs under this GPU's memory: at the cap it returns its cached segments and
-  // retries (allocator.hpp), as max_micro_batch below assumes; the verdict and the reserved
-  // bytes are those of the step on this GPU, not of an unbounded one.
-  mo.device_bytes = mc.gpu.memory_bytes;
   // A cap on what the caching allocator may reserve (PyTorch's per-process memory fraction):
   // the step, its verdict and the searches below play under it.
-  const double cap = o.allocator_cap_gb * 1e9;
+  const double cap = q.cap = o.allocator_cap_gb * 1e9;
   if (cap > 0) {
     if (!mo.framework->caching_allocator)
       throw ConfigError(fmt::format(
@@ -285,115 +264,114 @@ int run_memory(const MemoryOptions& o) {
                                     o.allocator_cap_gb, gb(mc.gpu.memory_bytes), mc.gpu.name));
     mo.allocator_cap_bytes = cap;
   }
-  const auto b = sim::estimate_memory(m, p, s, mc.profile, mo);
-  if (!o.allocator_trace_out.empty()) {
-    if (!b.allocator_step)
-      throw ConfigError(fmt::format(
-          "--allocator-trace-out: the {} profile does not simulate PyTorch's caching allocator, "
-          "so there is no step of requests to write (profiles that do: pytorch, "
-          "pytorch-compile, fsdp)",
-          mo.framework->name));
-    nlohmann::json header{
-        {"framework", mo.framework->name},
-        {"model", m.name},
-        {"gpu", mc.gpu.name},
-        {"num_gpus", p.num_gpus()},
-        {"precision", model::to_string(s.precision)},
-        {"seq_len", s.seq_len},
-        {"micro_batch", s.micro_batch_size},
-        {"global_batch", s.global_batch_size > 0 ? s.global_batch_size : s.micro_batch_size * p.dp},
-        {"tp", p.tp},
-        {"pp", p.pp},
-        {"cp", p.cp},
-        {"dp", p.dp},
-        {"zero_stage", p.zero_stage},
-        {"recompute", model::to_string(p.recompute)},
-        {"attention", model::to_string(s.attention)},
-        {"id", fmt::format("trainsim-{}-{}-b{}-s{}", mo.framework->name, m.name, s.micro_batch_size,
-                           s.seq_len)},
-        {"source", "trainsim memory --allocator-trace-out (the generated step)"},
-        {"pipeline_stage", b.stage}};
-    header["segment_placement"] = "above"; // the generated step's (allocator.hpp)
-    if (s.recompute_layers > 0)
-      header["recompute_layers"] = s.recompute_layers;
-    if (!o.machine.cluster.empty())
-      header["cluster"] = mc.cluster.name;
-    if (mo.framework->torch_compile != "none")
-      header["torch_compile"] = mo.framework->torch_compile;
-    write_allocator_trace(o.allocator_trace_out, b, header);
-  }
-  // Under a cap, reserved bytes against the cap; else everything against the GPU's memory.
-  const double need = cap > 0 ? b.peak_reserved() : b.total;
-  const double capacity = cap > 0 ? cap : mc.gpu.memory_bytes;
-  const bool fits = b.total <= mc.gpu.memory_bytes && need <= capacity;
-  const std::string said = verdict(need, capacity, sigma);
-  const std::string band =
-      residuals.memory_runs > 0
-          ? fmt::format("+-{:.0f}% (1 sigma over {} {}{} runs)", 100 * sigma, residuals.memory_runs,
-                        multi_gpu ? "multi-GPU " : "", mo.framework->name)
-          : fmt::format("none (the {} profile has no memory residuals)", mo.framework->name);
-  const std::int64_t max_mb = sim::max_micro_batch(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
-  const std::int64_t again =
-      max_mb > 0 && max_mb < 1024
-          ? sim::fits_again_above(m, p, s, mc.profile, mc.gpu.memory_bytes, mo, max_mb)
-          : 0;
-  // The least full recompute that makes this step fit (Megatron-Core's --recompute-num-layers).
-  const std::int64_t min_rc =
-      sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes, mo);
-  // How far that answer moves within the memory band: the same search with the GPU's memory
-  // scaled by 1 / (1 - sigma) (the step needs sigma less than predicted) and by 1 / (1 + sigma)
-  // (sigma more). Measured boundaries move by whole layers for errors of a few percent
-  // (docs/frameworks.md, "The least full recompute that fits, measured at a cap").
-  std::int64_t rc_low = min_rc, rc_high = min_rc;
-  if (residuals.memory_runs > 0 && sigma > 0 && sigma < 1) {
-    auto scaled = [&](double f) { // the memory (and the cap) scaled by f
-      sim::MemoryOptions so = mo;
-      so.allocator_cap_bytes = cap * f;
-      return sim::min_recompute_layers(m, p, s, mc.profile, mc.gpu.memory_bytes * f, so);
-    };
-    rc_low = scaled(1 / (1 - sigma));
-    rc_high = scaled(1 / (1 + sigma));
-  }
-  const double params = model::count_params(m).total;
-  // What the profile's recorded comparisons say this memory figure misses (its caveats): the
-  // asked step's, and the full-recompute steps behind "recompute needed to fit".
-  const std::vector<std::string> caveats =
-      sim::memory_caveats(*mo.framework, p.recompute == model::Recompute::full || min_rc != 0);
-  Sink sink(o.out);
-  nlohmann::json j{{"model", m.name},
-                   {"gpu", mc.gpu.name},
-                   {"num_gpus", mc.num_gpus},
-                   {"setup", setup_json(s)},
-                   {"plan", plan_json(p)},
+  return q;
+}
+
+// --allocator-trace-out: the step trainsim played, with a header naming its configuration.
+void write_memory_trace(const MemoryOptions& o, const MemoryRequest& q,
+                        const sim::MemoryBreakdown& b) {
+  const auto& [m, mc, s, p, mo, ds, ds_batch, zero_note, cap] = q;
+  if (!b.allocator_step)
+    throw ConfigError(fmt::format(
+        "--allocator-trace-out: the {} profile does not simulate PyTorch's caching allocator, "
+        "so there is no step of requests to write (profiles that do: pytorch, "
+        "pytorch-compile, fsdp)",
+        mo.framework->name));
+  nlohmann::json header{
+      {"framework", mo.framework->name},
+      {"model", m.name},
+      {"gpu", mc.gpu.name},
+      {"num_gpus", p.num_gpus()},
+      {"precision", model::to_string(s.precision)},
+      {"seq_len", s.seq_len},
+      {"micro_batch", s.micro_batch_size},
+      {"global_batch", s.global_batch_size > 0 ? s.global_batch_size : s.micro_batch_size * p.dp},
+      {"tp", p.tp},
+      {"pp", p.pp},
+      {"cp", p.cp},
+      {"dp", p.dp},
+      {"zero_stage", p.zero_stage},
+      {"recompute", model::to_string(p.recompute)},
+      {"attention", model::to_string(s.attention)},
+      {"id", fmt::format("trainsim-{}-{}-b{}-s{}", mo.framework->name, m.name, s.micro_batch_size,
+                         s.seq_len)},
+      {"source", "trainsim memory --allocator-trace-out (the generated step)"},
+      {"pipeline_stage", b.stage}};
+  header["segment_placement"] = "above"; // the generated step's (allocator.hpp)
+  if (s.recompute_layers > 0)
+    header["recompute_layers"] = s.recompute_layers;
+  if (!o.machine.cluster.empty())
+    header["cluster"] = mc.cluster.name;
+  if (mo.framework->torch_compile != "none")
+    header["torch_compile"] = mo.framework->torch_compile;
+  write_allocator_trace(o.allocator_trace_out, b, header);
+}
+
+// The breakdown, the verdict, the largest micro-batch and the least recompute: JSON or a table.
+// The memory band as the table says it.
+std::string band_text(const sim::MemoryAnswer& a, const std::string& framework) {
+  return a.band->memory_runs > 0
+             ? fmt::format("+-{:.0f}% (1 sigma over {} {}{} runs)",
+                           100 * a.band->memory_sigma_fraction, a.band->memory_runs,
+                           a.band_multi_gpu ? "multi-GPU " : "", framework)
+             : fmt::format("none (the {} profile has no memory residuals)", framework);
+}
+
+// The answer as JSON (raw base units), every figure the table prints among them.
+nlohmann::json memory_answer_json(const MemoryRequest& q, const sim::MemoryAnswer& a,
+                                  double params) {
+  const sim::MemoryBreakdown& b = a.breakdown;
+  const auto& fw = *q.mo.framework;
+  nlohmann::json j{{"model", q.m.name},
+                   {"gpu", q.mc.gpu.name},
+                   {"num_gpus", q.mc.num_gpus},
+                   {"setup", setup_json(q.s)},
+                   {"plan", plan_json(q.p)},
                    {"params", params},
                    {"params_per_gpu", b.params_on_gpu},
                    {"pipeline_stage", b.stage},
                    {"pipeline_stage_layers", b.stage_num_layers},
                    {"in_flight_micro_batches", b.in_flight_micro_batches},
-                   {"framework", mo.framework->name},
-                   {"torch_compile", mo.framework->torch_compile},
+                   {"framework", fw.name},
+                   {"torch_compile", fw.torch_compile},
                    {"per_gpu_bytes", memory_json(b)},
                    {"peak_allocated_bytes", b.peak_allocated()},
                    {"peak_reserved_bytes", b.peak_reserved()},
-                   {"gpu_memory_bytes", mc.gpu.memory_bytes},
-                   {"allocator_cap_bytes", cap},
-                   {"headroom_bytes", capacity - need},
-                   {"memory_band_fraction", sigma},
-                   {"band_source", band},
-                   {"verdict", said},
-                   {"fits", fits},
-                   {"max_micro_batch", max_mb},
-                   {"fits_again_up_to", again},
-                   {"min_recompute_layers", min_rc},
-                   {"min_recompute_layers_low", rc_low},
-                   {"min_recompute_layers_high", rc_high}};
-  j["caveats"] = caveats;
-  if (!zero_note.empty())
-    j["zero_stage_note"] = zero_note;
-  if (ds_batch.micro > 0)
-    j["deepspeed_batch"] = {{"train_batch_size", ds_batch.train},
-                            {"train_micro_batch_size_per_gpu", ds_batch.micro},
-                            {"gradient_accumulation_steps", ds_batch.grad_acc}};
+                   {"gpu_memory_bytes", q.mc.gpu.memory_bytes},
+                   {"allocator_cap_bytes", q.cap},
+                   {"headroom_bytes", a.capacity_bytes - a.need_bytes},
+                   {"memory_band_fraction", a.band->memory_sigma_fraction},
+                   {"band_source", band_text(a, fw.name)},
+                   {"verdict", a.verdict},
+                   {"fits", a.fits},
+                   {"max_micro_batch", a.max_micro_batch},
+                   {"fits_again_up_to", a.fits_again_up_to},
+                   {"min_recompute_layers", a.min_recompute_layers},
+                   {"min_recompute_layers_low", a.min_recompute_layers_low},
+                   {"min_recompute_layers_high", a.min_recompute_layers_high}};
+  j["caveats"] = a.caveats;
+  if (!q.zero_note.empty())
+    j["zero_stage_note"] = q.zero_note;
+  if (q.ds_batch.micro > 0)
+    j["deepspeed_batch"] = {{"train_batch_size", q.ds_batch.train},
+                            {"train_micro_batch_size_per_gpu", q.ds_batch.micro},
+                            {"gradient_accumulation_steps", q.ds_batch.grad_acc}};
+  return j;
+}
+
+void print_memory(Sink& sink, const MemoryRequest& q, const sim::MemoryAnswer& a, double params) {
+  const nlohmann::json j = memory_answer_json(q, a, params);
+  const auto& [m, mc, s, p, mo, ds, ds_batch, zero_note, cap] = q;
+  const sim::MemoryBreakdown& b = a.breakdown;
+  const double sigma = a.band->memory_sigma_fraction;
+  const std::string band = band_text(a, mo.framework->name);
+  const double need = a.need_bytes, capacity = a.capacity_bytes;
+  const bool fits = a.fits;
+  const std::string& said = a.verdict;
+  const std::int64_t max_mb = a.max_micro_batch, again = a.fits_again_up_to;
+  const std::int64_t min_rc = a.min_recompute_layers, rc_low = a.min_recompute_layers_low,
+                     rc_high = a.min_recompute_layers_high;
+  const std::vector<std::string>& caveats = a.caveats;
   check_finite(j); // every printed figure below is one of these
   if (sink.format() == Format::json) {
     sink.json(j);
@@ -467,65 +445,103 @@ int run_memory(const MemoryOptions& o) {
       for (const auto& c : caveats)
         sink.write(fmt::format("caveat ({}): {}\n", mo.framework->name, c));
   }
-  if (ds) {
-    // Model states as DeepSpeed's own estimator gives them, where they live, and the PCIe/NVMe
-    // traffic offload adds per step.
-    const auto ops = model::build_ops(m, model::OpContext{});
-    double largest = 0;
-    for (const auto& kind : ops.layers)
-      for (const auto& op : kind.ops)
-        largest = std::max(largest, op.params);
-    const std::int64_t g = std::min(mc.cluster.gpus_per_node, mc.num_gpus);
-    const std::int64_t nodes = std::max<std::int64_t>(mc.num_gpus / g, 1);
-    const double link = hw::host_link_bytes_per_s(mc.gpu, mc.profile);
-    // Under AutoTP each rank's module holds 1/tp of every sharded layer and the ZeRO group is
-    // its dp ranks: the estimator runs on that shard (DeepSpeed's own counts the module it is
-    // given, over every GPU, and knows nothing of tensor parallelism).
-    const double tp = static_cast<double>(p.tp);
-    const auto place =
-        sim::offload_placement(*ds, params / tp, largest / tp, std::max<std::int64_t>(g / p.tp, 1),
-                               nodes, link, o.nvme_gb_per_s * 1e9);
-    if (sink.format() == Format::table) {
-      sink.write(fmt::format(
-          "# DeepSpeed ZeRO-{} (offload optimizer: {}, parameters: {}): model states per GPU "
-          "{} GB (DeepSpeed's estimator{}); host RAM per node {} GB; NVMe per node {} GB; per "
-          "step {} GB over PCIe ({:.3f} s at {} GB/s) and {:.3f} s of NVMe traffic at {} GB/s\n",
-          ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
-          gb(place.gpu_bytes),
-          p.tp > 1 ? fmt::format(" on each rank's 1/{} tensor-parallel shard", p.tp) : "",
-          gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes), place.pcie_s,
-          fmt::format("{:.3g}", link / 1e9), place.nvme_s, o.nvme_gb_per_s));
-      if (ds_batch.micro > 0)
-        sink.write(fmt::format("# DeepSpeed batch: train_batch_size {} = micro-batch {} x {} "
-                               "accumulation steps x dp {}\n",
-                               ds_batch.train, ds_batch.micro, ds_batch.grad_acc, p.dp));
-    }
+}
+
+// DeepSpeed's own view: model states as its estimator gives them, where they live, and the
+// PCIe/NVMe traffic offload adds per step.
+void print_deepspeed(Sink& sink, const MemoryOptions& o, const MemoryRequest& q, double params) {
+  const auto& [m, mc, s, p, mo, ds, ds_batch, zero_note, cap] = q;
+  // traffic offload adds per step.
+  const auto ops = model::build_ops(m, model::OpContext{});
+  double largest = 0;
+  for (const auto& kind : ops.layers)
+    for (const auto& op : kind.ops)
+      largest = std::max(largest, op.params);
+  const std::int64_t g = std::min(mc.cluster.gpus_per_node, mc.num_gpus);
+  const std::int64_t nodes = std::max<std::int64_t>(mc.num_gpus / g, 1);
+  const double link = hw::host_link_bytes_per_s(mc.gpu, mc.profile);
+  // Under AutoTP each rank's module holds 1/tp of every sharded layer and the ZeRO group is
+  // its dp ranks: the estimator runs on that shard (DeepSpeed's own counts the module it is
+  // given, over every GPU, and knows nothing of tensor parallelism).
+  const double tp = static_cast<double>(p.tp);
+  const auto place =
+      sim::offload_placement(*ds, params / tp, largest / tp, std::max<std::int64_t>(g / p.tp, 1),
+                             nodes, link, o.nvme_gb_per_s * 1e9);
+  if (sink.format() == Format::table) {
+    sink.write(fmt::format(
+        "# DeepSpeed ZeRO-{} (offload optimizer: {}, parameters: {}): model states per GPU "
+        "{} GB (DeepSpeed's estimator{}); host RAM per node {} GB; NVMe per node {} GB; per "
+        "step {} GB over PCIe ({:.3f} s at {} GB/s) and {:.3f} s of NVMe traffic at {} GB/s\n",
+        ds->zero_stage, sim::to_string(ds->offload_optimizer), sim::to_string(ds->offload_param),
+        gb(place.gpu_bytes),
+        p.tp > 1 ? fmt::format(" on each rank's 1/{} tensor-parallel shard", p.tp) : "",
+        gb(place.host_bytes), gb(place.nvme_bytes), gb(place.pcie_bytes), place.pcie_s,
+        fmt::format("{:.3g}", link / 1e9), place.nvme_s, o.nvme_gb_per_s));
+    if (ds_batch.micro > 0)
+      sink.write(fmt::format("# DeepSpeed batch: train_batch_size {} = micro-batch {} x {} "
+                             "accumulation steps x dp {}\n",
+                             ds_batch.train, ds_batch.micro, ds_batch.grad_acc, p.dp));
   }
-  if (!o.plot.empty()) {
-    PlotSpec spec =
-        plot_spec(o.plot,
-                  fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
-                              "recompute {})",
-                              m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
-                              recompute_label(p, s)),
-                  "", "GB per GPU");
-    spec.hmarkers.push_back({mc.gpu.memory_bytes / 1e9,
-                             fmt::format("GPU memory {:.0f} GB", mc.gpu.memory_bytes / 1e9)});
-    spec.yrange = {0, 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9};
-    // Two bars: what is allocated at the peak, and what the caching allocator has reserved
-    // for it (the same parts plus its slack) beside the context outside the allocator.
-    plot_bars(spec, {"allocated", "reserved+context"},
-              {"weights", "gradients", "optimizer", "activations", "buffers", "temporaries",
-               "allocator slack", "context"},
-              {{b.weights / 1e9, b.weights / 1e9},
-               {b.gradients / 1e9, b.gradients / 1e9},
-               {b.optimizer / 1e9, b.optimizer / 1e9},
-               {b.activations / 1e9, b.activations / 1e9},
-               {b.buffers / 1e9, b.buffers / 1e9},
-               {b.transient / 1e9, b.transient / 1e9},
-               {0.0, b.allocator / 1e9},
-               {0.0, b.overhead / 1e9}});
+}
+
+// --plot: allocated against reserved, by part.
+void plot_memory(const MemoryOptions& o, const MemoryRequest& q, const sim::MemoryBreakdown& b) {
+  const auto& [m, mc, s, p, mo, ds, ds_batch, zero_note, cap] = q;
+  PlotSpec spec =
+      plot_spec(o.plot,
+                fmt::format("{} on {} x {}: per-GPU memory (tp {} pp {} dp {}, ZeRO-{}, "
+                            "recompute {})",
+                            m.name, mc.num_gpus, mc.gpu.name, p.tp, p.pp, p.dp, p.zero_stage,
+                            recompute_label(p, s)),
+                "", "GB per GPU");
+  spec.hmarkers.push_back(
+      {mc.gpu.memory_bytes / 1e9, fmt::format("GPU memory {:.0f} GB", mc.gpu.memory_bytes / 1e9)});
+  spec.yrange = {0, 1.15 * std::max(b.total, mc.gpu.memory_bytes) / 1e9};
+  // Two bars: what is allocated at the peak, and what the caching allocator has reserved
+  // for it (the same parts plus its slack) beside the context outside the allocator.
+  plot_bars(spec, {"allocated", "reserved+context"},
+            {"weights", "gradients", "optimizer", "activations", "buffers", "temporaries",
+             "allocator slack", "context"},
+            {{b.weights / 1e9, b.weights / 1e9},
+             {b.gradients / 1e9, b.gradients / 1e9},
+             {b.optimizer / 1e9, b.optimizer / 1e9},
+             {b.activations / 1e9, b.activations / 1e9},
+             {b.buffers / 1e9, b.buffers / 1e9},
+             {b.transient / 1e9, b.transient / 1e9},
+             {0.0, b.allocator / 1e9},
+             {0.0, b.overhead / 1e9}});
+}
+
+int run_memory(const MemoryOptions& o) {
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
+  if ((o.max_params || !o.params.empty()) && !o.allocator_trace_out.empty())
+    throw ConfigError("--allocator-trace-out: needs --model (the step's requests come from the "
+                      "model's tensors; --params and --max-params count model states only)");
+  if ((o.max_params || !o.params.empty()) && o.allocator_cap_gb > 0)
+    throw ConfigError("--allocator-cap-gb: needs --model (the cap bounds a step's caching "
+                      "allocator; --params and --max-params count model states only)");
+  if (o.max_params)
+    return run_max_params(o);
+  if (!o.params.empty()) {
+    if (!o.model.model.empty())
+      throw ConfigError("--params and --model: give only one");
+    return run_params_only(o);
   }
+  if (o.model.model.empty())
+    throw ConfigError("--model: required (or --params N for model states only, or --max-params)");
+  const MemoryRequest q = resolve_memory_request(o);
+  const sim::MemoryAnswer a =
+      sim::answer_memory(q.m, q.p, q.s, q.mc.profile, q.mc.gpu.memory_bytes, q.mo);
+  if (!o.allocator_trace_out.empty())
+    write_memory_trace(o, q, a.breakdown);
+  const double params = model::count_params(q.m).total;
+  Sink sink(o.out);
+  print_memory(sink, q, a, params);
+  if (q.ds)
+    print_deepspeed(sink, o, q, params);
+  if (!o.plot.empty())
+    plot_memory(o, q, a.breakdown);
   return 0;
 }
 

@@ -472,6 +472,60 @@ std::int64_t min_recompute_layers(const model::ModelSpec& model, model::Parallel
   return hi;
 }
 
+std::string memory_verdict(double need, double capacity, double sigma) {
+  if (need * (1 + sigma) <= capacity)
+    return "fits";
+  if (need * (1 - sigma) > capacity)
+    return "does not fit";
+  return "within the band: try it";
+}
+
+MemoryAnswer answer_memory(const model::ModelSpec& model, const model::ParallelPlan& plan,
+                           const model::TrainingSetup& setup, const hw::HardwareProfile& profile,
+                           double gpu_memory_bytes, MemoryOptions options) {
+  MemoryAnswer ans;
+  const FrameworkProfile& fw = *options.framework;
+  ans.band = &fw.memory_residuals(plan.num_gpus());
+  ans.band_multi_gpu = ans.band == &fw.fit_multi_gpu;
+  const double sigma = ans.band->memory_sigma_fraction;
+  // The allocator runs under this GPU's memory: at the cap it returns its cached segments and
+  // retries (allocator.hpp), as max_micro_batch assumes; the verdict and the reserved bytes are
+  // those of the step on this GPU, not of an unbounded one.
+  options.device_bytes = gpu_memory_bytes;
+  const double cap = options.allocator_cap_bytes;
+  ans.breakdown = estimate_memory(model, plan, setup, profile, options);
+  const MemoryBreakdown& b = ans.breakdown;
+  ans.need_bytes = cap > 0 ? b.peak_reserved() : b.total;
+  ans.capacity_bytes = cap > 0 ? cap : gpu_memory_bytes;
+  ans.fits = b.total <= gpu_memory_bytes && ans.need_bytes <= ans.capacity_bytes;
+  ans.verdict = memory_verdict(ans.need_bytes, ans.capacity_bytes, sigma);
+  ans.max_micro_batch = max_micro_batch(model, plan, setup, profile, gpu_memory_bytes, options);
+  if (ans.max_micro_batch > 0 && ans.max_micro_batch < 1024)
+    ans.fits_again_up_to = fits_again_above(model, plan, setup, profile, gpu_memory_bytes, options,
+                                            ans.max_micro_batch);
+  // The least full recompute that makes this step fit (Megatron-Core's --recompute-num-layers),
+  // and how far it moves within the memory band: the same search with the memory (and the cap)
+  // scaled by 1 / (1 - sigma) (the step needs sigma less than predicted) and by
+  // 1 / (1 + sigma) (sigma more). Measured boundaries move by whole layers for errors of a few
+  // percent (docs/frameworks.md, "Under a cap: the OOM boundary").
+  auto least = [&](double f) {
+    MemoryOptions so = options;
+    so.allocator_cap_bytes = cap * f;
+    return min_recompute_layers(model, plan, setup, profile, gpu_memory_bytes * f, so);
+  };
+  ans.min_recompute_layers = least(1);
+  ans.min_recompute_layers_low = ans.min_recompute_layers_high = ans.min_recompute_layers;
+  if (ans.band->memory_runs > 0 && sigma > 0 && sigma < 1) {
+    ans.min_recompute_layers_low = least(1 / (1 - sigma));
+    ans.min_recompute_layers_high = least(1 / (1 + sigma));
+  }
+  // What the profile's recorded comparisons say this figure misses: the asked step's, and the
+  // full-recompute steps behind the least recompute that fits.
+  ans.caveats =
+      memory_caveats(fw, plan.recompute == model::Recompute::full || ans.min_recompute_layers != 0);
+  return ans;
+}
+
 double max_params(double memory_bytes, std::int64_t num_gpus, Precision precision,
                   Optimizer optimizer, std::int64_t zero_stage) {
   // States per GPU are linear in params: bytes = params * per_param_bytes_after_sharding.

@@ -169,6 +169,34 @@ compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& mo
                                             const MemoryOptions& options,
                                             std::int64_t max_micro_batch, std::int64_t window = 16);
 
+/// What `trainsim memory` answers for one step on one GPU of `gpu_memory_bytes`: the breakdown
+/// (the allocator capped at the GPU, or at options.allocator_cap_bytes), the verdict against
+/// the capacity within the profile's memory band, the largest micro-batch that fits, and the
+/// least full recompute that fits with its range within the band.
+struct MemoryAnswer {
+  MemoryBreakdown breakdown;
+  // Under an allocator cap: reserved bytes against the cap; else the total against the GPU.
+  double need_bytes = 0, capacity_bytes = 0;
+  bool fits = false;
+  // "fits" when even the band's top fits, "does not fit" when even its bottom does not, else
+  // "within the band: try it".
+  std::string verdict;
+  const FitResiduals* band = nullptr; // the residuals of runs of this kind (one GPU or several)
+  bool band_multi_gpu = false;
+  std::int64_t max_micro_batch = 0, fits_again_up_to = 0;
+  std::int64_t min_recompute_layers = 0, min_recompute_layers_low = 0,
+               min_recompute_layers_high = 0;
+  std::vector<std::string> caveats; // the profile's memory caveats that apply
+};
+/// The verdict of `need` against `capacity` within a band of +-sigma.
+[[nodiscard]] std::string memory_verdict(double need, double capacity, double sigma);
+/// Requires options.framework.
+[[nodiscard]] MemoryAnswer answer_memory(const model::ModelSpec& model,
+                                         const model::ParallelPlan& plan,
+                                         const model::TrainingSetup& setup,
+                                         const hw::HardwareProfile& profile,
+                                         double gpu_memory_bytes, MemoryOptions options);
+
 /// Fewest transformer layers per model chunk that full recompute must re-run for the step to
 /// fit in `memory_bytes` (TrainingSetup::recompute_layers; the rest of the plan and setup as
 /// given): 0 when it fits without recompute, -1 when it does not fit even with every layer
