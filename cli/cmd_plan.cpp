@@ -207,14 +207,14 @@ nlohmann::json explain(Sink& sink, const model::ModelSpec& m, const Machine& mc,
   return out;
 }
 
-int run_plan(const PlanOptionsCli& o) {
-  if (!o.plot.empty())
-    check_plot_file(o.plot);
-  const model::ModelSpec m = resolve_model(o.model);
-  const Machine mc = resolve_machine(o.machine, 8);
-  model::TrainingSetup s = resolve_setup(o.setup, m);
-  if (s.global_batch_size <= 0)
-    throw ConfigError("--global-batch: required for plan (sequences per optimizer step)");
+int hardware_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// The search's options from the flags: objective, bounds, pinned dimensions, each checked
+// against the model, the GPUs and the framework.
+sim::PlanSearchOptions resolve_search_options(const PlanOptionsCli& o, const model::ModelSpec& m,
+                                              const Machine& mc, const model::TrainingSetup& s) {
   require_range("--top", o.top, 1, 10000);
   if (o.explain) {
     require_range("--explain", *o.explain, 1, 10000);
@@ -317,86 +317,87 @@ int run_plan(const PlanOptionsCli& o) {
   }
   so.fix_first_stage_layers = o.stages.first_stage_layers.value_or(-1);
   so.fix_last_stage_layers = o.stages.last_stage_layers.value_or(-1);
-  const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  so.threads = o.threads > 0 ? o.threads : hw_threads;
+  so.threads = o.threads > 0 ? o.threads : hardware_threads();
 
-  Sink sink(o.out);
-  if (o.bench) {
-    // Evaluations per second, single-threaded and with every core, median of 5 runs each.
-    auto time_run = [&](int threads, sim::PlanSearchResult& r) {
-      auto opts = so;
-      opts.threads = threads;
-      std::vector<double> ts;
-      for (int i = 0; i < 5; ++i) {
-        sim::clear_allocator_cache(); // each search cold, as one `plan` runs
-        const auto t0 = std::chrono::steady_clock::now();
-        r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, opts);
-        ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return median(ts);
-    };
-    sim::PlanSearchResult r1, rn;
-    const double t1 = time_run(1, r1);
-    const double tn = time_run(hw_threads, rn);
-    // The same plans in the same order (how many were sized on the way depends on what each
-    // thread had found: the pruning).
-    const bool same = r1.plans.size() == rn.plans.size() &&
-                      std::equal(r1.plans.begin(), r1.plans.end(), rn.plans.begin(),
-                                 [](const auto& a, const auto& b) {
-                                   return sim::same_plan(a, b) && a.step_time_s == b.step_time_s &&
-                                          a.per_gpu_bytes_total == b.per_gpu_bytes_total;
-                                 });
-    if (!same)
-      throw CheckFailed("plan search: single- and multi-threaded results differ");
-    if (sink.format() != Format::table) {
-      const nlohmann::json j{
-          {"model", m.name},
-          {"num_gpus", mc.num_gpus},
-          {"gpu", mc.gpu.name},
-          {"global_batch_size", s.global_batch_size},
-          {"seq_len", s.seq_len},
-          {"space_size", r1.space_size},
-          {"evaluated", r1.evaluated},
-          {"feasible", r1.feasible},
-          {"one_thread_search_s", t1},
-          {"threads", hw_threads},
-          {"all_threads_search_s", tn},
-          {"one_thread_evaluations_per_s", static_cast<double>(r1.evaluated) / t1},
-          {"identical_results", same}};
-      if (sink.format() == Format::json) {
-        sink.json(j);
-      } else {
-        Table t({"threads", "search_s", "evaluations_per_s"});
-        t.add_row({"1", fmt::format("{:.6g}", t1),
-                   fmt::format("{:.6g}", static_cast<double>(r1.evaluated) / t1)});
-        t.add_row({fmt::format("{}", hw_threads), fmt::format("{:.6g}", tn),
-                   fmt::format("{:.6g}", static_cast<double>(rn.evaluated) / tn)});
-        t.print(sink);
-      }
-      return 0;
+  return so;
+}
+
+// --bench: evaluations per second, single-threaded and with every core, median of 5 cold
+// searches each; both must list the same plans.
+int run_plan_bench(Sink& sink, const model::ModelSpec& m, const Machine& mc,
+                   const model::TrainingSetup& s, const sim::PlanSearchOptions& so) {
+  const int hw_threads = hardware_threads();
+  // Evaluations per second, single-threaded and with every core, median of 5 runs each.
+  auto time_run = [&](int threads, sim::PlanSearchResult& r) {
+    auto opts = so;
+    opts.threads = threads;
+    std::vector<double> ts;
+    for (int i = 0; i < 5; ++i) {
+      sim::clear_allocator_cache(); // each search cold, as one `plan` runs
+      const auto t0 = std::chrono::steady_clock::now();
+      r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, opts);
+      ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    sink.write(fmt::format("# plan search benchmark: {} on {} x {}, global batch {}, seq {}\n",
-                           m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len));
-    sink.write(fmt::format("space {} candidates, {} evaluated by the cost model ({} with uneven "
-                           "stages), {} feasible, {} op lists built\n",
-                           r1.space_size, r1.evaluated, r1.uneven_evaluated, r1.feasible,
-                           r1.phase1_builds));
-    sink.write(
-        fmt::format("1 thread : {:.1f} ms per search (median of 5), {:.2f} M evaluations/s\n",
-                    t1 * 1e3, static_cast<double>(r1.evaluated) / t1 / 1e6));
-    sink.write(fmt::format("{} threads: {:.1f} ms per search (median of 5), {:.2f} M evaluations/s "
-                           "({:.2f} M per core); speed-up {:.2f}x; identical results: {}\n",
-                           hw_threads, tn * 1e3, static_cast<double>(rn.evaluated) / tn / 1e6,
-                           static_cast<double>(rn.evaluated) / tn / 1e6 / hw_threads, t1 / tn,
-                           same ? "yes" : "NO"));
+    return median(ts);
+  };
+  sim::PlanSearchResult r1, rn;
+  const double t1 = time_run(1, r1);
+  const double tn = time_run(hw_threads, rn);
+  // The same plans in the same order (how many were sized on the way depends on what each
+  // thread had found: the pruning).
+  const bool same = r1.plans.size() == rn.plans.size() &&
+                    std::equal(r1.plans.begin(), r1.plans.end(), rn.plans.begin(),
+                               [](const auto& a, const auto& b) {
+                                 return sim::same_plan(a, b) && a.step_time_s == b.step_time_s &&
+                                        a.per_gpu_bytes_total == b.per_gpu_bytes_total;
+                               });
+  if (!same)
+    throw CheckFailed("plan search: single- and multi-threaded results differ");
+  if (sink.format() != Format::table) {
+    const nlohmann::json j{{"model", m.name},
+                           {"num_gpus", mc.num_gpus},
+                           {"gpu", mc.gpu.name},
+                           {"global_batch_size", s.global_batch_size},
+                           {"seq_len", s.seq_len},
+                           {"space_size", r1.space_size},
+                           {"evaluated", r1.evaluated},
+                           {"feasible", r1.feasible},
+                           {"one_thread_search_s", t1},
+                           {"threads", hw_threads},
+                           {"all_threads_search_s", tn},
+                           {"one_thread_evaluations_per_s", static_cast<double>(r1.evaluated) / t1},
+                           {"identical_results", same}};
+    if (sink.format() == Format::json) {
+      sink.json(j);
+    } else {
+      Table t({"threads", "search_s", "evaluations_per_s"});
+      t.add_row({"1", fmt::format("{:.6g}", t1),
+                 fmt::format("{:.6g}", static_cast<double>(r1.evaluated) / t1)});
+      t.add_row({fmt::format("{}", hw_threads), fmt::format("{:.6g}", tn),
+                 fmt::format("{:.6g}", static_cast<double>(rn.evaluated) / tn)});
+      t.print(sink);
+    }
     return 0;
   }
+  sink.write(fmt::format("# plan search benchmark: {} on {} x {}, global batch {}, seq {}\n",
+                         m.name, mc.num_gpus, mc.gpu.name, s.global_batch_size, s.seq_len));
+  sink.write(fmt::format("space {} candidates, {} evaluated by the cost model ({} with uneven "
+                         "stages), {} feasible, {} op lists built\n",
+                         r1.space_size, r1.evaluated, r1.uneven_evaluated, r1.feasible,
+                         r1.phase1_builds));
+  sink.write(fmt::format("1 thread : {:.1f} ms per search (median of 5), {:.2f} M evaluations/s\n",
+                         t1 * 1e3, static_cast<double>(r1.evaluated) / t1 / 1e6));
+  sink.write(fmt::format("{} threads: {:.1f} ms per search (median of 5), {:.2f} M evaluations/s "
+                         "({:.2f} M per core); speed-up {:.2f}x; identical results: {}\n",
+                         hw_threads, tn * 1e3, static_cast<double>(rn.evaluated) / tn / 1e6,
+                         static_cast<double>(rn.evaluated) / tn / 1e6 / hw_threads, t1 / tn,
+                         same ? "yes" : "NO"));
+  return 0;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, so);
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
+// Why a search found nothing: an empty space, or every candidate rejected (with the counts).
+void require_plans(const sim::PlanSearchResult& r, const model::ModelSpec& m, const Machine& mc,
+                   const model::TrainingSetup& s, const sim::PlanSearchOptions& so) {
   if (r.space_size == 0)
     throw ConfigError(fmt::format(
         "no candidates for {} on {} GPUs (global batch {}): the pinned dimensions (--fix, "
@@ -420,6 +421,11 @@ int run_plan(const PlanOptionsCli& o) {
                           so.step.fw().name, so.step.fw().parallelisms_text())
             : ""));
   }
+}
+
+// The listed plans as JSON (raw base units), every figure the table prints among them.
+nlohmann::json plans_json(const sim::PlanSearchResult& r, const model::TrainingSetup& s,
+                          double tokens) {
   nlohmann::json plans = nlohmann::json::array();
   for (const auto& c : r.plans) {
     nlohmann::json pj{
@@ -444,148 +450,204 @@ int run_plan(const PlanOptionsCli& o) {
                                       c.step_time_s);
     plans.push_back(pj);
   }
-  check_finite(plans); // every printed figure below is one of these
-  // The profile's caveats for what the listed plans run: MoE, and context parallelism where a
-  // listed plan uses it.
-  bool listed_cp = false, listed_mfu_above_peak = false;
-  for (std::size_t i = 0; i < r.plans.size() && static_cast<std::int64_t>(i) < o.top; ++i) {
+  return plans;
+}
+
+// --plot: step time against memory per GPU for the best 2000 plans, and their frontier.
+void plot_plans(const PlanOptionsCli& o, const model::ModelSpec& m, const Machine& mc,
+                const model::TrainingSetup& s, const sim::PlanSearchOptions& so) {
+  // Frontier: step time against memory per GPU for the top plans (search again with a
+  // larger K so the cloud is visible).
+  auto wide = so;
+  wide.top_k = 2000;
+  const auto cloud = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, wide);
+  Series pts{"feasible plans (best 2000)", {}, "points pt 7 ps 0.5", {}};
+  Series front{"frontier (fastest at each memory)", {}, "linespoints", {}};
+  std::vector<std::pair<double, double>> all;
+  for (const auto& c : cloud.plans)
+    all.emplace_back(c.per_gpu_bytes_total / 1e9, c.step_time_s);
+  pts.points = all;
+  std::sort(all.begin(), all.end());
+  double best = 1e300;
+  for (const auto& [mem, t] : all)
+    if (t < best) {
+      best = t;
+      front.points.emplace_back(mem, t);
+    }
+  PlotSpec spec = plot_spec(
+      o.plot,
+      fmt::format("{} on {} x {}: step time vs memory per GPU", m.name, mc.num_gpus, mc.gpu.name),
+      "memory per GPU (GB)", "step time (s)");
+  spec.logy = true;
+  plot_xy(spec, {pts, front});
+}
+
+// The profile's caveats for what the listed plans run: MoE and those said always, and
+// context parallelism where a listed plan uses it; and whether a listed MFU exceeds the peak.
+struct PlanCaveats {
+  std::vector<std::string> every, cp;
+  bool mfu_above_peak = false;
+};
+PlanCaveats plan_caveats(const sim::PlanSearchResult& r, std::int64_t top,
+                         const model::ModelSpec& m, const sim::FrameworkProfile& fw) {
+  PlanCaveats out;
+  bool listed_cp = false;
+  for (std::size_t i = 0; i < r.plans.size() && static_cast<std::int64_t>(i) < top; ++i) {
     listed_cp = listed_cp || r.plans[i].plan.cp > 1;
-    listed_mfu_above_peak = listed_mfu_above_peak || r.plans[i].mfu > 1;
+    out.mfu_above_peak = out.mfu_above_peak || r.plans[i].mfu > 1;
   }
-  // Those of every plan (MoE, and the ones said always), then the context-parallel ones alone.
-  const auto moe_caveats = sim::applicable_caveats(so.step.fw(), m.is_moe(), false);
-  const auto cp_caveats =
-      listed_cp
-          ? sim::caveats_of(so.step.fw(), sim::FrameworkProfile::Caveat::When::context_parallel)
-          : std::vector<std::string>{};
+  out.every = sim::applicable_caveats(fw, m.is_moe(), false);
+  if (listed_cp)
+    out.cp = sim::caveats_of(fw, sim::FrameworkProfile::Caveat::When::context_parallel);
+  return out;
+}
+
+// What the printers of a search's result read.
+struct PlanResult {
+  const PlanOptionsCli& o;
+  const model::ModelSpec& m;
+  const Machine& mc;
+  const model::TrainingSetup& s;
+  const sim::PlanSearchOptions& so;
+  const sim::PlanSearchResult& r;
+  const PlanCaveats& caveats;
+  double elapsed = 0, tokens = 0;
+};
+
+void print_plans_json(Sink& sink, const PlanResult& c_, const nlohmann::json& plans) {
+  const auto& [o, m, mc, s, so, r, caveats_, elapsed, tokens] = c_;
+  nlohmann::json rej = nlohmann::json::object();
+  for (std::size_t k = 0; k < r.rejected.size(); ++k)
+    rej[sim::to_string(static_cast<sim::Reject>(k))] = r.rejected[k];
+  nlohmann::json caveats = caveats_.every;
+  for (const auto& c : caveats_.cp)
+    caveats.push_back("plans with cp > 1: " + c);
+  nlohmann::json j{{"model", m.name},
+                   {"framework", so.step.fw().name},
+                   {"framework_parallelisms", so.step.fw().parallelisms_text()},
+                   {"caveats", caveats},
+                   {"mfu_note", caveats_.mfu_above_peak ? sim::kMfuAbovePeakNote : ""},
+                   {"num_gpus", mc.num_gpus},
+                   {"gpu", mc.gpu.name},
+                   {"objective", o.objective},
+                   {"space_size", r.space_size},
+                   {"evaluated", r.evaluated},
+                   {"uneven_stages_evaluated", r.uneven_evaluated},
+                   {"feasible", r.feasible},
+                   {"rejected", rej},
+                   {"search_time_s", elapsed},
+                   {"plans", plans}};
+  if (o.explain)
+    j["explain"] = explain(sink, m, mc, s, so.step, r.plans, *o.explain, so.objective);
+  sink.json(j);
+}
+
+void print_plans_table(Sink& sink, const PlanResult& c_) {
+  const auto& [o, m, mc, s, so, r, caveats_, elapsed, tokens] = c_;
+  sink.comment(fmt::format(
+      "{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
+      "{}, {} attention, framework {}{}; objective {}",
+      m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
+      mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len, model::to_string(s.precision),
+      model::to_string(s.attention), so.step.fw().name,
+      s.recompute_layers > 0
+          ? fmt::format("; full recompute of {} layers per chunk only", s.recompute_layers)
+      : s.recompute_modules != model::kRecomputeCoreAttn
+          ? fmt::format("; selective recompute re-runs {}",
+                        model::recompute_modules_string(s.recompute_modules))
+          : "",
+      o.objective));
+  if (so.step.fw().parallelisms_limited())
+    sink.comment(fmt::format("layouts: --framework {} runs {}", so.step.fw().name,
+                             so.step.fw().parallelisms_text()));
+  sink.comment(fmt::format(
+      "searched {} candidates in {:.3f} s ({} threads): {} evaluated{}, {} "
+      "feasible",
+      r.space_size, elapsed, so.threads, r.evaluated,
+      r.uneven_evaluated > 0 ? fmt::format(" ({} with uneven pipeline stages)", r.uneven_evaluated)
+                             : "",
+      r.feasible));
+  for (std::size_t k = 0; k < r.rejected.size(); ++k)
+    if (r.rejected[k])
+      sink.comment(fmt::format("  rejected, {}: {}", sim::to_string(static_cast<sim::Reject>(k)),
+                               r.rejected[k]));
+  Table t({"#", "tp", "pp", "dp", "cp", "mb", "accum", "ZeRO", "recompute", "SP", "v", "step (s)",
+           "MFU", "mem/GPU (GB)", tokens > 0 ? "days" : ""},
+          {"rank", "tp", "pp", "dp", "cp", "micro_batch", "grad_accumulation", "zero", "recompute",
+           "sequence_parallel", "interleave", "step_time_s", "mfu", "per_gpu_bytes_total", "days",
+           "stage_layers"});
+  std::int64_t rank = 0;
+  for (const auto& c : r.plans) {
+    if (++rank > o.top)
+      break;
+    const double days =
+        tokens > 0
+            ? sim::days_to_train(tokens, static_cast<double>(s.global_batch_size * s.seq_len),
+                                 c.step_time_s)
+            : 0;
+    const std::string split = model::format_stage_layers(c.plan.stage_layers);
+    t.add_row(
+        {fmt::format("{}", rank), fmt::format("{}", c.plan.tp),
+         split.empty() ? fmt::format("{}", c.plan.pp) : fmt::format("{} [{}]", c.plan.pp, split),
+         fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
+         fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
+         fmt::format("{}", c.plan.zero_stage), recompute_cell(c),
+         c.plan.sequence_parallel ? "on" : "off", fmt::format("{}", c.plan.interleave),
+         fmt::format("{:.3f}", c.step_time_s), fmt::format("{:.1f}%", 100 * c.mfu),
+         fmt::format("{:.1f}", c.per_gpu_bytes_total / 1e9),
+         tokens > 0 ? fmt::format("{:.1f}", days) : ""},
+        {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
+         fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
+         fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
+         fmt::format("{}", c.plan.zero_stage), recompute_cell(c),
+         c.plan.sequence_parallel ? "true" : "false", fmt::format("{}", c.plan.interleave),
+         fmt::format("{:.9g}", c.step_time_s), fmt::format("{:.6f}", c.mfu),
+         fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
+  }
+  t.print(sink);
+  if (sink.format() == Format::table) { // CSV: the table alone
+    if (caveats_.mfu_above_peak)
+      sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
+    for (const auto& c : caveats_.every)
+      sink.write(fmt::format("caveat ({}): {}\n", so.step.fw().name, c));
+    for (const auto& c : caveats_.cp)
+      sink.write(fmt::format("caveat ({}, plans with cp > 1): {}\n", so.step.fw().name, c));
+  }
+  if (o.explain)
+    (void)explain(sink, m, mc, s, so.step, r.plans, *o.explain, so.objective);
+}
+
+int run_plan(const PlanOptionsCli& o) {
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
+  const model::ModelSpec m = resolve_model(o.model);
+  const Machine mc = resolve_machine(o.machine, 8);
+  model::TrainingSetup s = resolve_setup(o.setup, m);
+  if (s.global_batch_size <= 0)
+    throw ConfigError("--global-batch: required for plan (sequences per optimizer step)");
+  const sim::PlanSearchOptions so = resolve_search_options(o, m, mc, s);
+  Sink sink(o.out);
+  if (o.bench)
+    return run_plan_bench(sink, m, mc, s, so);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, so);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double tokens = o.tokens.empty() ? 0 : parse_tokens(o.tokens);
+  require_plans(r, m, mc, s, so);
+  const nlohmann::json plans = plans_json(r, s, tokens);
+  check_finite(plans); // every printed figure below is one of these
+  const PlanCaveats caveats = plan_caveats(r, o.top, m, so.step.fw());
   if (o.explain && *o.explain > static_cast<std::int64_t>(r.plans.size()))
     throw ConfigError(
         fmt::format("--explain {}: only {} plans were found", *o.explain, r.plans.size()));
-  if (sink.format() == Format::json) {
-    nlohmann::json rej = nlohmann::json::object();
-    for (std::size_t k = 0; k < r.rejected.size(); ++k)
-      rej[sim::to_string(static_cast<sim::Reject>(k))] = r.rejected[k];
-    nlohmann::json caveats = moe_caveats;
-    for (const auto& c : cp_caveats)
-      caveats.push_back("plans with cp > 1: " + c);
-    nlohmann::json j{{"model", m.name},
-                     {"framework", so.step.fw().name},
-                     {"framework_parallelisms", so.step.fw().parallelisms_text()},
-                     {"caveats", caveats},
-                     {"mfu_note", listed_mfu_above_peak ? sim::kMfuAbovePeakNote : ""},
-                     {"num_gpus", mc.num_gpus},
-                     {"gpu", mc.gpu.name},
-                     {"objective", o.objective},
-                     {"space_size", r.space_size},
-                     {"evaluated", r.evaluated},
-                     {"uneven_stages_evaluated", r.uneven_evaluated},
-                     {"feasible", r.feasible},
-                     {"rejected", rej},
-                     {"search_time_s", elapsed},
-                     {"plans", plans}};
-    if (o.explain)
-      j["explain"] = explain(sink, m, mc, s, so.step, r.plans, *o.explain, so.objective);
-    sink.json(j);
-  } else {
-    sink.comment(fmt::format(
-        "{} ({} params) on {} x {} ({} per node), global batch {} x {} tokens, "
-        "{}, {} attention, framework {}{}; objective {}",
-        m.name, format_count(model::count_params(m).total), mc.num_gpus, mc.gpu.name,
-        mc.cluster.gpus_per_node, s.global_batch_size, s.seq_len, model::to_string(s.precision),
-        model::to_string(s.attention), so.step.fw().name,
-        s.recompute_layers > 0
-            ? fmt::format("; full recompute of {} layers per chunk only", s.recompute_layers)
-        : s.recompute_modules != model::kRecomputeCoreAttn
-            ? fmt::format("; selective recompute re-runs {}",
-                          model::recompute_modules_string(s.recompute_modules))
-            : "",
-        o.objective));
-    if (so.step.fw().parallelisms_limited())
-      sink.comment(fmt::format("layouts: --framework {} runs {}", so.step.fw().name,
-                               so.step.fw().parallelisms_text()));
-    sink.comment(
-        fmt::format("searched {} candidates in {:.3f} s ({} threads): {} evaluated{}, {} "
-                    "feasible",
-                    r.space_size, elapsed, so.threads, r.evaluated,
-                    r.uneven_evaluated > 0
-                        ? fmt::format(" ({} with uneven pipeline stages)", r.uneven_evaluated)
-                        : "",
-                    r.feasible));
-    for (std::size_t k = 0; k < r.rejected.size(); ++k)
-      if (r.rejected[k])
-        sink.comment(fmt::format("  rejected, {}: {}", sim::to_string(static_cast<sim::Reject>(k)),
-                                 r.rejected[k]));
-    Table t({"#", "tp", "pp", "dp", "cp", "mb", "accum", "ZeRO", "recompute", "SP", "v", "step (s)",
-             "MFU", "mem/GPU (GB)", tokens > 0 ? "days" : ""},
-            {"rank", "tp", "pp", "dp", "cp", "micro_batch", "grad_accumulation", "zero",
-             "recompute", "sequence_parallel", "interleave", "step_time_s", "mfu",
-             "per_gpu_bytes_total", "days", "stage_layers"});
-    std::int64_t rank = 0;
-    for (const auto& c : r.plans) {
-      if (++rank > o.top)
-        break;
-      const double days =
-          tokens > 0
-              ? sim::days_to_train(tokens, static_cast<double>(s.global_batch_size * s.seq_len),
-                                   c.step_time_s)
-              : 0;
-      const std::string split = model::format_stage_layers(c.plan.stage_layers);
-      t.add_row(
-          {fmt::format("{}", rank), fmt::format("{}", c.plan.tp),
-           split.empty() ? fmt::format("{}", c.plan.pp) : fmt::format("{} [{}]", c.plan.pp, split),
-           fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
-           fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
-           fmt::format("{}", c.plan.zero_stage), recompute_cell(c),
-           c.plan.sequence_parallel ? "on" : "off", fmt::format("{}", c.plan.interleave),
-           fmt::format("{:.3f}", c.step_time_s), fmt::format("{:.1f}%", 100 * c.mfu),
-           fmt::format("{:.1f}", c.per_gpu_bytes_total / 1e9),
-           tokens > 0 ? fmt::format("{:.1f}", days) : ""},
-          {fmt::format("{}", rank), fmt::format("{}", c.plan.tp), fmt::format("{}", c.plan.pp),
-           fmt::format("{}", c.plan.dp), fmt::format("{}", c.plan.cp),
-           fmt::format("{}", c.micro_batch_size), fmt::format("{}", c.micro_batches),
-           fmt::format("{}", c.plan.zero_stage), recompute_cell(c),
-           c.plan.sequence_parallel ? "true" : "false", fmt::format("{}", c.plan.interleave),
-           fmt::format("{:.9g}", c.step_time_s), fmt::format("{:.6f}", c.mfu),
-           fmt::format("{:.0f}", c.per_gpu_bytes_total), fmt::format("{:.6g}", days), split});
-    }
-    t.print(sink);
-    if (sink.format() == Format::table) { // CSV: the table alone
-      if (listed_mfu_above_peak)
-        sink.write(fmt::format("note: {}\n", sim::kMfuAbovePeakNote));
-      for (const auto& c : moe_caveats)
-        sink.write(fmt::format("caveat ({}): {}\n", so.step.fw().name, c));
-      for (const auto& c : cp_caveats)
-        sink.write(fmt::format("caveat ({}, plans with cp > 1): {}\n", so.step.fw().name, c));
-    }
-    if (o.explain)
-      (void)explain(sink, m, mc, s, so.step, r.plans, *o.explain, so.objective);
-  }
-  if (!o.plot.empty()) {
-    // Frontier: step time against memory per GPU for the top plans (search again with a
-    // larger K so the cloud is visible).
-    auto wide = so;
-    wide.top_k = 2000;
-    const auto cloud = sim::search_plans(m, mc.cluster, mc.gpu, mc.profile, s, wide);
-    Series pts{"feasible plans (best 2000)", {}, "points pt 7 ps 0.5", {}};
-    Series front{"frontier (fastest at each memory)", {}, "linespoints", {}};
-    std::vector<std::pair<double, double>> all;
-    for (const auto& c : cloud.plans)
-      all.emplace_back(c.per_gpu_bytes_total / 1e9, c.step_time_s);
-    pts.points = all;
-    std::sort(all.begin(), all.end());
-    double best = 1e300;
-    for (const auto& [mem, t] : all)
-      if (t < best) {
-        best = t;
-        front.points.emplace_back(mem, t);
-      }
-    PlotSpec spec = plot_spec(
-        o.plot,
-        fmt::format("{} on {} x {}: step time vs memory per GPU", m.name, mc.num_gpus, mc.gpu.name),
-        "memory per GPU (GB)", "step time (s)");
-    spec.logy = true;
-    plot_xy(spec, {pts, front});
-  }
+  const PlanResult result{o, m, mc, s, so, r, caveats, elapsed, tokens};
+  if (sink.format() == Format::json)
+    print_plans_json(sink, result, plans);
+  else
+    print_plans_table(sink, result);
+  if (!o.plot.empty())
+    plot_plans(o, m, mc, s, so);
   return 0;
 }
 
