@@ -131,124 +131,100 @@ profiles_for(const std::vector<fitting::FrameworkRun>& runs, const std::string& 
   return p;
 }
 
-} // namespace
-
-void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann::json& out) {
-  if (!o.plot.empty())
-    check_plot_file(o.plot);
-  auto all = fitting::read_framework_runs(o.files);
-  fitting::merge_repeat_runs(all, o.repeat_files);
-  std::vector<fitting::FrameworkRun> runs;
-  for (const auto& r : all)
-    if (o.only.empty() || r.framework == o.only)
-      runs.push_back(r);
-  if (runs.empty())
-    throw ConfigError(fmt::format("--framework-runs: no run{} in {} file(s)",
-                                  o.only.empty() ? "" : " of framework " + o.only, o.files.size()));
-  const auto profiles = profiles_for(runs, o.framework);
-  Table t({"run", "half", "framework", "measured", "predicted", "error", "band", "memory error"},
+// What one comparison of framework runs collects: the table, the tallies by framework and half,
+// the JSON rows, the plot's points and the rows' own notes.
+struct RunsReport {
+  Table t{{"run", "half", "framework", "measured", "predicted", "error", "band", "memory error"},
           {"id", "split", "framework", "measured", "predicted", "error_pct", "band_pct",
-           "memory_error_pct"});
+           "memory_error_pct"}};
   std::map<std::string, Tally> tally; // "framework/half"
   nlohmann::json rows = nlohmann::json::array();
   Series fit_pts{"fit half", {}, "points pt 7 ps 1.1", {}},
       test_pts{"test half", {}, "points pt 5 ps 1.1", {}};
-  std::int64_t skipped = 0;
-  std::map<std::string, std::int64_t> skip_reasons;
   std::vector<std::string> row_notes; // rows that contradict themselves (FrameworkRun::notes)
-  for (const auto& r : runs) {
-    const std::string fw_name = o.framework.empty() ? r.framework : o.framework;
-    nlohmann::json row{
-        {"id", r.id}, {"file", r.file}, {"framework", fw_name}, {"split", half(r.split)}};
-    if (!r.skip_reason.empty()) {
-      ++skipped;
-      ++skip_reasons[r.skip_reason.substr(0, r.skip_reason.find(':'))];
-      row["skipped"] = r.skip_reason;
-      rows.push_back(row);
-      continue;
+
+  // A recompute boundary: the least layers recomputed, measured against predicted.
+  void recompute_boundary(const fitting::FrameworkRun& r, const fitting::RunPrediction& p,
+                          const std::string& fw_name, Tally& k, nlohmann::json& row) {
+    // An answer of -1 (not even every layer) is as far from 0 as every layer is.
+    auto layers = [&r](std::int64_t n) { return n < 0 ? r.model.num_layers + 1 : n; };
+    const std::int64_t diff = layers(p.min_recompute_layers) - layers(r.min_recompute_layers);
+    ++k.rcb_n;
+    k.rcb_exact += diff == 0 ? 1 : 0;
+    k.rcb_within_one += std::abs(diff) <= 1 ? 1 : 0;
+    k.rcb_sum_abs_layers += std::abs(diff);
+    const std::int64_t lo = layers(p.min_recompute_layers_low),
+                       hi = layers(p.min_recompute_layers_high),
+                       measured = layers(r.min_recompute_layers);
+    const bool in_band = lo <= measured && measured <= hi;
+    k.rcb_in_band += in_band ? 1 : 0;
+    row["memory_cap_bytes"] = r.memory_cap_bytes;
+    row["min_recompute_layers_measured"] = r.min_recompute_layers;
+    row["min_recompute_layers_predicted"] = p.min_recompute_layers;
+    row["min_recompute_layers_low"] = p.min_recompute_layers_low;
+    row["min_recompute_layers_high"] = p.min_recompute_layers_high;
+    row["inside_band"] = in_band;
+    row["num_layers"] = r.model.num_layers;
+    const double me = fitting::memory_error(r, p);
+    if (std::isfinite(me)) {
+      k.memory(me);
+      row["memory_error_pct"] = 100 * me;
     }
-    const auto& fw = profiles.at(fw_name);
-    const auto p = fitting::predict_run(r, fw);
-    Tally& k = tally[fw_name + "/" + half(r.split)];
-    const auto& residuals = // of this kind of run and model
-        fw.time_residuals(r.plan.num_gpus(), r.model.num_experts > 0);
-    const double sigma = residuals.time_band_fraction(1), sigma2 = residuals.time_band_fraction(2);
-    if (r.recompute_boundary) {
-      // An answer of -1 (not even every layer) is as far from 0 as every layer is.
-      auto layers = [&r](std::int64_t n) { return n < 0 ? r.model.num_layers + 1 : n; };
-      const std::int64_t diff = layers(p.min_recompute_layers) - layers(r.min_recompute_layers);
-      ++k.rcb_n;
-      k.rcb_exact += diff == 0 ? 1 : 0;
-      k.rcb_within_one += std::abs(diff) <= 1 ? 1 : 0;
-      k.rcb_sum_abs_layers += std::abs(diff);
-      const std::int64_t lo = layers(p.min_recompute_layers_low),
-                         hi = layers(p.min_recompute_layers_high),
-                         measured = layers(r.min_recompute_layers);
-      const bool in_band = lo <= measured && measured <= hi;
-      k.rcb_in_band += in_band ? 1 : 0;
-      row["memory_cap_bytes"] = r.memory_cap_bytes;
-      row["min_recompute_layers_measured"] = r.min_recompute_layers;
-      row["min_recompute_layers_predicted"] = p.min_recompute_layers;
-      row["min_recompute_layers_low"] = p.min_recompute_layers_low;
-      row["min_recompute_layers_high"] = p.min_recompute_layers_high;
-      row["inside_band"] = in_band;
-      row["num_layers"] = r.model.num_layers;
-      const double me = fitting::memory_error(r, p);
-      if (std::isfinite(me)) {
-        k.memory(me);
-        row["memory_error_pct"] = 100 * me;
-      }
-      auto span = [](std::int64_t n) { return n < 0 ? std::string("all+") : std::to_string(n); };
-      auto say = [&r](std::int64_t n) {
-        return n < 0    ? std::string("not even all")
-               : n == 0 ? std::string("none")
-                        : fmt::format("{} of {} layers", n, r.model.num_layers);
-      };
-      t.add_row({r.id, half(r.split), fw_name,
-                 fmt::format("recompute {} at {:.2f} GB", say(r.min_recompute_layers),
-                             r.memory_cap_bytes / 1e9),
-                 say(p.min_recompute_layers), diff == 0 ? "=" : fmt::format("{:+d}", diff),
-                 fmt::format("{}..{}", span(p.min_recompute_layers_low),
-                             span(p.min_recompute_layers_high)),
-                 std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
-                {r.id, half(r.split), fw_name, std::to_string(r.min_recompute_layers),
-                 std::to_string(p.min_recompute_layers), "", "",
-                 std::isfinite(me) ? fmt::format("{:.4f}", 100 * me) : ""});
-      rows.push_back(row);
-      continue;
+    auto span = [](std::int64_t n) { return n < 0 ? std::string("all+") : std::to_string(n); };
+    auto say = [&r](std::int64_t n) {
+      return n < 0    ? std::string("not even all")
+             : n == 0 ? std::string("none")
+                      : fmt::format("{} of {} layers", n, r.model.num_layers);
+    };
+    t.add_row(
+        {r.id, half(r.split), fw_name,
+         fmt::format("recompute {} at {:.2f} GB", say(r.min_recompute_layers),
+                     r.memory_cap_bytes / 1e9),
+         say(p.min_recompute_layers), diff == 0 ? "=" : fmt::format("{:+d}", diff),
+         fmt::format("{}..{}", span(p.min_recompute_layers_low), span(p.min_recompute_layers_high)),
+         std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
+        {r.id, half(r.split), fw_name, std::to_string(r.min_recompute_layers),
+         std::to_string(p.min_recompute_layers), "", "",
+         std::isfinite(me) ? fmt::format("{:.4f}", 100 * me) : ""});
+  }
+
+  // An OOM boundary: the largest micro-batch under the cap, measured against predicted.
+  void oom_boundary(const fitting::FrameworkRun& r, const fitting::RunPrediction& p,
+                    const std::string& fw_name, Tally& k, nlohmann::json& row) {
+    ++k.oom_n;
+    k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
+    k.oom_within_one += std::abs(p.max_micro_batch - r.max_micro_batch) <= 1 ? 1 : 0;
+    row["memory_cap_bytes"] = r.memory_cap_bytes;
+    const double me = fitting::memory_error(r, p);
+    if (std::isfinite(me)) {
+      k.memory(me);
+      row["memory_error_pct"] = 100 * me;
     }
-    if (r.is_oom_search()) {
-      ++k.oom_n;
-      k.oom_exact += p.max_micro_batch == r.max_micro_batch ? 1 : 0;
-      k.oom_within_one += std::abs(p.max_micro_batch - r.max_micro_batch) <= 1 ? 1 : 0;
-      row["memory_cap_bytes"] = r.memory_cap_bytes;
-      const double me = fitting::memory_error(r, p);
-      if (std::isfinite(me)) {
-        k.memory(me);
-        row["memory_error_pct"] = 100 * me;
-      }
-      row["max_micro_batch_measured"] = r.max_micro_batch;
-      row["max_micro_batch_predicted"] = p.max_micro_batch;
-      // By whom the boundary was measured: a user's training loop (four steps, the cache kept:
-      // what `trainsim memory --allocator-cap-gb` predicts) or the recorded search's probes.
-      row["boundary_measured_by"] = r.loop_boundary ? "training loop" : "probes";
-      k.oom_loop += r.loop_boundary ? 1 : 0;
-      if (r.searched_max_micro_batch >= 0)
-        row["max_micro_batch_probes"] = r.searched_max_micro_batch;
-      t.add_row({r.id, half(r.split), fw_name,
-                 r.loop_boundary ? fmt::format("max batch {} (loop; probes {})", r.max_micro_batch,
-                                               r.searched_max_micro_batch)
-                                 : fmt::format("max batch {} (probes)", r.max_micro_batch),
-                 fmt::format("{}", p.max_micro_batch),
-                 p.max_micro_batch == r.max_micro_batch
-                     ? "="
-                     : fmt::format("{:+d}", p.max_micro_batch - r.max_micro_batch),
-                 "", std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
-                {r.id, half(r.split), fw_name, std::to_string(r.max_micro_batch),
-                 std::to_string(p.max_micro_batch), "", "", ""});
-      rows.push_back(row);
-      continue;
-    }
+    row["max_micro_batch_measured"] = r.max_micro_batch;
+    row["max_micro_batch_predicted"] = p.max_micro_batch;
+    // By whom the boundary was measured: a user's training loop (four steps, the cache kept:
+    // what `trainsim memory --allocator-cap-gb` predicts) or the recorded search's probes.
+    row["boundary_measured_by"] = r.loop_boundary ? "training loop" : "probes";
+    k.oom_loop += r.loop_boundary ? 1 : 0;
+    if (r.searched_max_micro_batch >= 0)
+      row["max_micro_batch_probes"] = r.searched_max_micro_batch;
+    t.add_row({r.id, half(r.split), fw_name,
+               r.loop_boundary ? fmt::format("max batch {} (loop; probes {})", r.max_micro_batch,
+                                             r.searched_max_micro_batch)
+                               : fmt::format("max batch {} (probes)", r.max_micro_batch),
+               fmt::format("{}", p.max_micro_batch),
+               p.max_micro_batch == r.max_micro_batch
+                   ? "="
+                   : fmt::format("{:+d}", p.max_micro_batch - r.max_micro_batch),
+               "", std::isfinite(me) ? fmt::format("{:+.1f}%", 100 * me) : "-"},
+              {r.id, half(r.split), fw_name, std::to_string(r.max_micro_batch),
+               std::to_string(p.max_micro_batch), "", "", ""});
+  }
+
+  // A step that ran: its time (or throughput) and memory, measured against predicted.
+  void step(const fitting::FrameworkRun& r, const fitting::RunPrediction& p,
+            const sim::FrameworkProfile& fw, const std::string& fw_name, Tally& k, double sigma,
+            double sigma2, nlohmann::json& row) {
     const double e = fitting::time_error(r, p);
     const double me = fitting::memory_error(r, p);
     const bool by_step = r.step_time_s > 0;
@@ -301,7 +277,6 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
       k.allocated(ae);
       row["allocated_error_pct"] = 100 * ae;
     }
-    rows.push_back(row);
     const std::string meas = by_step ? fmt::format("{:.2f} ms", r.step_time_s * 1e3)
                                      : fmt::format("{:.0f} tok/s/GPU", r.tokens_per_s_per_gpu);
     const std::string pred = by_step ? fmt::format("{:.2f} ms", p.step_time_s * 1e3)
@@ -319,6 +294,112 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     const double pv = by_step ? p.step_time_s * 1e3 : p.tokens_per_s_per_gpu;
     (r.split == fitting::Split::fit ? fit_pts : test_pts).points.emplace_back(mv, pv);
   }
+
+  void print_summary(Sink& sink) const {
+    for (const auto& [key, k] : tally) {
+      std::string line = fmt::format("{}: ", key);
+      if (k.n > 0)
+        line += fmt::format("{} runs, time mean |error| {:.1f}%, worst {:.1f}%, {}", k.n,
+                            100 * k.sum_abs / static_cast<double>(k.n), 100 * k.worst,
+                            k.coverage_text());
+      if (k.mem_n > 0)
+        line += fmt::format("{}memory mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
+                            k.n > 0 ? "; " : "", 100 * k.mem_sum_abs / static_cast<double>(k.mem_n),
+                            100 * k.mem_worst, k.mem_n);
+      if (k.alloc_n > 0)
+        line += fmt::format("; peak allocated mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
+                            100 * k.alloc_sum_abs / static_cast<double>(k.alloc_n),
+                            100 * k.alloc_worst, k.alloc_n);
+      if (k.ran_over_capacity > 0)
+        line += fmt::format("; {} of {} runs that ran predicted over their GPU's memory",
+                            k.ran_over_capacity, k.ran_n);
+      if (k.oom_n > 0)
+        line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}{}",
+                            k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,
+                            k.oom_within_one, k.oom_n,
+                            k.oom_loop == k.oom_n ? " (each by a training loop)"
+                            : k.oom_loop > 0 ? fmt::format(" ({} by a training loop, {} by probes)",
+                                                           k.oom_loop, k.oom_n - k.oom_loop)
+                                             : " (by probes)");
+      if (k.rcb_n > 0)
+        line +=
+            fmt::format("{}recompute boundary: least layers recomputed exact {}/{}, within one "
+                        "{}/{}, mean |difference| {:.1f} layers, measured inside the memory "
+                        "band's range {}/{}",
+                        k.n > 0 || k.mem_n > 0 || k.oom_n > 0 ? "; " : "", k.rcb_exact, k.rcb_n,
+                        k.rcb_within_one, k.rcb_n,
+                        static_cast<double>(k.rcb_sum_abs_layers) / static_cast<double>(k.rcb_n),
+                        k.rcb_in_band, k.rcb_n);
+      sink.write(line + "\n");
+    }
+  }
+
+  void plot(const std::string& file) const {
+    double lo = 1e300, hi = 0;
+    for (const auto* s : {&fit_pts, &test_pts})
+      for (const auto& [x, y] : s->points) {
+        lo = std::min({lo, x, y});
+        hi = std::max({hi, x, y});
+      }
+    if (hi > 0) {
+      Series diag{
+          "predicted = measured", {{lo / 1.5, lo / 1.5}, {hi * 1.5, hi * 1.5}}, "lines", {}};
+      PlotSpec spec =
+          plot_spec(file, "framework runs: predicted vs measured (step ms or tokens/s/GPU)",
+                    "measured", "predicted");
+      spec.logx = spec.logy = true;
+      spec.key = KeyPlace::top_left;
+      plot_xy(spec, {diag, fit_pts, test_pts});
+    }
+  }
+};
+
+} // namespace
+
+void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann::json& out) {
+  if (!o.plot.empty())
+    check_plot_file(o.plot);
+  auto all = fitting::read_framework_runs(o.files);
+  fitting::merge_repeat_runs(all, o.repeat_files);
+  std::vector<fitting::FrameworkRun> runs;
+  for (const auto& r : all)
+    if (o.only.empty() || r.framework == o.only)
+      runs.push_back(r);
+  if (runs.empty())
+    throw ConfigError(fmt::format("--framework-runs: no run{} in {} file(s)",
+                                  o.only.empty() ? "" : " of framework " + o.only, o.files.size()));
+  const auto profiles = profiles_for(runs, o.framework);
+  RunsReport report;
+  auto& t = report.t;
+  auto& tally = report.tally;
+  auto& rows = report.rows;
+  std::int64_t skipped = 0;
+  std::map<std::string, std::int64_t> skip_reasons;
+  for (const auto& r : runs) {
+    const std::string fw_name = o.framework.empty() ? r.framework : o.framework;
+    nlohmann::json row{
+        {"id", r.id}, {"file", r.file}, {"framework", fw_name}, {"split", half(r.split)}};
+    if (!r.skip_reason.empty()) {
+      ++skipped;
+      ++skip_reasons[r.skip_reason.substr(0, r.skip_reason.find(':'))];
+      row["skipped"] = r.skip_reason;
+      rows.push_back(row);
+      continue;
+    }
+    const auto& fw = profiles.at(fw_name);
+    const auto p = fitting::predict_run(r, fw);
+    Tally& k = tally[fw_name + "/" + half(r.split)];
+    const auto& residuals = // of this kind of run and model
+        fw.time_residuals(r.plan.num_gpus(), r.model.num_experts > 0);
+    const double sigma = residuals.time_band_fraction(1), sigma2 = residuals.time_band_fraction(2);
+    if (r.recompute_boundary)
+      report.recompute_boundary(r, p, fw_name, k, row);
+    else if (r.is_oom_search())
+      report.oom_boundary(r, p, fw_name, k, row);
+    else
+      report.step(r, p, fw, fw_name, k, sigma, sigma2, row);
+    rows.push_back(row);
+  }
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [key, k] : tally)
     summary[key] = k.json();
@@ -334,61 +415,11 @@ void compare_framework_runs(const FrameworkRunsOptions& o, Sink& sink, nlohmann:
     return;
   for (const auto& [why, n] : skip_reasons)
     sink.write(fmt::format("# skipped {}: {}\n", n, why));
-  for (const auto& n : row_notes)
+  for (const auto& n : report.row_notes)
     sink.write(n + "\n");
-  for (const auto& [key, k] : tally) {
-    std::string line = fmt::format("{}: ", key);
-    if (k.n > 0)
-      line +=
-          fmt::format("{} runs, time mean |error| {:.1f}%, worst {:.1f}%, {}", k.n,
-                      100 * k.sum_abs / static_cast<double>(k.n), 100 * k.worst, k.coverage_text());
-    if (k.mem_n > 0)
-      line += fmt::format("{}memory mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
-                          k.n > 0 ? "; " : "", 100 * k.mem_sum_abs / static_cast<double>(k.mem_n),
-                          100 * k.mem_worst, k.mem_n);
-    if (k.alloc_n > 0)
-      line += fmt::format("; peak allocated mean |error| {:.1f}%, worst {:.1f}% ({} runs)",
-                          100 * k.alloc_sum_abs / static_cast<double>(k.alloc_n),
-                          100 * k.alloc_worst, k.alloc_n);
-    if (k.ran_over_capacity > 0)
-      line += fmt::format("; {} of {} runs that ran predicted over their GPU's memory",
-                          k.ran_over_capacity, k.ran_n);
-    if (k.oom_n > 0)
-      line += fmt::format("{}OOM boundary: max micro-batch exact {}/{}, within one {}/{}{}",
-                          k.n > 0 || k.mem_n > 0 ? "; " : "", k.oom_exact, k.oom_n,
-                          k.oom_within_one, k.oom_n,
-                          k.oom_loop == k.oom_n ? " (each by a training loop)"
-                          : k.oom_loop > 0 ? fmt::format(" ({} by a training loop, {} by probes)",
-                                                         k.oom_loop, k.oom_n - k.oom_loop)
-                                           : " (by probes)");
-    if (k.rcb_n > 0)
-      line += fmt::format("{}recompute boundary: least layers recomputed exact {}/{}, within one "
-                          "{}/{}, mean |difference| {:.1f} layers, measured inside the memory "
-                          "band's range {}/{}",
-                          k.n > 0 || k.mem_n > 0 || k.oom_n > 0 ? "; " : "", k.rcb_exact, k.rcb_n,
-                          k.rcb_within_one, k.rcb_n,
-                          static_cast<double>(k.rcb_sum_abs_layers) / static_cast<double>(k.rcb_n),
-                          k.rcb_in_band, k.rcb_n);
-    sink.write(line + "\n");
-  }
-  if (!o.plot.empty()) {
-    double lo = 1e300, hi = 0;
-    for (const auto* s : {&fit_pts, &test_pts})
-      for (const auto& [x, y] : s->points) {
-        lo = std::min({lo, x, y});
-        hi = std::max({hi, x, y});
-      }
-    if (hi > 0) {
-      Series diag{
-          "predicted = measured", {{lo / 1.5, lo / 1.5}, {hi * 1.5, hi * 1.5}}, "lines", {}};
-      PlotSpec spec =
-          plot_spec(o.plot, "framework runs: predicted vs measured (step ms or tokens/s/GPU)",
-                    "measured", "predicted");
-      spec.logx = spec.logy = true;
-      spec.key = KeyPlace::top_left;
-      plot_xy(spec, {diag, fit_pts, test_pts});
-    }
-  }
+  report.print_summary(sink);
+  if (!o.plot.empty())
+    report.plot(o.plot);
   if (o.max_test_error_pct > 0)
     for (const auto& [key, k] : tally)
       if (key.ends_with("/test") && k.n > 0 &&
