@@ -364,174 +364,221 @@ std::uint64_t fingerprint(const StepTensors& t) {
   return h;
 }
 
-void play_step(CachingAllocatorModel& a, const StepTensors& t) {
+// The step's requests through the allocator model, phase by phase (docs/frameworks.md, "The
+// caching allocator"): the parameters, then per step the forward of every micro-batch in flight,
+// the backward of the head and of each layer, and the optimizer step.
+class StepPlayer {
+ public:
   using Id = CachingAllocatorModel::BlockId;
-  auto alloc = [&](double bytes, std::int64_t stream = 0) {
-    return a.allocate(static_cast<std::int64_t>(std::ceil(bytes)), stream);
+
+  StepPlayer(CachingAllocatorModel& a, const StepTensors& t)
+      : a_(a), t_(t), layers_(static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0))),
+        in_flight_(std::max<std::int64_t>(t.micro_batches_in_flight, 1)),
+        w_(t.unsharded_bytes_per_param), layer_unit_(sum(t.layer_params)),
+        root_unit_(sum(t.emb_params) + sum(t.head_params)) {}
+
+  void play() {
+    parameters();
+    for (std::int64_t step = 0; step < t_.steps; ++step) {
+      Step s(in_flight_, layers_);
+      forward(s);
+      backward(s);
+      optimizer(s);
+      release_all(s.grads); // zero_grad(set_to_none=True)
+    }
+  }
+
+ private:
+  // What one step holds across its phases.
+  struct Step {
+    std::vector<Id> grads, root_grads;       // freed by zero_grad at the step's end
+    std::vector<std::vector<Id>> emb, saved; // saved tensors, from forward to backward
+    std::vector<Id> root; // FSDP2: the root unit's unsharded parameters, forward to backward
+    Step(std::int64_t in_flight, std::size_t layers)
+        : emb(static_cast<std::size_t>(in_flight)),
+          saved(static_cast<std::size_t>(in_flight) * layers) {}
   };
-  auto alloc_all = [&](const std::vector<double>& sizes, double per, std::vector<Id>& into) {
-    for (double s : sizes)
-      if (s * per > 0)
-        into.push_back(alloc(s * per));
-  };
-  auto release_all = [&](std::vector<Id>& ids) {
-    for (auto it = ids.rbegin(); it != ids.rend(); ++it)
-      a.release(*it);
-    ids.clear();
-  };
-  // Parameters in model order, then persistent buffers.
-  std::vector<Id> keep;
-  alloc_all(t.emb_params, t.weight_bytes_per_param, keep);
-  for (std::int64_t l = 0; l < t.num_layers; ++l)
-    alloc_all(t.layer_params, t.weight_bytes_per_param, keep);
-  alloc_all(t.head_params, t.weight_bytes_per_param, keep);
-  alloc_all(t.persistent, 1.0, keep);
-  if (t.empty_cache_before_steps)
-    a.empty_cache();
-  bool states = false;
-  const auto layers = static_cast<std::size_t>(std::max<std::int64_t>(t.num_layers, 0));
-  // Whether layer l runs the policy's saved and re-made tensors (else layer_saved_plain).
-  auto policy = [&](std::size_t l) {
-    return t.recomputed_layers < 0 || l < static_cast<std::size_t>(t.recomputed_layers);
-  };
-  const bool fsdp2 = t.fsdp2;
-  const double w = t.unsharded_bytes_per_param;
-  auto sum = [](const std::vector<double>& v) {
+
+  static double sum(const std::vector<double>& v) {
     double x = 0;
     for (double p : v)
       x += p;
     return x;
-  };
-  const double layer_unit = sum(t.layer_params), root_unit = sum(t.emb_params) + sum(t.head_params);
+  }
+  Id alloc(double bytes, std::int64_t stream = 0) {
+    return a_.allocate(static_cast<std::int64_t>(std::ceil(bytes)), stream);
+  }
+  void alloc_all(const std::vector<double>& sizes, double per, std::vector<Id>& into) {
+    for (double s : sizes)
+      if (s * per > 0)
+        into.push_back(alloc(s * per));
+  }
+  void release_all(std::vector<Id>& ids) {
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it)
+      a_.release(*it);
+    ids.clear();
+  }
+  // Whether layer l runs the policy's saved and re-made tensors (else layer_saved_plain).
+  [[nodiscard]] bool policy(std::size_t l) const {
+    return t_.recomputed_layers < 0 || l < static_cast<std::size_t>(t_.recomputed_layers);
+  }
   // FSDP2: a unit's parameters gathered into unsharded tensors (each cast first when mixed).
-  auto gather = [&](const std::vector<double>& sizes, std::vector<Id>& into) {
+  void gather(const std::vector<double>& sizes, std::vector<Id>& into) {
     for (double p : sizes) {
-      if (p * w <= 0)
+      if (p * w_ <= 0)
         continue;
-      const Id cast = t.cast_on_gather ? alloc(p * w) : -1;
-      into.push_back(alloc(p * w));
+      const Id cast = t_.cast_on_gather ? alloc(p * w_) : -1;
+      into.push_back(alloc(p * w_));
       if (cast >= 0)
-        a.release(cast);
+        a_.release(cast);
     }
-  };
-  Id rs_input = -1; // the last reduce-scatter input, alive until the next unit's
+  }
   // FSDP2: a unit's unsharded gradients copied into the reduce-scatter input, then its sharded
   // gradient made on the reduce-scatter stream.
-  auto reduce_scatter = [&](double unit, std::vector<Id>& unsharded_grads, std::vector<Id>& into) {
-    if (rs_input >= 0)
-      a.release(rs_input);
-    rs_input = unit * t.reduce_bytes_per_param > 0 ? alloc(unit * t.reduce_bytes_per_param) : -1;
+  void reduce_scatter(double unit, std::vector<Id>& unsharded_grads, std::vector<Id>& into) {
+    if (rs_input_ >= 0)
+      a_.release(rs_input_);
+    rs_input_ = unit * t_.reduce_bytes_per_param > 0 ? alloc(unit * t_.reduce_bytes_per_param) : -1;
     release_all(unsharded_grads);
-    if (unit * t.grad_bytes_per_param > 0)
-      into.push_back(alloc(unit * t.grad_bytes_per_param, 1));
-  };
-  const std::int64_t in_flight = std::max<std::int64_t>(t.micro_batches_in_flight, 1);
-  for (std::int64_t step = 0; step < t.steps; ++step) {
-    std::vector<Id> grads, root_grads; // freed by zero_grad at the step's end
-    // Forward of every micro-batch in flight: saved tensors stay until backward.
-    std::vector<std::vector<Id>> emb(static_cast<std::size_t>(in_flight)),
-        saved(static_cast<std::size_t>(in_flight) * layers);
-    std::vector<Id> root; // FSDP2: the root unit's unsharded parameters, forward to backward
-    if (fsdp2) {
-      gather(t.emb_params, root);
-      gather(t.head_params, root);
+    if (unit * t_.grad_bytes_per_param > 0)
+      into.push_back(alloc(unit * t_.grad_bytes_per_param, 1));
+  }
+
+  // Parameters in model order, then persistent buffers.
+  void parameters() {
+    alloc_all(t_.emb_params, t_.weight_bytes_per_param, keep_);
+    for (std::int64_t l = 0; l < t_.num_layers; ++l)
+      alloc_all(t_.layer_params, t_.weight_bytes_per_param, keep_);
+    alloc_all(t_.head_params, t_.weight_bytes_per_param, keep_);
+    alloc_all(t_.persistent, 1.0, keep_);
+    if (t_.empty_cache_before_steps)
+      a_.empty_cache();
+  }
+
+  // Forward of every micro-batch in flight: saved tensors stay until backward.
+  void forward(Step& s) {
+    if (t_.fsdp2) {
+      gather(t_.emb_params, s.root);
+      gather(t_.head_params, s.root);
     }
-    for (std::int64_t mb = 0; mb < in_flight; ++mb) {
-      alloc_all(t.emb_saved, 1.0, emb[static_cast<std::size_t>(mb)]);
-      for (std::size_t l = 0; l < layers; ++l) {
+    for (std::int64_t mb = 0; mb < in_flight_; ++mb) {
+      alloc_all(t_.emb_saved, 1.0, s.emb[static_cast<std::size_t>(mb)]);
+      for (std::size_t l = 0; l < layers_; ++l) {
         std::vector<Id> unsharded;
-        if (fsdp2)
-          gather(t.layer_params, unsharded);
-        alloc_all(policy(l) ? t.layer_saved : t.layer_saved_plain, 1.0,
-                  saved[static_cast<std::size_t>(mb) * layers + l]);
+        if (t_.fsdp2)
+          gather(t_.layer_params, unsharded);
+        alloc_all(policy(l) ? t_.layer_saved : t_.layer_saved_plain, 1.0,
+                  s.saved[static_cast<std::size_t>(mb) * layers_ + l]);
         release_all(unsharded);
       }
     }
+  }
+
+  // Backward of the newest micro-batch first: the head, then the layers in reverse, each
+  // freeing its tensors as its gradients appear; the gradient between layers is handed down.
+  void backward(Step& s) {
     std::vector<Id> head;
-    alloc_all(t.head_saved, 1.0, head);
-    // Backward of the newest micro-batch: the head, then the layers in reverse, each freeing
-    // its tensors as its gradients appear; the gradient between layers is handed down.
-    if (fsdp2)
-      alloc_all(t.head_params, w, root_grads);
+    alloc_all(t_.head_saved, 1.0, head);
+    if (t_.fsdp2)
+      alloc_all(t_.head_params, w_, s.root_grads);
     else
-      alloc_all(t.head_params, t.grad_bytes_per_param, grads);
-    Id flowing = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
+      alloc_all(t_.head_params, t_.grad_bytes_per_param, s.grads);
+    flowing_ = t_.activation_grad_bytes > 0 ? alloc(t_.activation_grad_bytes) : -1;
     release_all(head);
-    for (std::int64_t mb = in_flight - 1; mb >= 0; --mb) {
-      for (std::size_t l = layers; l-- > 0;) {
-        std::vector<Id> unsharded, unsharded_grads;
-        if (fsdp2)
-          gather(t.layer_params, unsharded);
-        std::vector<Id> remade;
-        if (policy(l))
-          alloc_all(t.layer_recomputed, 1.0, remade);
-        if (fsdp2)
-          alloc_all(t.layer_params, w, unsharded_grads);
-        else if (mb == in_flight - 1)
-          alloc_all(t.layer_params, t.grad_bytes_per_param, grads);
-        if (t.layer_bwd_transient > 0) {
-          std::vector<Id> transient;
-          const double block =
-              t.layer_bwd_transient_block > 0 ? t.layer_bwd_transient_block : t.layer_bwd_transient;
-          for (double left = t.layer_bwd_transient; left > 0; left -= block)
-            transient.push_back(alloc(std::min(left, block)));
-          release_all(transient);
-        }
-        const Id next = t.activation_grad_bytes > 0 ? alloc(t.activation_grad_bytes) : -1;
-        if (flowing >= 0)
-          a.release(flowing);
-        flowing = next;
-        release_all(remade);
-        release_all(saved[static_cast<std::size_t>(mb) * layers + l]);
-        if (fsdp2) {
-          if (mb == 0) // FSDP2 reduces once, after the last micro-batch's backward
-            reduce_scatter(layer_unit, unsharded_grads, grads);
-          else
-            release_all(unsharded_grads); // accumulated into the unsharded gradient
-          release_all(unsharded);
-        }
-      }
-      release_all(emb[static_cast<std::size_t>(mb)]);
+    for (std::int64_t mb = in_flight_ - 1; mb >= 0; --mb) {
+      for (std::size_t l = layers_; l-- > 0;)
+        layer_backward(s, mb, l);
+      release_all(s.emb[static_cast<std::size_t>(mb)]);
     }
-    if (flowing >= 0)
-      a.release(flowing);
-    if (fsdp2) {
-      alloc_all(t.emb_params, w, root_grads);
-      reduce_scatter(root_unit, root_grads, grads);
-      if (rs_input >= 0)
-        a.release(rs_input);
-      rs_input = -1;
-      release_all(root);
+    if (flowing_ >= 0)
+      a_.release(flowing_);
+    flowing_ = -1;
+    if (t_.fsdp2) {
+      alloc_all(t_.emb_params, w_, s.root_grads);
+      reduce_scatter(root_unit_, s.root_grads, s.grads);
+      if (rs_input_ >= 0)
+        a_.release(rs_input_);
+      rs_input_ = -1;
+      release_all(s.root);
     } else {
-      alloc_all(t.emb_params, t.grad_bytes_per_param, grads);
+      alloc_all(t_.emb_params, t_.grad_bytes_per_param, s.grads);
     }
-    // Optimizer step: states at the first step, then the temporaries of every tensor at once.
+  }
+
+  void layer_backward(Step& s, std::int64_t mb, std::size_t l) {
+    std::vector<Id> unsharded, unsharded_grads;
+    if (t_.fsdp2)
+      gather(t_.layer_params, unsharded);
+    std::vector<Id> remade;
+    if (policy(l))
+      alloc_all(t_.layer_recomputed, 1.0, remade);
+    if (t_.fsdp2)
+      alloc_all(t_.layer_params, w_, unsharded_grads);
+    else if (mb == in_flight_ - 1)
+      alloc_all(t_.layer_params, t_.grad_bytes_per_param, s.grads);
+    if (t_.layer_bwd_transient > 0) {
+      std::vector<Id> transient;
+      const double block =
+          t_.layer_bwd_transient_block > 0 ? t_.layer_bwd_transient_block : t_.layer_bwd_transient;
+      for (double left = t_.layer_bwd_transient; left > 0; left -= block)
+        transient.push_back(alloc(std::min(left, block)));
+      release_all(transient);
+    }
+    const Id next = t_.activation_grad_bytes > 0 ? alloc(t_.activation_grad_bytes) : -1;
+    if (flowing_ >= 0)
+      a_.release(flowing_);
+    flowing_ = next;
+    release_all(remade);
+    release_all(s.saved[static_cast<std::size_t>(mb) * layers_ + l]);
+    if (t_.fsdp2) {
+      if (mb == 0) // FSDP2 reduces once, after the last micro-batch's backward
+        reduce_scatter(layer_unit_, unsharded_grads, s.grads);
+      else
+        release_all(unsharded_grads); // accumulated into the unsharded gradient
+      release_all(unsharded);
+    }
+  }
+
+  // Optimizer step: states at the first step, then the temporaries of every tensor at once.
+  void optimizer(Step&) {
     auto each_param = [&](auto&& f) {
-      for (double p : t.emb_params)
+      for (double p : t_.emb_params)
         f(p);
-      for (std::size_t l = 0; l < layers; ++l)
-        for (double p : t.layer_params)
+      for (std::size_t l = 0; l < layers_; ++l)
+        for (double p : t_.layer_params)
           f(p);
-      for (double p : t.head_params)
+      for (double p : t_.head_params)
         f(p);
     };
-    if (!states) {
+    if (!states_) {
       each_param([&](double p) {
-        for (std::int64_t k = 0; k < t.num_states; ++k)
-          if (p * t.state_bytes_per_param > 0)
-            keep.push_back(alloc(p * t.state_bytes_per_param));
+        for (std::int64_t k = 0; k < t_.num_states; ++k)
+          if (p * t_.state_bytes_per_param > 0)
+            keep_.push_back(alloc(p * t_.state_bytes_per_param));
       });
-      states = true;
+      states_ = true;
     }
     std::vector<Id> temps;
     each_param([&](double p) {
-      if (p * t.transient_bytes_per_param > 0)
-        temps.push_back(alloc(p * t.transient_bytes_per_param));
+      if (p * t_.transient_bytes_per_param > 0)
+        temps.push_back(alloc(p * t_.transient_bytes_per_param));
     });
     release_all(temps);
-    release_all(grads); // zero_grad(set_to_none=True)
   }
-}
+
+  CachingAllocatorModel& a_;
+  const StepTensors& t_;
+  const std::size_t layers_;
+  const std::int64_t in_flight_;
+  const double w_;                      // FSDP2: bytes per unsharded parameter
+  const double layer_unit_, root_unit_; // FSDP2: parameters of a layer's unit and the root's
+  std::vector<Id> keep_;                // parameters, buffers and optimizer states: kept
+  bool states_ = false;                 // the optimizer states were made
+  Id rs_input_ = -1; // FSDP2: the last reduce-scatter input, alive until the next unit's
+  Id flowing_ = -1;  // the gradient handed from layer to layer
+};
+
+void play_step(CachingAllocatorModel& a, const StepTensors& t) { StepPlayer(a, t).play(); }
 
 AllocatorPeaks run_step_allocator(const StepTensors& t, std::string* trace = nullptr) {
   CachingAllocatorModel a(static_cast<std::int64_t>(std::max(t.cap_bytes, 0.0)),
