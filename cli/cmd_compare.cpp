@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -87,34 +88,75 @@ sim::MemoryBreakdown predict_traced_step(const std::string& text, const std::str
   return sim::estimate_memory(run.model, run.plan, run.setup, run.profile, mo);
 }
 
-// Replays of recorded allocator traces through the caching-allocator model
-// (simulate/allocator.hpp): peak allocated and reserved, model vs PyTorch.
-void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
-  if (o.allocator_cap_gb < 0 || !std::isfinite(o.allocator_cap_gb) || o.allocator_cap_gb > 1e6)
-    throw ConfigError(fmt::format("--allocator-cap-gb = {}: must be in [0, 1e6] (GB = 1e9 bytes; "
-                                  "0 = no cap)",
-                                  o.allocator_cap_gb));
-  const auto cli_cap_bytes = static_cast<std::int64_t>(o.allocator_cap_gb * 1e9);
-  // Each trace is read once, replayed without a cap and, where one applies (--allocator-cap-gb,
-  // else the cap the trace was recorded under), under it.
-  struct Read {
-    std::string file, text;
-    sim::TraceReplay free_run;
-    std::int64_t cap_bytes = 0;
-  };
-  std::vector<Read> reads;
-  bool any_cap = false;
-  for (const auto& file : o.allocator_traces) {
-    Read r{file, read_input_file(file), {}, 0};
-    r.free_run = sim::replay_allocator_trace_text(r.text, file);
-    r.cap_bytes = cli_cap_bytes > 0 ? cli_cap_bytes
-                                    : static_cast<std::int64_t>(r.free_run.recorded_cap_bytes);
-    any_cap = any_cap || r.cap_bytes > 0;
-    reads.push_back(std::move(r));
+// One recorded trace read, replayed without a cap and, where one applies (--allocator-cap-gb,
+// else the cap the trace was recorded under), under it.
+struct TraceRead {
+  std::string file, text;
+  sim::TraceReplay free_run;
+  std::int64_t cap_bytes = 0;
+};
+
+// What one trace says beside the model: its replay (capped where it was recorded capped), the
+// error of the model's reserved bytes, the verdicts under the cap (the model's, PyTorch's, with
+// the cache emptied at the start) and the framework's generated step for its configuration.
+struct TraceResult {
+  std::string id;
+  sim::TraceReplay replay;     // the one compared: capped where the trace was recorded capped
+  bool measured_peaks = false; // false: a generated step (no peaks measured)
+  double error_pct = std::numeric_limits<double>::quiet_NaN();
+  bool fits = true;      // the model's replay under the cap
+  int measured_oom = -1; // PyTorch under that cap: 0 ran, 1 out of memory, -1 unknown
+  bool emptied_known = false, emptied_fits = true, ends_at_failure = false;
+  std::optional<sim::MemoryBreakdown> predicted; // --with-prediction
+};
+
+TraceResult examine_trace(const TraceRead& rd, const CompareOptions& o) {
+  TraceResult x;
+  const std::string& file = rd.file;
+  // A trace recorded under a cap is compared with its capped replay: what PyTorch reserved
+  // there is what the cap let it keep.
+  const bool recorded_capped = rd.free_run.recorded_cap_bytes > 0;
+  const sim::TraceReplay capped_run =
+      rd.cap_bytes > 0 ? sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes)
+                       : rd.free_run;
+  x.replay = recorded_capped ? capped_run : rd.free_run;
+  const sim::TraceReplay& r = x.replay;
+  x.id = r.id.empty() ? file : r.id;
+  // A trace with no measured peaks (trainsim's own generated step, `trainsim memory
+  // --allocator-trace-out`) is replayed and shown, and left out of the error summary.
+  x.measured_peaks = std::isfinite(r.measured_peak_reserved_bytes) &&
+                     std::isfinite(r.measured_peak_allocated_bytes);
+  if (!x.measured_peaks && recorded_capped)
+    throw ConfigError(fmt::format(
+        "{}: recorded under a cap, but the header records no measured peaks (phases[].max_*)",
+        file));
+  if (x.measured_peaks)
+    x.error_pct = (r.model_peak_reserved_bytes / r.measured_peak_reserved_bytes - 1) * 100;
+  // The same allocations and frees under the cap: the model releases its cache and retries as
+  // PyTorch does, and says whether the step would still have run; a trace recorded under that
+  // cap says whether PyTorch's did.
+  x.fits = !capped_run.out_of_memory;
+  x.measured_oom = rd.cap_bytes == static_cast<std::int64_t>(r.recorded_cap_bytes)
+                       ? r.measured_out_of_memory
+                       : -1;
+  if (o.allocator_empty_cache && rd.cap_bytes > 0) {
+    // The same requests as an OOM probe makes them: the cache emptied after the model is
+    // built, before the first step (a trace without the step's start marker: unknown).
+    const sim::TraceReplay emptied =
+        sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes, true);
+    x.emptied_known = emptied.cache_emptied;
+    x.emptied_fits = !emptied.out_of_memory;
+    // A trace PyTorch ran out of memory in ends at the failed request: served, it says only
+    // that the step got that far.
+    x.ends_at_failure = r.measured_out_of_memory == 1;
   }
-  if (o.allocator_empty_cache && !any_cap)
-    throw ConfigError("--empty-cache-at-start: needs a cap to say what fits (--allocator-cap-gb, "
-                      "or traces recorded under one)");
+  if (o.allocator_with_prediction)
+    x.predicted = predict_traced_step(rd.text, file, rd.cap_bytes, o);
+  return x;
+}
+
+// The table's columns and the JSON keys for the options asked.
+Table trace_table(const CompareOptions& o, bool any_cap) {
   std::vector<std::string> head{"trace",          "events",         "alloc model",
                                 "alloc measured", "reserved model", "reserved measured",
                                 "error"};
@@ -141,131 +183,128 @@ void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
       keys.push_back("predicted_fits_under_cap");
     }
   }
-  Table t(head, keys);
+  return Table(head, keys);
+}
+
+// One trace's row: shown, raw (CSV) and JSON.
+void add_trace_row(Table& t, nlohmann::json& rows, const TraceResult& x, std::int64_t cap_bytes,
+                   const CompareOptions& o, bool any_cap) {
+  const sim::TraceReplay& r = x.replay;
+  auto shown_gb = [](double bytes) {
+    return std::isfinite(bytes) ? fmt::format("{:.2f} GB", bytes / 1e9) : std::string("-");
+  };
+  auto raw_num = [](double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); };
+  std::vector<std::string> shown{x.id,
+                                 fmt::format("{}", r.events),
+                                 shown_gb(r.model_peak_allocated_bytes),
+                                 shown_gb(r.measured_peak_allocated_bytes),
+                                 shown_gb(r.model_peak_reserved_bytes),
+                                 shown_gb(r.measured_peak_reserved_bytes),
+                                 x.measured_peaks ? fmt::format("{:+.1f}%", x.error_pct) : "-"};
+  std::vector<std::string> raw{x.id,
+                               fmt::format("{}", r.events),
+                               raw_num(r.model_peak_allocated_bytes),
+                               raw_num(r.measured_peak_allocated_bytes),
+                               raw_num(r.model_peak_reserved_bytes),
+                               raw_num(r.measured_peak_reserved_bytes),
+                               raw_num(x.error_pct)};
+  nlohmann::json row{{"trace", x.id},
+                     {"events", r.events},
+                     {"model_peak_allocated_bytes", r.model_peak_allocated_bytes},
+                     {"model_peak_reserved_bytes", r.model_peak_reserved_bytes}};
+  if (x.measured_peaks) {
+    row["measured_peak_allocated_bytes"] = r.measured_peak_allocated_bytes;
+    row["measured_peak_reserved_bytes"] = r.measured_peak_reserved_bytes;
+    row["reserved_error_pct"] = x.error_pct;
+  }
+  const bool capped = cap_bytes > 0;
+  if (any_cap) {
+    const int measured = x.measured_oom;
+    shown.insert(shown.end(), {capped ? fmt::format("{:g} GB", cap_bytes / 1e9) : "-",
+                               capped ? (x.fits ? "fits" : "out of memory") : "-",
+                               measured < 0    ? "-"
+                               : measured == 0 ? "ran"
+                                               : "out of memory"});
+    raw.insert(raw.end(), {fmt::format("{}", cap_bytes), capped ? (x.fits ? "true" : "false") : "",
+                           measured < 0    ? ""
+                           : measured == 0 ? "true"
+                                           : "false"});
+    if (capped) {
+      row["fits_under_cap"] = x.fits;
+      row["cap_bytes"] = cap_bytes;
+    }
+    if (measured >= 0)
+      row["measured_fits_under_cap"] = measured == 0;
+    if (o.allocator_empty_cache) {
+      const bool known = capped && x.emptied_known;
+      shown.push_back(!known              ? "-"
+                      : !x.emptied_fits   ? "out of memory"
+                      : x.ends_at_failure ? "serves the failed request"
+                                          : "fits");
+      raw.push_back(known ? (x.emptied_fits ? "true" : "false") : "");
+      if (known) {
+        row["fits_under_cap_cache_emptied"] = x.emptied_fits;
+        row["trace_ends_at_failure"] = x.ends_at_failure;
+      }
+    }
+  }
+  if (x.predicted) {
+    const sim::MemoryBreakdown& m = *x.predicted;
+    shown.insert(shown.end(), {fmt::format("{:.2f} GB", m.peak_allocated() / 1e9),
+                               fmt::format("{:.2f} GB", m.peak_reserved() / 1e9)});
+    raw.insert(raw.end(),
+               {fmt::format("{}", m.peak_allocated()), fmt::format("{}", m.peak_reserved())});
+    row["predicted_peak_allocated_bytes"] = m.peak_allocated();
+    row["predicted_peak_reserved_bytes"] = m.peak_reserved();
+    if (any_cap) {
+      const bool step_fits = !capped || m.peak_reserved() <= static_cast<double>(cap_bytes);
+      shown.push_back(capped ? (step_fits ? "fits" : "out of memory") : "-");
+      raw.push_back(capped ? (step_fits ? "true" : "false") : "");
+      if (capped)
+        row["predicted_fits_under_cap"] = step_fits;
+    }
+  }
+  t.add_row(shown, raw);
+  rows.push_back(row);
+}
+
+// Replays of recorded allocator traces through the caching-allocator model
+// (simulate/allocator.hpp): peak allocated and reserved, model vs PyTorch.
+void compare_allocator_traces(const CompareOptions& o, Sink& sink) {
+  if (o.allocator_cap_gb < 0 || !std::isfinite(o.allocator_cap_gb) || o.allocator_cap_gb > 1e6)
+    throw ConfigError(fmt::format("--allocator-cap-gb = {}: must be in [0, 1e6] (GB = 1e9 bytes; "
+                                  "0 = no cap)",
+                                  o.allocator_cap_gb));
+  const auto cli_cap_bytes = static_cast<std::int64_t>(o.allocator_cap_gb * 1e9);
+  std::vector<TraceRead> reads;
+  bool any_cap = false;
+  for (const auto& file : o.allocator_traces) {
+    TraceRead r{file, read_input_file(file), {}, 0};
+    r.free_run = sim::replay_allocator_trace_text(r.text, file);
+    r.cap_bytes = cli_cap_bytes > 0 ? cli_cap_bytes
+                                    : static_cast<std::int64_t>(r.free_run.recorded_cap_bytes);
+    any_cap = any_cap || r.cap_bytes > 0;
+    reads.push_back(std::move(r));
+  }
+  if (o.allocator_empty_cache && !any_cap)
+    throw ConfigError("--empty-cache-at-start: needs a cap to say what fits (--allocator-cap-gb, "
+                      "or traces recorded under one)");
+  Table t = trace_table(o, any_cap);
   nlohmann::json rows = nlohmann::json::array();
   double worst = 0, sum = 0;
   int verdicts = 0, agreed = 0, measured_traces = 0;
   for (const auto& rd : reads) {
-    const std::string& file = rd.file;
-    // A trace recorded under a cap is compared with its capped replay: what PyTorch reserved
-    // there is what the cap let it keep.
-    const bool recorded_capped = rd.free_run.recorded_cap_bytes > 0;
-    const sim::TraceReplay capped_run =
-        rd.cap_bytes > 0 ? sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes)
-                         : rd.free_run;
-    const sim::TraceReplay& r = recorded_capped ? capped_run : rd.free_run;
-    // A trace with no measured peaks (trainsim's own generated step, `trainsim memory
-    // --allocator-trace-out`) is replayed and shown, and left out of the error summary.
-    const bool measured_peaks = std::isfinite(r.measured_peak_reserved_bytes) &&
-                                std::isfinite(r.measured_peak_allocated_bytes);
-    if (!measured_peaks && recorded_capped)
-      throw ConfigError(fmt::format(
-          "{}: recorded under a cap, but the header records no measured peaks (phases[].max_*)",
-          file));
-    const double err =
-        measured_peaks ? (r.model_peak_reserved_bytes / r.measured_peak_reserved_bytes - 1) * 100
-                       : std::numeric_limits<double>::quiet_NaN();
-    if (measured_peaks) {
-      worst = std::max(worst, std::abs(err));
-      sum += std::abs(err);
+    const TraceResult x = examine_trace(rd, o);
+    if (x.measured_peaks) {
+      worst = std::max(worst, std::abs(x.error_pct));
+      sum += std::abs(x.error_pct);
       ++measured_traces;
     }
-    auto shown_gb = [](double bytes) {
-      return std::isfinite(bytes) ? fmt::format("{:.2f} GB", bytes / 1e9) : std::string("-");
-    };
-    auto raw_num = [](double x) { return std::isfinite(x) ? fmt::format("{}", x) : std::string(); };
-    const std::string id = r.id.empty() ? file : r.id;
-    std::vector<std::string> shown{id,
-                                   fmt::format("{}", r.events),
-                                   shown_gb(r.model_peak_allocated_bytes),
-                                   shown_gb(r.measured_peak_allocated_bytes),
-                                   shown_gb(r.model_peak_reserved_bytes),
-                                   shown_gb(r.measured_peak_reserved_bytes),
-                                   measured_peaks ? fmt::format("{:+.1f}%", err) : "-"};
-    std::vector<std::string> raw{id,
-                                 fmt::format("{}", r.events),
-                                 raw_num(r.model_peak_allocated_bytes),
-                                 raw_num(r.measured_peak_allocated_bytes),
-                                 raw_num(r.model_peak_reserved_bytes),
-                                 raw_num(r.measured_peak_reserved_bytes),
-                                 raw_num(err)};
-    nlohmann::json row{{"trace", id},
-                       {"events", r.events},
-                       {"model_peak_allocated_bytes", r.model_peak_allocated_bytes},
-                       {"model_peak_reserved_bytes", r.model_peak_reserved_bytes}};
-    if (measured_peaks) {
-      row["measured_peak_allocated_bytes"] = r.measured_peak_allocated_bytes;
-      row["measured_peak_reserved_bytes"] = r.measured_peak_reserved_bytes;
-      row["reserved_error_pct"] = err;
+    if (any_cap && rd.cap_bytes > 0 && x.measured_oom >= 0) {
+      ++verdicts;
+      agreed += x.fits == (x.measured_oom == 0) ? 1 : 0;
     }
-    if (any_cap) {
-      // The same allocations and frees under the cap: the model releases its cache and
-      // retries as PyTorch does, and says whether the step would still have run; a trace
-      // recorded under that cap says whether PyTorch's did.
-      const bool fits = !capped_run.out_of_memory;
-      const int measured = rd.cap_bytes == static_cast<std::int64_t>(r.recorded_cap_bytes)
-                               ? r.measured_out_of_memory
-                               : -1;
-      const std::string said = measured < 0 ? "-" : measured == 0 ? "ran" : "out of memory";
-      if (rd.cap_bytes > 0 && measured >= 0) {
-        ++verdicts;
-        agreed += fits == (measured == 0) ? 1 : 0;
-      }
-      shown.insert(shown.end(),
-                   {rd.cap_bytes > 0 ? fmt::format("{:g} GB", rd.cap_bytes / 1e9) : "-",
-                    rd.cap_bytes > 0 ? (fits ? "fits" : "out of memory") : "-", said});
-      raw.insert(raw.end(), {fmt::format("{}", rd.cap_bytes),
-                             rd.cap_bytes > 0 ? (fits ? "true" : "false") : "",
-                             measured < 0    ? ""
-                             : measured == 0 ? "true"
-                                             : "false"});
-      if (rd.cap_bytes > 0) {
-        row["fits_under_cap"] = fits;
-        row["cap_bytes"] = rd.cap_bytes;
-      }
-      if (measured >= 0)
-        row["measured_fits_under_cap"] = measured == 0;
-      if (o.allocator_empty_cache) {
-        // The same requests as an OOM probe makes them: the cache emptied after the model is
-        // built, before the first step (a trace without the step's start marker: "-").
-        const sim::TraceReplay emptied =
-            rd.cap_bytes > 0 ? sim::replay_allocator_trace_text(rd.text, file, rd.cap_bytes, true)
-                             : sim::TraceReplay{};
-        const bool known = rd.cap_bytes > 0 && emptied.cache_emptied;
-        const bool emptied_fits = !emptied.out_of_memory;
-        // A trace PyTorch ran out of memory in ends at the failed request: served, it says
-        // only that the step got that far.
-        const bool ends_at_failure = r.measured_out_of_memory == 1;
-        shown.push_back(!known            ? "-"
-                        : !emptied_fits   ? "out of memory"
-                        : ends_at_failure ? "serves the failed request"
-                                          : "fits");
-        raw.push_back(known ? (emptied_fits ? "true" : "false") : "");
-        if (known) {
-          row["fits_under_cap_cache_emptied"] = emptied_fits;
-          row["trace_ends_at_failure"] = ends_at_failure;
-        }
-      }
-    }
-    if (o.allocator_with_prediction) {
-      const sim::MemoryBreakdown m = predict_traced_step(rd.text, file, rd.cap_bytes, o);
-      shown.insert(shown.end(), {fmt::format("{:.2f} GB", m.peak_allocated() / 1e9),
-                                 fmt::format("{:.2f} GB", m.peak_reserved() / 1e9)});
-      raw.insert(raw.end(),
-                 {fmt::format("{}", m.peak_allocated()), fmt::format("{}", m.peak_reserved())});
-      row["predicted_peak_allocated_bytes"] = m.peak_allocated();
-      row["predicted_peak_reserved_bytes"] = m.peak_reserved();
-      if (any_cap) {
-        const bool step_fits =
-            rd.cap_bytes <= 0 || m.peak_reserved() <= static_cast<double>(rd.cap_bytes);
-        shown.push_back(rd.cap_bytes > 0 ? (step_fits ? "fits" : "out of memory") : "-");
-        raw.push_back(rd.cap_bytes > 0 ? (step_fits ? "true" : "false") : "");
-        if (rd.cap_bytes > 0)
-          row["predicted_fits_under_cap"] = step_fits;
-      }
-    }
-    t.add_row(shown, raw);
-    rows.push_back(row);
+    add_trace_row(t, rows, x, rd.cap_bytes, o, any_cap);
   }
   const double mean = measured_traces > 0 ? sum / measured_traces : 0.0;
   if (sink.format() == Format::json) {
