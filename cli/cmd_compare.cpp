@@ -641,7 +641,9 @@ void compare_collectives(const CompareOptions& o, const hw::HardwareProfile& cal
                                   max_large, o.max_error_above_1mib_pct));
 }
 
-int run_compare(const CompareOptions& o) {
+// The flags of one comparison: limits in range, and one kind of comparison per run
+// (measurements, collectives and a train-step file compare against one calibration together).
+void check_compare_flags(const CompareOptions& o) {
   const Interval pct{0, 1e4, "% (0 = report only)"};
   require_range("--max-mape-pct", o.max_mape_pct, pct);
   require_range("--max-step-error-pct", o.max_step_error_pct, pct);
@@ -652,8 +654,7 @@ int run_compare(const CompareOptions& o) {
     check_plot_file(o.plot);
   if (o.allocator_empty_cache && o.allocator_traces.empty())
     throw ConfigError("--empty-cache-at-start: replays allocator traces; give --allocator-traces");
-  // One kind of comparison per run (measurements, collectives and a train-step file compare
-  // against one calibration together): a second kind would be ignored.
+  // A second kind would be ignored.
   std::vector<std::string> kinds;
   if (!o.allocator_traces.empty())
     kinds.emplace_back("--allocator-traces");
@@ -671,6 +672,105 @@ int run_compare(const CompareOptions& o) {
   if (calibrated > 1 && o.out.format == Format::csv)
     throw ConfigError("--format csv: one table per run, and --measurements, --collectives and "
                       "--train-step make one each; compare one of them, or use --format json");
+}
+
+// --plot for kernels: predicted against measured, and the measured kernels on the roofline.
+void plot_kernel_comparison(const std::string& file, const std::vector<fitting::Comparison>& cmp,
+                            const fitting::MeasurementSet& ms, const hw::GpuSpec& gpu) {
+  Series base_pts{"datasheet profile", {}, "points pt 6", {}},
+      cal_pts{"calibrated profile", {}, "points pt 7", {}};
+  double lo = 1e300, hi = 0;
+  for (const auto& c : cmp) {
+    base_pts.points.emplace_back(c.measured_s * 1e6, c.predicted_base_s * 1e6);
+    cal_pts.points.emplace_back(c.measured_s * 1e6, c.predicted_calibrated_s * 1e6);
+    lo = std::min(lo, c.measured_s * 1e6);
+    hi = std::max(hi, c.measured_s * 1e6);
+  }
+  Series diag{"predicted = measured", {{lo / 2, lo / 2}, {hi * 2, hi * 2}}, "lines", {}};
+  PlotSpec spec = plot_spec(file, fmt::format("{}: predicted vs measured kernel time", gpu.name),
+                            "measured (us)", "predicted (us)");
+  spec.logx = spec.logy = true;
+  plot_xy(spec, {diag, base_pts, cal_pts});
+  // Roofline with the measured points.
+  const double peak = gpu.peak_flops_per_s[Dtype::bf16], bw = gpu.hbm_bandwidth_bytes_per_s;
+  Series roof{"datasheet roofline (bf16)", {}, "lines", {}};
+  for (double ai = 1.0 / 16; ai <= 16384; ai *= 2)
+    roof.points.emplace_back(ai, std::min(peak, ai * bw) / 1e12);
+  Series pts{"measured", {}, "points pt 7", {}};
+  for (const auto& item : ms.items) {
+    double flops = 0, bytes = 0;
+    const auto w = fitting::kernel_work(item.shape);
+    flops = w.flops;
+    bytes = w.bytes_read + w.bytes_written;
+    if (flops > 0 && bytes > 0)
+      pts.points.emplace_back(flops / bytes, flops / item.median_s / 1e12);
+  }
+  PlotSpec roof_spec = plot_spec(with_suffix(file, "-roofline"),
+                                 fmt::format("{}: measured kernels on the roofline", gpu.name),
+                                 "arithmetic intensity (FLOP/byte)", "TFLOP/s");
+  roof_spec.logx = roof_spec.logy = true;
+  roof_spec.yrange = {0.01, 3 * peak / 1e12};
+  plot_xy(roof_spec, {roof, pts});
+}
+
+// Measured kernels against the datasheet and the calibrated profile; returns the calibrated
+// mean |error| (%).
+double compare_measured_kernels(const CompareOptions& o, const hw::HardwareProfile& cal, Sink& sink,
+                                nlohmann::json& out) {
+  const auto ms = measurements_from(o.measurements, o.suite);
+  std::string gpu_name = o.gpu.empty() ? cal.gpu : o.gpu;
+  if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
+    gpu_name = gpu_preset_for_device(ms.device["gpu_name"].get<std::string>());
+  if (gpu_name.empty())
+    throw ConfigError("--gpu: required (the calibration names no GPU)");
+  const auto gpu = hw::load_gpu(gpu_name);
+  const std::string base_name = !o.base.empty() ? o.base : "default";
+  const auto base = hw::load_profile(base_name);
+  const auto cmp = fitting::compare_kernels(ms, gpu, base, cal);
+  const double mape_base = fitting::mape(cmp, false), mape_cal = fitting::mape(cmp, true);
+  nlohmann::json rows = nlohmann::json::array();
+  Table t({"case", "measured (us)", "datasheet (us)", "error", "calibrated (us)", "error"},
+          {"name", "measured_s", "predicted_base_s", "error_base_pct", "predicted_calibrated_s",
+           "error_calibrated_pct"});
+  for (const auto& c : cmp) {
+    rows.push_back({{"name", c.name},
+                    {"op", c.op},
+                    {"measured_s", c.measured_s},
+                    {"predicted_s", c.predicted_calibrated_s},
+                    {"error_pct", c.error_calibrated_pct()},
+                    {"predicted_base_s", c.predicted_base_s},
+                    {"error_base_pct", c.error_base_pct()}});
+    t.add_row({c.name, fmt::format("{:.2f}", c.measured_s * 1e6),
+               fmt::format("{:.2f}", c.predicted_base_s * 1e6),
+               fmt::format("{:+.1f}%", c.error_base_pct()),
+               fmt::format("{:.2f}", c.predicted_calibrated_s * 1e6),
+               fmt::format("{:+.1f}%", c.error_calibrated_pct())},
+              {c.name, fmt::format("{:.9g}", c.measured_s),
+               fmt::format("{:.9g}", c.predicted_base_s), fmt::format("{:.4f}", c.error_base_pct()),
+               fmt::format("{:.9g}", c.predicted_calibrated_s),
+               fmt::format("{:.4f}", c.error_calibrated_pct())});
+  }
+  out["kernels"] = {{"measurements", ms.source},
+                    {"base_profile", base_name},
+                    {"gpu", gpu.name},
+                    {"rows", rows},
+                    {"mape_base_pct", mape_base},
+                    {"mape_calibrated_pct", mape_cal}};
+  if (sink.format() != Format::json) {
+    sink.comment(fmt::format("{} cases from {} on {}; datasheet profile '{}' vs calibrated '{}'",
+                             cmp.size(), ms.source, gpu.name, base_name, cal.name));
+    t.print(sink);
+    if (sink.format() == Format::table)
+      sink.write(fmt::format("mean |error|: datasheet {:.1f}%, calibrated {:.1f}% over {} cases\n",
+                             mape_base, mape_cal, cmp.size()));
+  }
+  if (!o.plot.empty())
+    plot_kernel_comparison(o.plot, cmp, ms, gpu);
+  return mape_cal;
+}
+
+int run_compare(const CompareOptions& o) {
+  check_compare_flags(o);
   if (!o.allocator_traces.empty()) {
     Sink sink(o.out);
     compare_allocator_traces(o, sink);
@@ -700,92 +800,7 @@ int run_compare(const CompareOptions& o) {
   nlohmann::json out{{"calibration", o.calibration}};
   const bool kernels = !o.measurements.empty() || (o.collectives.empty() && o.train_step.empty());
   if (kernels) {
-    const auto ms = measurements_from(o.measurements, o.suite);
-    std::string gpu_name = o.gpu.empty() ? cal.gpu : o.gpu;
-    if (gpu_name.empty() && ms.device.contains("gpu_name") && ms.device["gpu_name"].is_string())
-      gpu_name = gpu_preset_for_device(ms.device["gpu_name"].get<std::string>());
-    if (gpu_name.empty())
-      throw ConfigError("--gpu: required (the calibration names no GPU)");
-    const auto gpu = hw::load_gpu(gpu_name);
-    const std::string base_name = !o.base.empty() ? o.base : "default";
-    const auto base = hw::load_profile(base_name);
-    const auto cmp = fitting::compare_kernels(ms, gpu, base, cal);
-    const double mape_base = fitting::mape(cmp, false), mape_cal = fitting::mape(cmp, true);
-    nlohmann::json rows = nlohmann::json::array();
-    Table t({"case", "measured (us)", "datasheet (us)", "error", "calibrated (us)", "error"},
-            {"name", "measured_s", "predicted_base_s", "error_base_pct", "predicted_calibrated_s",
-             "error_calibrated_pct"});
-    for (const auto& c : cmp) {
-      rows.push_back({{"name", c.name},
-                      {"op", c.op},
-                      {"measured_s", c.measured_s},
-                      {"predicted_s", c.predicted_calibrated_s},
-                      {"error_pct", c.error_calibrated_pct()},
-                      {"predicted_base_s", c.predicted_base_s},
-                      {"error_base_pct", c.error_base_pct()}});
-      t.add_row({c.name, fmt::format("{:.2f}", c.measured_s * 1e6),
-                 fmt::format("{:.2f}", c.predicted_base_s * 1e6),
-                 fmt::format("{:+.1f}%", c.error_base_pct()),
-                 fmt::format("{:.2f}", c.predicted_calibrated_s * 1e6),
-                 fmt::format("{:+.1f}%", c.error_calibrated_pct())},
-                {c.name, fmt::format("{:.9g}", c.measured_s),
-                 fmt::format("{:.9g}", c.predicted_base_s),
-                 fmt::format("{:.4f}", c.error_base_pct()),
-                 fmt::format("{:.9g}", c.predicted_calibrated_s),
-                 fmt::format("{:.4f}", c.error_calibrated_pct())});
-    }
-    out["kernels"] = {{"measurements", ms.source},
-                      {"base_profile", base_name},
-                      {"gpu", gpu.name},
-                      {"rows", rows},
-                      {"mape_base_pct", mape_base},
-                      {"mape_calibrated_pct", mape_cal}};
-    if (sink.format() != Format::json) {
-      sink.comment(fmt::format("{} cases from {} on {}; datasheet profile '{}' vs calibrated '{}'",
-                               cmp.size(), ms.source, gpu.name, base_name, cal.name));
-      t.print(sink);
-      if (sink.format() == Format::table)
-        sink.write(
-            fmt::format("mean |error|: datasheet {:.1f}%, calibrated {:.1f}% over {} cases\n",
-                        mape_base, mape_cal, cmp.size()));
-    }
-    if (!o.plot.empty()) {
-      Series base_pts{"datasheet profile", {}, "points pt 6", {}},
-          cal_pts{"calibrated profile", {}, "points pt 7", {}};
-      double lo = 1e300, hi = 0;
-      for (const auto& c : cmp) {
-        base_pts.points.emplace_back(c.measured_s * 1e6, c.predicted_base_s * 1e6);
-        cal_pts.points.emplace_back(c.measured_s * 1e6, c.predicted_calibrated_s * 1e6);
-        lo = std::min(lo, c.measured_s * 1e6);
-        hi = std::max(hi, c.measured_s * 1e6);
-      }
-      Series diag{"predicted = measured", {{lo / 2, lo / 2}, {hi * 2, hi * 2}}, "lines", {}};
-      PlotSpec spec =
-          plot_spec(o.plot, fmt::format("{}: predicted vs measured kernel time", gpu.name),
-                    "measured (us)", "predicted (us)");
-      spec.logx = spec.logy = true;
-      plot_xy(spec, {diag, base_pts, cal_pts});
-      // Roofline with the measured points.
-      const double peak = gpu.peak_flops_per_s[Dtype::bf16], bw = gpu.hbm_bandwidth_bytes_per_s;
-      Series roof{"datasheet roofline (bf16)", {}, "lines", {}};
-      for (double ai = 1.0 / 16; ai <= 16384; ai *= 2)
-        roof.points.emplace_back(ai, std::min(peak, ai * bw) / 1e12);
-      Series pts{"measured", {}, "points pt 7", {}};
-      for (const auto& item : ms.items) {
-        double flops = 0, bytes = 0;
-        const auto w = fitting::kernel_work(item.shape);
-        flops = w.flops;
-        bytes = w.bytes_read + w.bytes_written;
-        if (flops > 0 && bytes > 0)
-          pts.points.emplace_back(flops / bytes, flops / item.median_s / 1e12);
-      }
-      PlotSpec roof_spec = plot_spec(with_suffix(o.plot, "-roofline"),
-                                     fmt::format("{}: measured kernels on the roofline", gpu.name),
-                                     "arithmetic intensity (FLOP/byte)", "TFLOP/s");
-      roof_spec.logx = roof_spec.logy = true;
-      roof_spec.yrange = {0.01, 3 * peak / 1e12};
-      plot_xy(roof_spec, {roof, pts});
-    }
+    const double mape_cal = compare_measured_kernels(o, cal, sink, out);
     if (o.max_mape_pct > 0 && mape_cal > o.max_mape_pct)
       throw CheckFailed(
           fmt::format("calibrated mean |error| {:.1f}% > {:.1f}%", mape_cal, o.max_mape_pct));
