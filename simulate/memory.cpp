@@ -64,18 +64,18 @@ struct MemoryComposer {
   const bool first, last;
   const std::int64_t num_layers; // on this stage
   const double layers;
-  MemoryBreakdown m;
+  MemoryBreakdown& m; // the breakdown composed
   double layer_params = 0, params = 0, shard = 1, fp8_state = 0;
   std::int64_t micro_batches = 1, recomputed = 0;
   double in_flight = 1, end_of_backward_act = 0;
 
-  explicit MemoryComposer(const MemoryInputs& in)
+  MemoryComposer(const MemoryInputs& in, MemoryBreakdown& out)
       : a(in.acc), model(in.model), plan(in.plan), setup(in.setup), profile(in.profile),
         options(in.options),
         fw(in.options.framework ? *in.options.framework : trainsim_framework()), stage(in.stage),
         first(in.stage == 0), last(in.stage == in.plan.pp - 1),
         num_layers(model::layers_on_stage(in.plan, in.model.num_layers, in.stage)),
-        layers(static_cast<double>(num_layers)) {}
+        layers(static_cast<double>(num_layers)), m(out) {}
 
   // Weights, gradients and optimizer states of this stage's parameters.
   void model_states() {
@@ -319,7 +319,8 @@ struct MemoryComposer {
 } // namespace
 
 MemoryBreakdown compose_memory(const MemoryInputs& in) {
-  MemoryComposer c(in);
+  MemoryBreakdown m;
+  MemoryComposer c(in, m);
   c.model_states();
   c.activations();
   c.buffers();
@@ -328,7 +329,7 @@ MemoryBreakdown compose_memory(const MemoryInputs& in) {
     played = c.step_tensors();
   c.timeline();
   c.allocator(std::move(played));
-  return std::move(c.m);
+  return m;
 }
 
 MemoryBreakdown compose_memory_fullest(const MicroBatchAccounting& a, const model::ModelSpec& model,
