@@ -151,7 +151,7 @@ struct StepConfig {
 };
 
 // Eager PyTorch (the pytorch profile) training cs336-large at s1024 with full recompute on an
-// H200 (allocator traces of it: validate/results/allocator-traces-2026-12-04-prog).
+// H200 (as recorded in validate/results/allocator-traces-2026-12-05-steps8).
 struct EagerLargeFull : StepConfig {
   explicit EagerLargeFull(model::AttentionImpl attention) : StepConfig("cs336-large", "h200") {
     p.recompute = model::Recompute::full;
