@@ -568,7 +568,7 @@ trainsim_cli_test(framework_runs_compare "pytorch/test: 15 runs"
 trainsim_cli_test(framework_runs_published_by_precision "megatron/test fp8: [0-9]+ runs, time mean"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/nvidia-megatron-bridge.jsonl
   --framework-runs ${PROJECT_SOURCE_DIR}/validate/published/data/nvidia-nemo.jsonl)
-trainsim_cli_test(framework_runs_oom "fsdp/test: [^\n]*OOM boundary: max micro-batch exact 3/3, within one 3/3.*pytorch-compile/fit: [^\n]*exact 1/3, within one 3/3.*pytorch/fit: [^\n]*exact 8/12, within one 12/12.*pytorch/test: [^\n]*exact 9/9, within one 9/9"
+trainsim_cli_test(framework_runs_oom "fsdp/test: [^\n]*OOM boundary: max micro-batch exact 3/3, within one 3/3.*pytorch-compile/fit: [^\n]*exact 1/3, within one 2/3.*pytorch/fit: [^\n]*exact 8/12, within one 12/12.*pytorch/test: [^\n]*exact 9/9, within one 9/9"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom.jsonl)
 trainsim_cli_test(framework_runs_recompute_boundary "recompute boundary: least layers recomputed exact [0-9]/2, within one [0-9]/2, mean \\|difference\\| [0-9.]+ layers"
   compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-04/recompute-boundary/recompute-boundary.jsonl)

@@ -780,15 +780,20 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     return estimate_step(run.model, run.cluster, run.gpu, run.profile, run.plan, s, so);
   };
   // The memory under the run's cap (torch.cuda.set_per_process_memory_fraction caps reserved
-  // bytes): the recorded probes (scripts/peer_framework_runs.py probe_under_cap) played two
-  // steps after emptying PyTorch's cache; a user's training loop (loop_boundary) keeps the
-  // cache and plays MemoryOptions::kLoopSteps, as `trainsim memory --allocator-cap-gb` does.
-  auto capped_options = [&](double cap, bool loop) {
+  // bytes). A boundary is always the answer `trainsim memory --allocator-cap-gb` gives, a
+  // user's training loop (MemoryOptions::kLoopSteps, the cache kept): one answer, whatever
+  // protocol measured it. The peaks a probe measured at one batch are predicted as that probe
+  // ran (scripts/peer_framework_runs.py probe_under_cap: two steps after emptying the cache).
+  auto loop_options = [&](double cap) {
     MemoryOptions mo;
     mo.framework = so.framework;
     mo.allocator_cap_bytes = cap;
-    mo.empty_cache_before_steps = !loop;
-    mo.allocator_steps = loop ? MemoryOptions::kLoopSteps : MemoryOptions::kProbeSteps;
+    return mo;
+  };
+  auto probe_options = [&](double cap) {
+    MemoryOptions mo = loop_options(cap);
+    mo.empty_cache_before_steps = true;
+    mo.allocator_steps = MemoryOptions::kProbeSteps;
     return mo;
   };
   p.step = estimate(run.setup.micro_batch_size);
@@ -801,7 +806,7 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     // and under the cap scaled by the memory band.
     auto answer_under = [&](double cap) {
       return sim::min_recompute_layers(run.model, run.plan, run.setup, run.profile,
-                                       run.gpu.memory_bytes, capped_options(cap, false));
+                                       run.gpu.memory_bytes, loop_options(cap));
     };
     p.min_recompute_layers = answer_under(run.memory_cap_bytes);
     const double sigma = fw.memory_residuals(run.plan.num_gpus()).memory_sigma_fraction;
@@ -817,8 +822,8 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
       const std::int64_t n = run.min_recompute_layers;
       plan.recompute = n == 0 ? model::Recompute::none : model::Recompute::full;
       s.recompute_layers = n > 0 && n < run.model.num_layers ? n : 0;
-      const MemoryBreakdown at = estimate_memory(run.model, plan, s, run.profile,
-                                                 capped_options(run.memory_cap_bytes, false));
+      const MemoryBreakdown at =
+          estimate_memory(run.model, plan, s, run.profile, probe_options(run.memory_cap_bytes));
       p.peak_allocated_bytes = at.peak_allocated();
       p.peak_reserved_bytes = at.peak_reserved();
     }
@@ -829,17 +834,17 @@ RunPrediction predict_run(const FrameworkRun& run, const FrameworkProfile& fw) {
     // returns its wholly free cached segments before it reports out of memory.
     if (run.boundary_peaks) {
       const MemoryBreakdown capped = estimate_memory(run.model, run.plan, run.setup, run.profile,
-                                                     capped_options(run.memory_cap_bytes, false));
+                                                     probe_options(run.memory_cap_bytes));
       p.peak_allocated_bytes = capped.peak_allocated();
       p.peak_reserved_bytes = capped.peak_reserved();
     }
     // The boundary as `trainsim memory` finds it (sim::max_micro_batch: the first batch that
-    // does not fit, less one), under the protocol the boundary was measured with.
+    // does not fit, less one).
     model::TrainingSetup s = run.setup;
     s.global_batch_size = s.micro_batch_size * run.plan.dp;
     p.max_micro_batch =
         sim::max_micro_batch(run.model, run.plan, s, run.profile, run.gpu.memory_bytes,
-                             capped_options(run.memory_cap_bytes, run.loop_boundary));
+                             loop_options(run.memory_cap_bytes));
   }
   return p;
 }

@@ -107,7 +107,7 @@ struct RunPrediction {
   double step_time_s = 0, tokens_per_s_per_gpu = 0;
   double peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   // OOM-boundary runs: the largest micro-batch under the cap (sim::max_micro_batch, what
-  // `trainsim memory` answers, under the row's protocol).
+  // `trainsim memory --allocator-cap-gb` answers: a training loop's).
   std::int64_t max_micro_batch = -1;
   // Recompute-boundary runs: the least number of fully recomputed layers that fits under the
   // cap (sim::min_recompute_layers, as `trainsim memory` answers it).
