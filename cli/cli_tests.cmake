@@ -116,6 +116,11 @@ trainsim_cli_test(memory_allocator_cap
   "FITS: reserved 10[.]51 GB of the allocator's 24[.]00 GB cap \\(44%\\).*largest micro-batch that fits: 4\n"
   memory --framework pytorch --model cs336-medium --attention naive --seq-len 1024 --gpu h200
   --allocator-cap-gb 24)
+# One OOM boundary: what `memory --allocator-cap-gb` says for a recorded pair is the figure
+# `compare` scores it with (oom-pytorch-cs336-large-bf16-mixed-naive-full-s1024-cap40, a test
+# pair measured at 46 by the probes: both say 43).
+add_test(NAME cli.oom_boundary_memory_is_compare
+         COMMAND bash -c "t=$<TARGET_FILE:trainsim> && m=$($t memory --framework pytorch --model cs336-large --attention naive --recompute full --seq-len 1024 --gpu h200 --allocator-cap-gb 40 | sed -n 's/.*largest micro-batch that fits: \\([0-9]*\\).*/\\1/p') && c=$($t compare --framework-runs ${PROJECT_SOURCE_DIR}/validate/results/runs-2026-12-02/oom-c.jsonl | awk '/naive-full-s1024-cap40/ {print $(NF-2)}') && echo \"memory $m, compare $c\" && test -n \"$m\" && test \"$m\" = \"$c\" && test \"$m\" = 43")
 trainsim_cli_error(allocator_cap_needs_allocator "--allocator-cap-gb: the megatron profile does not simulate PyTorch's caching allocator"
   memory --model llama3-8b --gpu h100-sxm --allocator-cap-gb 24)
 trainsim_cli_error(allocator_cap_above_gpu "--allocator-cap-gb 200: above the 84[.]94 GB of the h100-sxm"
