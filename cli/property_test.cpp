@@ -446,6 +446,7 @@ class Gen {
     opt(a, "--bucket-mb", {"1", "25", "100"}, 0.1);
     opt(a, "--framework", {"megatron", "deepspeed", "fsdp", "pytorch"}, 0.2);
     opt(a, "--torch-compile", {"none", "blocks", "blocks+loss", "always"}, 0.1);
+    opt(a, "--allocator-cap-gb", {"24", "40", "0.5", "1000"}, 0.1);
     if (chance(0.1)) {
       a.push_back("--deepspeed");
       a.push_back(std::string(TRAINSIM_SOURCE_DIR) + "/cli/testdata/" +

@@ -34,7 +34,7 @@ const char* to_string(Reject r) {
   case Reject::seq_too_long: return "seq_len exceeds the model's learned positions";
   case Reject::out_of_range: return "a degree outside its limits";
   case Reject::does_not_fit: return "does not fit in GPU memory";
-  case Reject::slower: return "cannot enter the top plans on its step time (not sized)";
+  case Reject::slower: return "cannot enter the top plans on its objective's bound (not sized)";
   case Reject::framework_layout: return "the framework runs that layout with other ZeRO stages";
   case Reject::count_: break;
   }
@@ -360,6 +360,16 @@ bool size_and_offer(const Context& c, const Candidate& k, PlanSearchResult& r, T
   };
   if ((allocator ? m0.peak_allocated() + m0.overhead : m0.total) > c.o.memory_bytes)
     return misfit();
+  auto slower = [&] {
+    ++r.rejected[static_cast<std::size_t>(Reject::slower)];
+    return true; // not known not to fit
+  };
+  // Ranked by memory under a caching-allocator profile: the allocated peak plus the overhead is
+  // a floor of the total the allocator would reserve; one whose floor cannot enter the top list
+  // is not sized (nor are its partial-recompute variants: re-running fewer layers keeps more).
+  if (allocator && c.o.objective == Objective::memory && c.o.bound_step_time &&
+      !top.may_take((m0.peak_allocated() + m0.overhead) * (1 - 1e-12)))
+    return slower();
   const bool prune = c.o.objective != Objective::memory && c.o.bound_step_time;
   const bool partial = k.partial && (!prune || partial_may_enter(c, k.p1, k.plan, k.s, r, top));
   const double gpus =
@@ -378,10 +388,6 @@ bool size_and_offer(const Context& c, const Candidate& k, PlanSearchResult& r, T
     }
     return true;
   }
-  auto slower = [&] {
-    ++r.rejected[static_cast<std::size_t>(Reject::slower)];
-    return true; // not known not to fit
-  };
   if (!may_enter(partial ? k.none_bound_s : k.bound_s))
     return slower();
   std::optional<Timed> timed;

@@ -36,8 +36,9 @@ enum class Reject {
   seq_too_long,       // seq_len above the model's learned positions
   out_of_range,       // a degree beyond model::validate's limits
   does_not_fit,       // memory per GPU above capacity
-  slower,             // under a caching-allocator profile, its step time (its bound, then the
-                      // step itself) cannot enter the top list: not sized (bound_step_time)
+  slower,             // under a caching-allocator profile, its objective cannot enter the top
+                      // list (step time: its bound, then the step itself; memory: its
+                      // allocated floor): not sized (bound_step_time)
   framework_layout,   // the framework runs that parallelism only with other ZeRO stages
                       // (FrameworkProfile::parallelisms; one it does not run is not searched)
   count_

@@ -355,21 +355,29 @@ TEST_CASE("plan: skipping known misfits and untimed bounds changes no result") {
     std::int64_t nodes, batch, seq;
     std::int64_t ep = -1;
     bool ep_overlap = false;
-    bool partial = false; // search_recompute_layers
+    bool partial = false;            // search_recompute_layers
+    const char* framework = nullptr; // a profile (null: the default)
   };
   for (const Case& k :
        {Case{"llama3-405b", "dgx-h100", 1024, 2048, 8192},
         Case{"llama3-70b", "dgx-h100", 4, 64, 8192, -1, false, true},
         Case{"megatron-1t", "dgx-a100", 384, 3072, 2048},
         Case{"gpt3-175b", "dgx-a100", 64, 1536, 2048}, Case{"llama3-8b", "dgx-h100", 8, 256, 4096},
-        Case{"mixtral-8x7b", "dgx-h100", 8, 512, 4096, 8, true}}) {
-    CAPTURE(k.model);
+        Case{"mixtral-8x7b", "dgx-h100", 8, 512, 4096, 8, true},
+        Case{"llama3.2-1b", "dgx-h100", 1, 32, 2048, -1, false, true, "fsdp"},
+        Case{"cs336-medium", "dgx-h100", 1, 64, 1024, -1, false, false, "pytorch"}}) {
+    CAPTURE(std::string(k.model));
+    CAPTURE(std::string(k.framework ? k.framework : "default"));
     Search a;
     a.on(k.model, k.cluster, k.nodes, k.batch, k.seq);
     a.o.fix_ep = k.ep;
     a.o.step.ep_overlap = k.ep_overlap;
     a.o.search_recompute_layers = k.partial;
-    for (auto objective : {Objective::time, Objective::cost}) {
+    if (k.framework) { // a caching-allocator profile; a short list, so that bounds prune
+      a.o.step.framework = std::make_shared<const FrameworkProfile>(load_framework(k.framework));
+      a.o.top_k = 3;
+    }
+    for (auto objective : {Objective::time, Objective::cost, Objective::memory}) {
       a.o.objective = objective;
       a.o.reuse_misfits = true;
       a.o.bound_step_time = true;
@@ -380,7 +388,9 @@ TEST_CASE("plan: skipping known misfits and untimed bounds changes no result") {
       check_same_results(fast, slow);
       CHECK(fast.timed <= slow.timed);
       CHECK(slow.timed == slow.feasible);
-      if (!k.ep_overlap)
+      if (k.framework && objective == Objective::memory) // sized fewer plans than the walk
+        CHECK(fast.rejected[static_cast<std::size_t>(Reject::slower)] > 0);
+      if (!k.ep_overlap || objective == Objective::memory)
         continue;
       REQUIRE(!fast.plans.empty());
       bool merged = false;
