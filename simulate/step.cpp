@@ -97,16 +97,7 @@ StageCosts stage_costs(const MicroBatchTimes& t, const model::ParallelPlan& plan
 namespace {
 // compose_step's stages, in order, over one estimate: each reads the inputs and what the stages
 // before it set.
-struct StepComposer {
-  const MicroBatchAccounting& a;
-  const MicroBatchTimes& t;
-  const model::ModelSpec& m;
-  const hw::ClusterSpec& cluster;
-  const hw::GpuSpec& gpu;
-  const hw::HardwareProfile& profile;
-  const model::ParallelPlan& plan;
-  const model::TrainingSetup& setup;
-  const StepOptions& options;
+struct StepComposer : StepInputs {
   StepEstimate& est;
   const Placement& pl;
   StageTime stage;         // one micro-batch through the slowest stage
@@ -117,8 +108,7 @@ struct StepComposer {
   double optimizer_host = 0; // host time of the optimizer step
 
   StepComposer(const StepInputs& in, StepEstimate& out)
-      : a(in.acc), t(in.times), m(in.model), cluster(in.cluster), gpu(in.gpu), profile(in.profile),
-        plan(in.plan), setup(in.setup), options(in.options), est(out), pl(out.placement),
+      : StepInputs(in), est(out), pl(out.placement),
         per_param(state_bytes_per_param(in.setup.precision, in.setup.optimizer)) {}
 
   void slowest_stage() {
@@ -126,7 +116,7 @@ struct StepComposer {
     // A stage's time is its layers' plus the embedding (first) or the head and loss (last). With
     // an even split only the first or the last can be the slowest; with an uneven one also the
     // middle stage with the most layers (the first of them).
-    const StageCosts costs = stage_costs(t, plan, options);
+    const StageCosts costs = stage_costs(times, plan, options);
     auto make_stage = [&](std::int64_t num_layers, bool first, bool last) {
       const StageTime& f = costs.first_extra;
       const StageTime& h = costs.last_extra;
@@ -139,10 +129,10 @@ struct StepComposer {
       return s;
     };
     est.slowest_stage = 0;
-    est.slowest_stage_layers = model::layers_on_stage(plan, m.num_layers, 0);
+    est.slowest_stage_layers = model::layers_on_stage(plan, model.num_layers, 0);
     stage = make_stage(est.slowest_stage_layers, true, plan.pp == 1);
     auto consider = [&](std::int64_t index, bool last) {
-      const std::int64_t n = model::layers_on_stage(plan, m.num_layers, index);
+      const std::int64_t n = model::layers_on_stage(plan, model.num_layers, index);
       const StageTime s = make_stage(n, false, last);
       if (s.total() > stage.total()) {
         stage = s;
@@ -159,7 +149,7 @@ struct StepComposer {
       consider(plan.pp - 1, true);
     est.micro_batch_stage_s = stage.total();
     // Layers per stage on average: what every GPU re-runs under recompute, summed over stages.
-    layers = static_cast<double>(m.num_layers) / static_cast<double>(plan.pp);
+    layers = static_cast<double>(model.num_layers) / static_cast<double>(plan.pp);
   }
 
   void schedule() {
@@ -197,18 +187,18 @@ struct StepComposer {
       const Group pair{2, pl.pp_inter_node ? 1 : 2};
       b.pp_comm =
           mb * 2 * v *
-          collective_cost(Collective::send_recv, a.pp_send_bytes, pair, cluster, profile).time_s;
+          collective_cost(Collective::send_recv, acc.pp_send_bytes, pair, cluster, profile).time_s;
       ++est.collective_evaluations;
     }
   }
 
   // The fullest stage's memory (what the step reads of it: its parameters, offloaded bytes).
-  void memory(const MemoryBreakdown* composed) {
+  void fullest_memory() {
     MemoryOptions mo;
     mo.bucket_bytes = options.bucket_bytes;
     mo.framework = options.framework;
     mo.device_bytes = gpu.memory_bytes; // the caching allocator's cap (less the overhead)
-    est.memory = composed ? *composed : compose_memory_fullest(a, m, plan, setup, profile, mo);
+    est.memory = memory ? *memory : compose_memory_fullest(acc, model, plan, setup, profile, mo);
 
     // ---- activation offload: copies to host memory beside the forward, back beside the backward
     // (Transformer Engine's offload handler runs them on their own streams); what the stage's
@@ -379,9 +369,9 @@ struct StepComposer {
                                               : body + 4 * profile.launch_overhead_s;
     } else {
       // The framework's implementation: more passes (foreach) and host time per tensor.
-      const double tensors = layers * a.layer_param_tensors +
-                             (est.slowest_stage == 0 ? a.emb_param_tensors : 0) +
-                             (est.slowest_stage == plan.pp - 1 ? a.head_param_tensors : 0);
+      const double tensors = layers * acc.layer_param_tensors +
+                             (est.slowest_stage == 0 ? acc.emb_param_tensors : 0) +
+                             (est.slowest_stage == plan.pp - 1 ? acc.head_param_tensors : 0);
       b.optimizer = body * fw.optimizer_bytes_factor + 4 * profile.gpu_launch_gap_s;
       optimizer_host = tensors * fw.optimizer_host_s_per_tensor;
     }
@@ -408,7 +398,7 @@ struct StepComposer {
   void band() {
     est.step_time_s = est.breakdown_s.total();
     // The band from the residuals of runs of this kind (one GPU or several: FrameworkProfile).
-    const bool moe = m.num_experts > 0;
+    const bool moe = model.num_experts > 0;
     const FitResiduals& residuals = options.fw().time_residuals(plan.num_gpus(), moe);
     est.band_sigma_fraction = residuals.time_band_fraction(1);
     est.band_dof = residuals.time_dof();
@@ -420,7 +410,7 @@ struct StepComposer {
                                                             : "";
   }
 
-  void rates(double model_flops_per_token) {
+  void rates() {
     const int rc = static_cast<int>(plan.recompute);
     // ---- rates ----
     const double n = static_cast<double>(plan.num_gpus());
@@ -432,10 +422,10 @@ struct StepComposer {
     const double rerun_layers =
         plan.recompute == Recompute::full && setup.recompute_layers > 0
             ? std::min(layers,
-                       static_cast<double>(model::layers_recomputed(plan, setup, m.num_layers)))
+                       static_cast<double>(model::layers_recomputed(plan, setup, model.num_layers)))
             : layers;
     est.hardware_flops_per_step =
-        est.model_flops_per_step + a.layer_recompute_flops[rc] * rerun_layers * mb * n;
+        est.model_flops_per_step + acc.layer_recompute_flops[rc] * rerun_layers * mb * n;
     est.peak_flops_per_s = mfu_peak_flops_per_s(gpu, setup.precision);
     est.achieved_flops_per_s_per_gpu = est.model_flops_per_step / (est.step_time_s * n);
     est.mfu = est.achieved_flops_per_s_per_gpu / est.peak_flops_per_s;
@@ -450,13 +440,13 @@ StepEstimate compose_step(const StepInputs& in) {
   StepComposer c(in, est);
   c.slowest_stage();
   c.schedule();
-  c.memory(in.memory);
+  c.fullest_memory();
   c.data_parallel();
   c.fsdp2_copies();
   c.optimizer();
   c.host();
   c.band();
-  c.rates(in.model_flops_per_token);
+  c.rates();
   return est;
 }
 
