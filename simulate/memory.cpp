@@ -52,15 +52,8 @@ MemoryBreakdown model_state_bytes(double params, Precision precision, Optimizer 
 namespace {
 // compose_memory's stages, in order, over one breakdown: each reads the inputs and what the
 // stages before it set.
-struct MemoryComposer {
-  const MicroBatchAccounting& a;
-  const model::ModelSpec& model;
-  const model::ParallelPlan& plan;
-  const model::TrainingSetup& setup;
-  const hw::HardwareProfile& profile;
-  const MemoryOptions& options;
+struct MemoryComposer : MemoryInputs {
   const FrameworkProfile& fw;
-  const std::int64_t stage;
   const bool first, last;
   const std::int64_t num_layers; // on this stage
   const double layers;
@@ -70,9 +63,7 @@ struct MemoryComposer {
   double in_flight = 1, end_of_backward_act = 0;
 
   MemoryComposer(const MemoryInputs& in, MemoryBreakdown& out)
-      : a(in.acc), model(in.model), plan(in.plan), setup(in.setup), profile(in.profile),
-        options(in.options),
-        fw(in.options.framework ? *in.options.framework : trainsim_framework()), stage(in.stage),
+      : MemoryInputs(in), fw(in.options.framework ? *in.options.framework : trainsim_framework()),
         first(in.stage == 0), last(in.stage == in.plan.pp - 1),
         num_layers(model::layers_on_stage(in.plan, in.model.num_layers, in.stage)),
         layers(static_cast<double>(num_layers)), m(out) {}
@@ -81,15 +72,15 @@ struct MemoryComposer {
   void model_states() {
     // Parameters on this GPU: its layers (experts split over ep), the embedding on the first
     // stage, the head on the last (plus a copy of a tied table when it is not the first).
-    layer_params = a.layer_dense_params + a.layer_expert_params / static_cast<double>(plan.ep);
+    layer_params = acc.layer_dense_params + acc.layer_expert_params / static_cast<double>(plan.ep);
     params = layers * layer_params;
     if (first)
-      params += a.emb_params;
+      params += acc.emb_params;
     if (last)
-      params += a.head_params + (first ? 0.0 : a.tied_copy_params);
+      params += acc.head_params + (first ? 0.0 : acc.tied_copy_params);
     // ZeRO shards dense parameters over dp x cp and the experts over the expert-data-parallel
     // group, dp x cp / ep (each expert lives on one ep rank of it): one mean divisor for both.
-    const double expert_params = layers * a.layer_expert_params / static_cast<double>(plan.ep);
+    const double expert_params = layers * acc.layer_expert_params / static_cast<double>(plan.ep);
     const auto n_dense = static_cast<double>(plan.dp_cp());
     const auto n_expert = static_cast<double>(plan.expert_dp_cp());
     const double sharded = (params - expert_params) / n_dense + expert_params / n_expert;
@@ -114,8 +105,9 @@ struct MemoryComposer {
       // MXFP8 keeps row- and column-wise copies, each with one E8M0 scale per 32 elements
       // (2 x (1 + 1/32) B/param). Delayed scaling adds its amax history: 1024 fp32 entries for
       // each of the 3 tensors of every FP8 GEMM (TE DelayedScaling, amax_history_len = 1024).
-      const double fp8_params = layers * (a.layer_fp8_dense_params +
-                                          a.layer_fp8_expert_params / static_cast<double>(plan.ep));
+      const double fp8_params =
+          layers *
+          (acc.layer_fp8_dense_params + acc.layer_fp8_expert_params / static_cast<double>(plan.ep));
       const double per_param = setup.precision == model::Precision::mxfp8 ? 2 * (1 + 1.0 / 32) : 2;
       // FP8 primary weights (FrameworkProfile::fp8_param_gather): the copies are the weights;
       // those linears keep no 16-bit parameter.
@@ -161,34 +153,34 @@ struct MemoryComposer {
     recomputed = model::layers_recomputed(plan, setup, num_layers);
     const double layer_act =
         recomputed >= num_layers
-            ? a.layer_act[static_cast<int>(plan.recompute)]
-            : (static_cast<double>(recomputed) * a.layer_act[static_cast<int>(plan.recompute)] +
+            ? acc.layer_act[static_cast<int>(plan.recompute)]
+            : (static_cast<double>(recomputed) * acc.layer_act[static_cast<int>(plan.recompute)] +
                static_cast<double>(num_layers - recomputed) *
-                   a.layer_act[static_cast<int>(Recompute::none)]) /
+                   acc.layer_act[static_cast<int>(Recompute::none)]) /
                   layers;
     m.host_activation_bytes = in_flight * static_cast<double>(offloaded) * layer_act;
     double act = in_flight * kept_layers * layer_act;
     if (first)
-      act += in_flight * a.emb_act;
+      act += in_flight * acc.emb_act;
     // Full recompute re-materialises one layer at a time, during that layer's backward, where
     // the framework's backward transients of that layer appear too; the head's tensors (the
     // loss chain) are freed by then, having been used first: the two are never alive together.
     // Per-op checkpointing re-makes the rest of the layer's tensors beside the ones it kept.
-    const double kept = a.layer_act[static_cast<int>(Recompute::selective_op)] -
-                        a.layer_act[static_cast<int>(Recompute::full)];
+    const double kept = acc.layer_act[static_cast<int>(Recompute::selective_op)] -
+                        acc.layer_act[static_cast<int>(Recompute::full)];
     const double remade =
-        (plan.recompute == Recompute::full           ? a.layer_saved_all
-         : plan.recompute == Recompute::selective_op ? std::max(0.0, a.layer_saved_all - kept)
+        (plan.recompute == Recompute::full           ? acc.layer_saved_all
+         : plan.recompute == Recompute::selective_op ? std::max(0.0, acc.layer_saved_all - kept)
                                                      : 0.0) +
-        a.layer_bwd_transient;
-    act += last ? std::max(remade, a.head_act) : remade;
+        acc.layer_bwd_transient;
+    act += last ? std::max(remade, acc.head_act) : remade;
     m.activations = act;
     // The backward's last layer (the first in forward order): every gradient of the stage is
     // made, and that layer's own tensors (re-made under full recompute) and backward transients
     // are still alive (allocator traces of eager full recompute with naive attention: the peak
     // is in layer 0's backward, beside all the gradients).
     end_of_backward_act =
-        a.layer_act[static_cast<int>(plan.recompute)] + remade + (first ? a.emb_act : 0.0);
+        acc.layer_act[static_cast<int>(plan.recompute)] + remade + (first ? acc.emb_act : 0.0);
     m.in_flight_micro_batches = in_flight;
   }
 
@@ -212,7 +204,7 @@ struct MemoryComposer {
       buffers += 2 * layer_params * state_bytes_per_param(setup.precision, setup.optimizer).weights;
     }
     if (plan.pp > 1)
-      buffers += 2 * a.pp_send_bytes * static_cast<double>(plan.tp) /
+      buffers += 2 * acc.pp_send_bytes * static_cast<double>(plan.tp) /
                  (plan.sequence_parallel ? static_cast<double>(plan.tp) : 1.0);
     m.buffers = buffers + fp8_state;
     m.activations_saved = m.activations;
@@ -222,7 +214,7 @@ struct MemoryComposer {
   // The step's tensors through the caching-allocator model (allocator.hpp), before the
   // timeline below reduces the parts to those alive at the peak.
   [[nodiscard]] StepTensors step_tensors() const {
-    const auto& t = a.tensors;
+    const auto& t = acc.tensors;
     StepTensors st;
     if (first) {
       st.emb_params = t.emb_params;
@@ -248,8 +240,8 @@ struct MemoryComposer {
       st.recomputed_layers = recomputed;
       st.layer_saved_plain = t.layer_saved[static_cast<int>(Recompute::none)];
     }
-    st.layer_bwd_transient = a.layer_bwd_transient;
-    st.layer_bwd_transient_block = a.layer_bwd_transient_block;
+    st.layer_bwd_transient = acc.layer_bwd_transient;
+    st.layer_bwd_transient_block = acc.layer_bwd_transient_block;
     st.activation_grad_bytes = t.activation_grad_bytes;
     st.micro_batches_in_flight = static_cast<std::int64_t>(std::lround(in_flight));
     if (m.buffers > 0)
